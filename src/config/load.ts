@@ -1,0 +1,336 @@
+import { parseListenAddress, type ListenAddress } from '../lib/listen-address.js';
+import { ConfigError } from './errors.js';
+import {
+  DEFAULT_ADMIN_LISTEN,
+  DEFAULT_BREAKER_COOLDOWN_MS,
+  DEFAULT_BREAKER_FAILURE_THRESHOLD,
+  DEFAULT_CACHE_MAX_ENTRIES,
+  DEFAULT_CACHE_MAX_TTL_MS,
+  DEFAULT_CACHE_SAFETY_MARGIN_MS,
+  DEFAULT_DECISION_LISTEN,
+  DEFAULT_MAX_REQUEST_BYTES,
+  DEFAULT_PASSTHROUGH_TIMEOUT_MS,
+  DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS,
+  DEFAULT_SECRET_POLL_INTERVAL_MS,
+  DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_UPSTREAM_CONNECTIONS,
+  DEFAULT_UPSTREAM_MAX_IN_FLIGHT,
+  DEFAULT_UPSTREAM_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES,
+  DEFAULT_WEBHOOK_DEDUP_RETENTION_MS,
+  DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_LISTEN,
+  DEFAULT_WEBHOOK_MAX_BODY_BYTES,
+  DEFAULT_WEBHOOK_PATH,
+  DEFAULT_WEBHOOK_TOLERANCE_S,
+  LOG_LEVELS,
+  WEBHOOK_DELIVERY_MODES,
+  envName,
+  type LogLevel,
+  type WebhookDeliveryMode,
+} from './options.js';
+import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
+import type { RawEnv, RawFlags, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
+
+/** Headers the service will not let the portal replace, so they can never be the custom header. */
+const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/**
+ * Reads raw flags and variables, collecting every problem before failing, so one run of
+ * `serve` tells the operator all that is wrong. Each problem names the flag (and the variable
+ * when the value came from it).
+ */
+class Reader {
+  readonly problems: string[] = [];
+
+  constructor(
+    private readonly flags: RawFlags,
+    private readonly env: RawEnv,
+  ) {}
+
+  /** `--name` or `--name (from CONSENT_SIDECAR_NAME)`. */
+  private label(name: string, fromEnv: boolean): string {
+    return fromEnv ? `--${name} (from ${envName(name)})` : `--${name}`;
+  }
+
+  raw(name: string): { value: string; label: string } | undefined {
+    const flag = this.flags[name];
+    if (typeof flag === 'string') return { value: flag, label: this.label(name, false) };
+    if (Array.isArray(flag) && flag.length > 0) return { value: flag.join('\n'), label: this.label(name, false) };
+    const env = this.env[envName(name)];
+    if (env !== undefined && env !== '') return { value: env, label: this.label(name, true) };
+    return undefined;
+  }
+
+  list(name: string): { values: string[]; label: string } | undefined {
+    const flag = this.flags[name];
+    if (Array.isArray(flag) && flag.length > 0) return { values: [...flag], label: this.label(name, false) };
+    if (typeof flag === 'string') return { values: [flag], label: this.label(name, false) };
+    const env = this.env[envName(name)];
+    if (env !== undefined && env.trim() !== '') {
+      return { values: env.split(/[\n,]/).map((s) => s.trim()).filter(Boolean), label: this.label(name, true) };
+    }
+    return undefined;
+  }
+
+  problem(label: string, message: string): void {
+    this.problems.push(`${label}: ${message}`);
+  }
+
+  int(name: string, fallback: number, min: number, max: number): number {
+    const raw = this.raw(name);
+    if (!raw) return fallback;
+    const text = raw.value.trim();
+    const n = /^-?\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      this.problem(raw.label, `must be an integer from ${min} to ${max}, got "${raw.value}"`);
+      return fallback;
+    }
+    return n;
+  }
+
+  url(name: string, required: boolean): URL | null {
+    const raw = this.raw(name);
+    if (!raw) {
+      if (required) this.problem(`--${name}`, `is required (or set ${envName(name)})`);
+      return null;
+    }
+    try {
+      const url = new URL(raw.value);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+        this.problem(raw.label, `must be an http:// or https:// URL, got "${raw.value}"`);
+        return null;
+      }
+      if (url.username || url.password) {
+        this.problem(raw.label, 'must not carry credentials; use the key or secret flags');
+        return null;
+      }
+      return url;
+    } catch {
+      this.problem(raw.label, `is not a valid URL: "${raw.value}"`);
+      return null;
+    }
+  }
+
+  listen(name: string, fallback: string): ListenAddress {
+    const raw = this.raw(name);
+    const parsed = parseListenAddress(raw?.value ?? fallback);
+    if (typeof parsed === 'string') {
+      this.problem(raw?.label ?? `--${name}`, parsed);
+      return { host: '127.0.0.1', port: 0 };
+    }
+    return parsed;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const raw = this.raw(name);
+    if (!raw) return fallback;
+    if ((allowed as readonly string[]).includes(raw.value)) return raw.value as T;
+    this.problem(raw.label, `must be one of ${allowed.join(', ')}, got "${raw.value}"`);
+    return fallback;
+  }
+
+  /**
+   * A secret given as `--name` or `--name-file`, exactly one. Returns null when neither is set
+   * (the caller decides whether that is a problem).
+   */
+  secret<T>(name: string, parse: SecretParser<T>, asList = false): Secret<T> | null {
+    const fileName = `${name}-file`;
+    const valueRaw = asList ? this.list(name) : this.raw(name);
+    const fileRaw = this.raw(fileName);
+    if (valueRaw && fileRaw) {
+      this.problem(`--${name}`, `give the secret as --${name} or --${fileName}, not both`);
+      return null;
+    }
+    if (fileRaw) {
+      const secret = fileSecret(fileRaw.value, `--${fileName}`, parse);
+      if (typeof secret === 'string') {
+        this.problem(fileRaw.label, secret);
+        return null;
+      }
+      return secret;
+    }
+    if (valueRaw) {
+      const text = 'values' in valueRaw ? valueRaw.values.join('\n') : valueRaw.value;
+      const parsed = parse(text);
+      if ('error' in parsed) {
+        this.problem(valueRaw.label, parsed.error);
+        return null;
+      }
+      return staticSecret(parsed.value, `--${name}`);
+    }
+    return null;
+  }
+}
+
+const parseApiKey: SecretParser<string> = (text) => {
+  const key = text.trim();
+  if (key === '') return { error: 'the API key is empty' };
+  if (/[\s]/.test(key)) return { error: 'the API key must not contain whitespace' };
+  return { value: key };
+};
+
+/** One `whsec_` secret per line; blank lines and `#` comments are ignored. */
+export const parseWebhookSecrets: SecretParser<readonly string[]> = (text) => {
+  const secrets = text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  if (secrets.length === 0) return { error: 'no webhook secret given' };
+  const bad = secrets.findIndex((s) => !s.startsWith('whsec_') || s.length <= 'whsec_'.length);
+  if (bad >= 0) return { error: `secret #${bad + 1} does not start with "whsec_"` };
+  return { value: Object.freeze(secrets) };
+};
+
+/** `Name: value`, as configured in the service's portal. */
+export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
+  const line = text.trim();
+  const colon = line.indexOf(':');
+  if (colon <= 0) return { error: 'expected "Name: value"' };
+  const name = line.slice(0, colon).trim();
+  const value = line.slice(colon + 1).trim();
+  if (!HEADER_NAME.test(name)) return { error: `"${name}" is not a valid header name` };
+  if (FORBIDDEN_REQUIRED_HEADER.test(name)) return { error: `"${name}" cannot be a custom header (the service forbids it)` };
+  if (value === '') return { error: 'the header value is empty' };
+  return { value: Object.freeze({ name: name.toLowerCase(), value }) };
+};
+
+function readUpstream(r: Reader): UpstreamConfig | null {
+  const baseUrl = r.url('upstream-url', true);
+  const apiKey = r.secret('api-key', parseApiKey);
+  if (!apiKey && !r.problems.some((p) => p.startsWith('--api-key'))) {
+    r.problem('--api-key', `one of --api-key or --api-key-file is required (or set ${envName('api-key')} / ${envName('api-key-file')})`);
+  }
+  const timeoutMs = r.int('upstream-timeout-ms', DEFAULT_UPSTREAM_TIMEOUT_MS, 1, 600_000);
+  if (!baseUrl || !apiKey) return null;
+  return { baseUrl, apiKey, timeoutMs };
+}
+
+function readWebhooks(r: Reader): WebhookConfig | null {
+  const appUrl = r.url('app-webhook-url', false);
+  const path = r.raw('webhook-path');
+  const webhookPath = path?.value ?? DEFAULT_WEBHOOK_PATH;
+  if (path && !/^\/[\x21-\x7e]*$/.test(webhookPath)) r.problem(path.label, `must start with "/" and hold no spaces, got "${path.value}"`);
+  const secrets = r.secret('webhook-secret', parseWebhookSecrets, true);
+  const requiredHeader = r.secret('webhook-required-header', parseRequiredHeader);
+  const toleranceS = r.int('webhook-tolerance-s', DEFAULT_WEBHOOK_TOLERANCE_S, 1, 86_400);
+  const maxBodyBytes = r.int('webhook-max-body-bytes', DEFAULT_WEBHOOK_MAX_BODY_BYTES, 1024, 64 * 1024 * 1024);
+  const forwardTimeoutMs = r.int('webhook-forward-timeout-ms', DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS, 1, 600_000);
+  const delivery = r.oneOf<WebhookDeliveryMode>('webhook-delivery', WEBHOOK_DELIVERY_MODES, 'passthrough');
+  const dedupRetentionMs = r.int('webhook-dedup-retention-ms', DEFAULT_WEBHOOK_DEDUP_RETENTION_MS, 60_000, 30 * 86_400_000);
+  const dedupMaxEntries = r.int('webhook-dedup-max-entries', DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES, 1000, 100_000_000);
+
+  if (!appUrl) {
+    if (secrets || requiredHeader) {
+      r.problem('--app-webhook-url', 'is required when webhook secrets or a required header are set (the ingress is off without it)');
+    }
+    return null;
+  }
+  if (!secrets && !r.problems.some((p) => p.startsWith('--webhook-secret'))) {
+    r.problem('--webhook-secret', 'one of --webhook-secret or --webhook-secret-file is required with --app-webhook-url');
+  }
+  if (delivery === 'queue') {
+    // The durable queue (Redis streams, dead letters) is planned but not built; refusing is
+    // safer than silently delivering in another mode than the operator asked for.
+    r.problem('--webhook-delivery', 'queue mode is not available in this version; use passthrough');
+  }
+  if (!secrets) return null;
+  return {
+    appUrl,
+    path: webhookPath,
+    secrets,
+    toleranceS,
+    maxBodyBytes,
+    requiredHeader,
+    forwardTimeoutMs,
+    delivery,
+    dedupRetentionMs,
+    dedupMaxEntries,
+  };
+}
+
+/**
+ * Resolves the upstream flags shared by `check` and `redec pending`.
+ * @throws ConfigError listing every problem.
+ */
+export function resolveUpstreamConfig(flags: RawFlags, env: RawEnv = process.env): UpstreamConfig {
+  const r = new Reader(flags, env);
+  const upstream = readUpstream(r);
+  if (r.problems.length > 0 || !upstream) throw new ConfigError(r.problems);
+  return Object.freeze(upstream);
+}
+
+/**
+ * Resolves and validates every `serve` flag (flag wins over `CONSENT_SIDECAR_*`).
+ * @throws ConfigError listing every problem, each naming its flag.
+ * @example
+ * const config = loadServeConfig({ 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' }, {});
+ */
+export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): SidecarConfig {
+  const r = new Reader(flags, env);
+  const upstream = readUpstream(r);
+  const connections = r.int('upstream-connections', DEFAULT_UPSTREAM_CONNECTIONS, 1, 10_000);
+  const maxInFlight = r.int('upstream-max-in-flight', DEFAULT_UPSTREAM_MAX_IN_FLIGHT, 1, 1_000_000);
+  const passthroughTimeoutMs = r.int('passthrough-timeout-ms', DEFAULT_PASSTHROUGH_TIMEOUT_MS, 1, 600_000);
+  const failureThreshold = r.int('breaker-failure-threshold', DEFAULT_BREAKER_FAILURE_THRESHOLD, 1, 10_000);
+  const cooldownMs = r.int('breaker-cooldown-ms', DEFAULT_BREAKER_COOLDOWN_MS, 1, 3_600_000);
+  const decision = r.listen('listen', DEFAULT_DECISION_LISTEN);
+  const webhook = r.listen('webhook-listen', DEFAULT_WEBHOOK_LISTEN);
+  const admin = r.listen('admin-listen', DEFAULT_ADMIN_LISTEN);
+  const maxEntries = r.int('cache-max-entries', DEFAULT_CACHE_MAX_ENTRIES, 0, 100_000_000);
+  const safetyMarginMs = r.int('cache-safety-margin-ms', DEFAULT_CACHE_SAFETY_MARGIN_MS, 0, 3_600_000);
+  const maxTtlMs = r.int('cache-max-ttl-ms', DEFAULT_CACHE_MAX_TTL_MS, 1, 7 * 86_400_000);
+  const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
+  const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
+  const webhooks = readWebhooks(r);
+  const redisUrl = r.raw('redis-url');
+  let redis: URL | null = null;
+  if (redisUrl) {
+    try {
+      redis = new URL(redisUrl.value);
+      if (redis.protocol !== 'redis:' && redis.protocol !== 'rediss:') {
+        r.problem(redisUrl.label, `must be a redis:// or rediss:// URL, got "${redis.protocol}"`);
+      }
+    } catch {
+      r.problem(redisUrl.label, 'is not a valid URL');
+    }
+  }
+  const logLevel = r.oneOf<LogLevel>('log-level', LOG_LEVELS, 'info');
+  const shutdownTimeoutMs = r.int('shutdown-timeout-ms', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 600_000);
+  const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
+
+  const ports = [
+    ['--listen', decision],
+    ['--admin-listen', admin],
+    ...(webhooks ? ([['--webhook-listen', webhook]] as const) : []),
+  ] as const;
+  for (let i = 0; i < ports.length; i++) {
+    for (let j = i + 1; j < ports.length; j++) {
+      const [a, x] = ports[i]!;
+      const [b, y] = ports[j]!;
+      if (x.port !== 0 && x.port === y.port && (x.host === y.host || x.host === '0.0.0.0' || y.host === '0.0.0.0')) {
+        r.problem(b, `uses the same port as ${a} (${x.port})`);
+      }
+    }
+  }
+
+  if (r.problems.length > 0 || !upstream) throw new ConfigError(r.problems);
+  return Object.freeze({
+    upstream: Object.freeze({
+      ...upstream,
+      connections,
+      maxInFlight,
+      passthroughTimeoutMs,
+      breaker: Object.freeze({ failureThreshold, cooldownMs }),
+    }),
+    listeners: Object.freeze({ decision, webhook, admin }),
+    cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs }),
+    decisionApi: Object.freeze({ maxRequestBytes, preEvaluationLogIntervalMs }),
+    webhooks: webhooks ? Object.freeze(webhooks) : null,
+    redisUrl: redis,
+    logLevel,
+    shutdownTimeoutMs,
+    secretPollIntervalMs,
+  });
+}

@@ -1,0 +1,207 @@
+/**
+ * The `serve` flags. Every flag `--some-flag` also reads `CONSENT_SIDECAR_SOME_FLAG`; a flag wins
+ * over its variable. The CLI builds its options from these tables, so help text, environment
+ * variables and validation cannot drift apart.
+ */
+export interface OptionSpec {
+  /** Long flag name without dashes, e.g. `upstream-url`. */
+  readonly name: string;
+  /** Commander argument placeholder, e.g. `<url>`. */
+  readonly arg: string;
+  readonly description: string;
+  /** Default as shown in help; the typed default lives in the named constant. */
+  readonly defaultText?: string;
+  /** Repeat the flag to give several values (the variable takes them comma- or newline-separated). */
+  readonly repeatable?: boolean;
+}
+
+/** Upstream request deadline per check, retries included (ms). */
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 2000;
+/** Keep-alive connections to the service (undici pool size). */
+export const DEFAULT_UPSTREAM_CONNECTIONS = 64;
+/** Checks waiting on the service at once before new misses are shed with 503 `overload`. */
+export const DEFAULT_UPSTREAM_MAX_IN_FLIGHT = 1024;
+/** Deadline of one passthrough `/v1/*` request (ms). */
+export const DEFAULT_PASSTHROUGH_TIMEOUT_MS = 10_000;
+/** Consecutive upstream failures that open the circuit breaker. */
+export const DEFAULT_BREAKER_FAILURE_THRESHOLD = 5;
+/** How long the breaker stays open before a half-open probe (ms). */
+export const DEFAULT_BREAKER_COOLDOWN_MS = 5000;
+export const DEFAULT_DECISION_LISTEN = '127.0.0.1:7700';
+export const DEFAULT_WEBHOOK_LISTEN = '0.0.0.0:7701';
+export const DEFAULT_ADMIN_LISTEN = '0.0.0.0:7702';
+/** ALLOW cache size in entries; 0 disables the cache. */
+export const DEFAULT_CACHE_MAX_ENTRIES = 100_000;
+/** An entry dies this long before `validUntil` (ms). */
+export const DEFAULT_CACHE_SAFETY_MARGIN_MS = 1000;
+/** No entry lives longer than this (ms), whatever `validUntil` says. */
+export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
+/** Largest accepted decision request body (bytes). */
+export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
+/** At most one warn log per (reason, configKey) per this interval (ms). */
+export const DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS = 60_000;
+export const DEFAULT_WEBHOOK_PATH = '/webhooks';
+/** Timestamp tolerance of webhook signatures, both directions (s). */
+export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
+export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
+/** Time the app has to accept one forwarded event (ms). */
+export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
+/** How long an accepted event id is remembered (ms); the service retries for about an hour. */
+export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
+/** Accepted event ids remembered at most (oldest forgotten first). */
+export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
+/** Time given to in-flight work after SIGTERM (ms). */
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
+/** How often secret files are re-read (ms). */
+export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5000;
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export const WEBHOOK_DELIVERY_MODES = ['passthrough', 'queue'] as const;
+export type WebhookDeliveryMode = (typeof WEBHOOK_DELIVERY_MODES)[number];
+
+/** Flags shared by every command that talks to the service (`serve`, `check`, `redec pending`). */
+export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
+  { name: 'upstream-url', arg: '<url>', description: "the consent service's base URL (required)" },
+  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged' },
+  { name: 'api-key-file', arg: '<path>', description: 'file holding the API key; re-read when it changes' },
+  {
+    name: 'upstream-timeout-ms',
+    arg: '<ms>',
+    description: 'whole deadline of one check, retries included',
+    defaultText: String(DEFAULT_UPSTREAM_TIMEOUT_MS),
+  },
+];
+
+export const SERVE_OPTIONS: readonly OptionSpec[] = [
+  ...UPSTREAM_OPTIONS,
+  { name: 'listen', arg: '<host:port>', description: 'decision API listener', defaultText: DEFAULT_DECISION_LISTEN },
+  { name: 'webhook-listen', arg: '<host:port>', description: 'webhook ingress listener', defaultText: DEFAULT_WEBHOOK_LISTEN },
+  { name: 'admin-listen', arg: '<host:port>', description: 'metrics and probes listener', defaultText: DEFAULT_ADMIN_LISTEN },
+  {
+    name: 'upstream-connections',
+    arg: '<n>',
+    description: 'keep-alive connections to the service',
+    defaultText: String(DEFAULT_UPSTREAM_CONNECTIONS),
+  },
+  {
+    name: 'upstream-max-in-flight',
+    arg: '<n>',
+    description: 'checks waiting on the service at once; beyond, 503 overload',
+    defaultText: String(DEFAULT_UPSTREAM_MAX_IN_FLIGHT),
+  },
+  {
+    name: 'passthrough-timeout-ms',
+    arg: '<ms>',
+    description: 'deadline of one passthrough /v1/* request',
+    defaultText: String(DEFAULT_PASSTHROUGH_TIMEOUT_MS),
+  },
+  {
+    name: 'breaker-failure-threshold',
+    arg: '<n>',
+    description: 'consecutive upstream failures that open the circuit breaker',
+    defaultText: String(DEFAULT_BREAKER_FAILURE_THRESHOLD),
+  },
+  {
+    name: 'breaker-cooldown-ms',
+    arg: '<ms>',
+    description: 'time the breaker stays open before a half-open probe',
+    defaultText: String(DEFAULT_BREAKER_COOLDOWN_MS),
+  },
+  {
+    name: 'cache-max-entries',
+    arg: '<n>',
+    description: 'ALLOW cache size (0 disables the cache)',
+    defaultText: String(DEFAULT_CACHE_MAX_ENTRIES),
+  },
+  {
+    name: 'cache-safety-margin-ms',
+    arg: '<ms>',
+    description: 'an entry dies this long before validUntil',
+    defaultText: String(DEFAULT_CACHE_SAFETY_MARGIN_MS),
+  },
+  {
+    name: 'cache-max-ttl-ms',
+    arg: '<ms>',
+    description: 'no entry lives longer than this',
+    defaultText: String(DEFAULT_CACHE_MAX_TTL_MS),
+  },
+  {
+    name: 'max-request-bytes',
+    arg: '<bytes>',
+    description: 'largest decision request body',
+    defaultText: String(DEFAULT_MAX_REQUEST_BYTES),
+  },
+  {
+    name: 'pre-evaluation-log-interval-ms',
+    arg: '<ms>',
+    description: 'at most one warn log per (reason, configKey) per interval',
+    defaultText: String(DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS),
+  },
+  { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go (webhook ingress off without it)' },
+  { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },
+  {
+    name: 'webhook-secret',
+    arg: '<whsec_…>',
+    description: 'webhook signing secret; repeat for rotation (all are accepted)',
+    repeatable: true,
+  },
+  { name: 'webhook-secret-file', arg: '<path>', description: 'file with one whsec_ secret per line; re-read when it changes' },
+  {
+    name: 'webhook-tolerance-s',
+    arg: '<s>',
+    description: 'signature timestamp tolerance, both directions',
+    defaultText: String(DEFAULT_WEBHOOK_TOLERANCE_S),
+  },
+  {
+    name: 'webhook-max-body-bytes',
+    arg: '<bytes>',
+    description: 'larger webhook bodies get 413',
+    defaultText: String(DEFAULT_WEBHOOK_MAX_BODY_BYTES),
+  },
+  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)' },
+  { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
+  {
+    name: 'webhook-forward-timeout-ms',
+    arg: '<ms>',
+    description: 'time the app has to accept one event',
+    defaultText: String(DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS),
+  },
+  {
+    name: 'webhook-delivery',
+    arg: '<mode>',
+    description: 'passthrough (200 once the app accepted) or queue (needs --redis-url)',
+    defaultText: 'passthrough',
+  },
+  {
+    name: 'webhook-dedup-retention-ms',
+    arg: '<ms>',
+    description: 'how long accepted event ids are remembered',
+    defaultText: String(DEFAULT_WEBHOOK_DEDUP_RETENTION_MS),
+  },
+  {
+    name: 'webhook-dedup-max-entries',
+    arg: '<n>',
+    description: 'accepted event ids remembered at most',
+    defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
+  },
+  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue)' },
+  { name: 'log-level', arg: '<level>', description: `one of ${LOG_LEVELS.join(', ')}`, defaultText: 'info' },
+  {
+    name: 'shutdown-timeout-ms',
+    arg: '<ms>',
+    description: 'time given to in-flight work after SIGTERM',
+    defaultText: String(DEFAULT_SHUTDOWN_TIMEOUT_MS),
+  },
+  {
+    name: 'secret-poll-interval-ms',
+    arg: '<ms>',
+    description: 'how often secret files are re-read',
+    defaultText: String(DEFAULT_SECRET_POLL_INTERVAL_MS),
+  },
+];
+
+/** `upstream-url` → `CONSENT_SIDECAR_UPSTREAM_URL`. */
+export function envName(flagName: string): string {
+  return `CONSENT_SIDECAR_${flagName.toUpperCase().replace(/-/g, '_')}`;
+}

@@ -1,0 +1,80 @@
+import type { ListenAddress } from '../lib/listen-address.js';
+import type { LogLevel, WebhookDeliveryMode } from './options.js';
+import type { Secret } from './secret.js';
+
+/** How to reach the consent service. Shared by `serve`, `check` and `redec pending`. */
+export interface UpstreamConfig {
+  /** The service's `{base_url}`; paths such as `/v1/authorization/check` are appended to it. */
+  readonly baseUrl: URL;
+  readonly apiKey: Secret<string>;
+  /** Whole deadline of one check, retries included (ms). */
+  readonly timeoutMs: number;
+}
+
+export interface UpstreamPoolConfig {
+  /** Keep-alive connections to the service. */
+  readonly connections: number;
+  /** Checks waiting on the service at once before misses are shed (503 `overload`). */
+  readonly maxInFlight: number;
+  /** Deadline of one passthrough request (ms). */
+  readonly passthroughTimeoutMs: number;
+  readonly breaker: {
+    readonly failureThreshold: number;
+    readonly cooldownMs: number;
+  };
+}
+
+export interface CacheConfig {
+  /** 0 disables the cache. */
+  readonly maxEntries: number;
+  readonly safetyMarginMs: number;
+  readonly maxTtlMs: number;
+}
+
+export interface DecisionApiConfig {
+  readonly maxRequestBytes: number;
+  readonly preEvaluationLogIntervalMs: number;
+}
+
+export interface RequiredHeader {
+  /** Lower-case header name. */
+  readonly name: string;
+  readonly value: string;
+}
+
+export interface WebhookConfig {
+  readonly appUrl: URL;
+  readonly path: string;
+  /** All accepted secrets, in the order given (rotation). */
+  readonly secrets: Secret<readonly string[]>;
+  readonly toleranceS: number;
+  readonly maxBodyBytes: number;
+  readonly requiredHeader: Secret<RequiredHeader> | null;
+  readonly forwardTimeoutMs: number;
+  readonly delivery: WebhookDeliveryMode;
+  readonly dedupRetentionMs: number;
+  readonly dedupMaxEntries: number;
+}
+
+/** Everything `serve` needs, validated and frozen. */
+export interface SidecarConfig {
+  readonly upstream: UpstreamConfig & UpstreamPoolConfig;
+  readonly listeners: {
+    readonly decision: ListenAddress;
+    readonly webhook: ListenAddress;
+    readonly admin: ListenAddress;
+  };
+  readonly cache: CacheConfig;
+  readonly decisionApi: DecisionApiConfig;
+  /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
+  readonly webhooks: WebhookConfig | null;
+  readonly redisUrl: URL | null;
+  readonly logLevel: LogLevel;
+  readonly shutdownTimeoutMs: number;
+  readonly secretPollIntervalMs: number;
+}
+
+/** Raw values as commander parsed them, keyed by long flag name without dashes. */
+export type RawFlags = Readonly<Record<string, string | readonly string[] | boolean | undefined>>;
+/** Environment variables (defaults to `process.env` inside `src/config/` only). */
+export type RawEnv = Readonly<Record<string, string | undefined>>;

@@ -1,0 +1,3 @@
+export { createLogger, silentLogger, type Logger } from './logger.js';
+export { createRegistry, METRIC_PREFIX } from './registry.js';
+export { Readiness } from './readiness.js';

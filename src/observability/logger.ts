@@ -1,0 +1,39 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+import type { LogLevel } from '../config/index.js';
+
+export type { Logger };
+
+/**
+ * JSON logs, one event per line on stdout. Anything that looks like a credential is redacted even
+ * if a caller slips it into a log object by mistake.
+ */
+export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'consent-sidecar' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: {
+        paths: [
+          'apiKey',
+          'secret',
+          'secrets',
+          'signature',
+          'authorization',
+          '*.authorization',
+          'headers.authorization',
+          'headers["x-service-signature"]',
+          'userReference',
+        ],
+        censor: '[redacted]',
+      },
+    },
+    destination,
+  );
+}
+
+/** A logger that drops everything, for tests and library use. */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}
