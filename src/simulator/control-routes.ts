@@ -1,0 +1,139 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ConsentTarget, GrantOptions } from './consent-store.js';
+import { SimulatorError } from './errors.js';
+import { validateFault } from './faults.js';
+import { readJsonObject, sendJson } from './http-util.js';
+import type { SimulatorCore } from './simulator-core.js';
+import type { WebhookEndpointInput } from './webhook-endpoints.js';
+
+/** Prefix of the control surface. */
+export const CONTROL_PREFIX = '/_simulator';
+
+const FLOW_VERSIONS = /^\/_simulator\/flows\/([^/]+)\/versions$/;
+
+function target(body: Record<string, unknown>): ConsentTarget {
+  const problems: string[] = [];
+  if (typeof body.userReference !== 'string') problems.push('userReference: expected a string');
+  for (const k of ['consentId', 'configKey']) {
+    if (body[k] !== undefined && typeof body[k] !== 'string') problems.push(`${k}: expected a string`);
+  }
+  if (problems.length > 0) throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', problems);
+  return body as unknown as ConsentTarget;
+}
+
+function grantOptions(body: Record<string, unknown>): GrantOptions {
+  const problems: string[] = [];
+  for (const k of ['expiresAt', 'ttlMs']) {
+    const v = body[k];
+    if (v !== undefined && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) problems.push(`${k}: expected an integer >= 0`);
+  }
+  if (body.scopes !== undefined && !(Array.isArray(body.scopes) && body.scopes.every((s) => typeof s === 'string'))) {
+    problems.push('scopes: expected an array of strings');
+  }
+  if (problems.length > 0) throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', problems);
+  return body as GrantOptions;
+}
+
+function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
+  if (token === undefined) return true;
+  const given = Buffer.from(String(req.headers['x-simulator-control-token'] ?? ''), 'utf8');
+  const expected = Buffer.from(token, 'utf8');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * Serves the control surface (`/_simulator/…`, JSON bodies):
+ *
+ * | request | body | effect |
+ * |---|---|---|
+ * | `GET /_simulator/state` | | customers, Flows, consent states, endpoints, active fault |
+ * | `POST /_simulator/consents/grant` | `{userReference, configKey or consentId, ttlMs?, expiresAt?, scopes?}` | grant, emits events |
+ * | `POST /_simulator/consents/revoke` | `{userReference, configKey or consentId}` | revoke, emits events |
+ * | `POST /_simulator/consents/expire` | `{userReference, configKey or consentId}` | expire now (no event) |
+ * | `POST /_simulator/flows/{configKey}/versions` | a Flow version (`version` defaults to next, `published` to true) | publish |
+ * | `POST /_simulator/webhook-endpoints` | `{url, secret, types?, header?}` | register |
+ * | `POST /_simulator/events` | `{type, data?}` | emit any catalog event |
+ * | `GET /_simulator/deliveries` | | delivery timelines |
+ * | `PUT /_simulator/faults` / `DELETE /_simulator/faults` | a fault spec | inject / clear |
+ *
+ * With a control token, requests must carry `x-simulator-control-token`.
+ */
+export async function handleControl(
+  core: SimulatorCore,
+  controlToken: string | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+): Promise<void> {
+  if (!tokenOk(req, controlToken)) {
+    sendJson(res, 401, { error: 'unauthorized' });
+    return;
+  }
+  const route = `${req.method} ${url.pathname}`;
+  switch (route) {
+    case 'GET /_simulator/state':
+      sendJson(res, 200, {
+        configKeys: core.store.configKeys(),
+        consents: core.store.snapshot().map(({ userReference, consentId, record }) => ({
+          userReference,
+          consentId,
+          ...record,
+          ...(record.scopes ? { scopes: [...record.scopes] } : {}),
+        })),
+        webhookEndpoints: core.sender.endpoints().map(({ secret: _secret, header, ...e }) => ({
+          ...e,
+          ...(header ? { header: header.name } : {}),
+        })),
+        fault: core.faults.current() ?? null,
+      });
+      return;
+    case 'POST /_simulator/consents/grant': {
+      const body = await readJsonObject(req);
+      sendJson(res, 200, core.grant(target(body), grantOptions(body)));
+      return;
+    }
+    case 'POST /_simulator/consents/revoke':
+      sendJson(res, 200, core.revoke(target(await readJsonObject(req))));
+      return;
+    case 'POST /_simulator/consents/expire':
+      core.expire(target(await readJsonObject(req)));
+      sendJson(res, 200, { expired: true });
+      return;
+    case 'POST /_simulator/webhook-endpoints': {
+      const { secret: _secret, ...endpoint } = core.sender.register((await readJsonObject(req)) as unknown as WebhookEndpointInput);
+      sendJson(res, 201, endpoint);
+      return;
+    }
+    case 'GET /_simulator/webhook-endpoints':
+      sendJson(res, 200, core.sender.endpoints().map(({ secret: _secret, ...e }) => e));
+      return;
+    case 'POST /_simulator/events': {
+      const body = await readJsonObject(req);
+      const data = body.data ?? {};
+      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+        throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', 'data: expected an object');
+      }
+      sendJson(res, 201, core.emit(String(body.type), data as Record<string, unknown>));
+      return;
+    }
+    case 'GET /_simulator/deliveries':
+      sendJson(res, 200, core.sender.timelines());
+      return;
+    case 'PUT /_simulator/faults':
+    case 'POST /_simulator/faults':
+      core.faults.set(validateFault(await readJsonObject(req)));
+      sendJson(res, 200, { fault: core.faults.current() });
+      return;
+    case 'DELETE /_simulator/faults':
+      core.faults.clear();
+      sendJson(res, 200, { fault: null });
+      return;
+  }
+  const flow = FLOW_VERSIONS.exec(url.pathname);
+  if (flow && req.method === 'POST') {
+    sendJson(res, 201, core.publish(decodeURIComponent(flow[1] as string), await readJsonObject(req)));
+    return;
+  }
+  sendJson(res, 404, { error: 'not_found' });
+}
