@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+import { main } from './cli/index.js';
+
+await main(process.argv);

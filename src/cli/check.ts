@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import { Pool } from 'undici';
+import { resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
+import {
+  causeOf,
+  decisionAnswer,
+  failClosedAnswer,
+  parseCheckResponse,
+  UpstreamClient,
+  type Answer,
+} from '../decision/index.js';
+import { CliUsageError, EXIT } from './errors.js';
+import { addSpecOptions, rawFlags } from './spec-options.js';
+
+/** Asks a running sidecar; its answer is trusted only as far as its status and JSON say. */
+async function viaSidecar(base: URL, body: string, timeoutMs: number): Promise<{ status: number; text: string; source: string }> {
+  const pool = new Pool(base.origin);
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path: base.pathname.replace(/\/+$/, '') + '/v1/authorization/check',
+      headers: { 'content-type': 'application/json' },
+      body,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const source = res.headers['x-consent-decision-source'];
+    return { status: res.statusCode, text: await res.body.text(), source: typeof source === 'string' ? source : 'unknown' };
+  } finally {
+    await pool.close();
+  }
+}
+
+export function registerCheck(program: Command): void {
+  const cmd = program
+    .command('check')
+    .description('ask for one decision; exit 0 on ALLOW, 1 on DENY, 2 when no decision could be had')
+    .requiredOption('--user-reference <ref>', 'the customer reference')
+    .requiredOption('--config-key <key>', 'the Flow key')
+    .option('--via <url>', 'ask a running sidecar at this URL instead of the service (e.g. http://127.0.0.1:7700)')
+    .action(async (opts: { userReference: string; configKey: string; via?: string }) => {
+      const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
+      let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
+      if (opts.via) {
+        let base: URL;
+        try {
+          base = new URL(opts.via);
+        } catch {
+          throw new CliUsageError(`--via: not a valid URL: "${opts.via}"`);
+        }
+        const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
+        try {
+          const res = await viaSidecar(base, body, timeoutMs);
+          // Fail closed here too: only a 200 whose JSON says ALLOW counts as ALLOW.
+          let allow = false;
+          try {
+            const parsed = parseCheckResponse({ status: res.status, date: undefined, body: res.text }, opts.configKey, Date.now());
+            allow = parsed.decision.kind === 'allow';
+          } catch {
+            allow = false;
+          }
+          answer = { status: res.status, body: res.text, source: res.source, decision: allow ? 'allow' : 'deny' };
+        } catch (err) {
+          answer = failClosedAnswer(causeOf(err));
+        }
+      } else {
+        const upstream = resolveUpstreamConfig(rawFlags(cmd, UPSTREAM_OPTIONS));
+        const client = new UpstreamClient(upstream, { connections: 1 });
+        try {
+          const res = await client.check(body);
+          answer = decisionAnswer(parseCheckResponse(res, opts.configKey, Date.now()).decision, 'upstream');
+        } catch (err) {
+          answer = failClosedAnswer(causeOf(err));
+        } finally {
+          await client.close();
+        }
+      }
+      process.stdout.write(`${answer.body}\n`);
+      process.stderr.write(`status ${answer.status}, source ${answer.source}\n`);
+      process.exitCode = answer.status === 200 ? (answer.decision === 'allow' ? EXIT.ok : EXIT.deny) : EXIT.usage;
+    });
+  addSpecOptions(cmd, UPSTREAM_OPTIONS);
+}

@@ -1,0 +1,34 @@
+import type { Command } from 'commander';
+import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
+import { createLogger } from '../observability/index.js';
+import { startSidecar } from '../sidecar.js';
+import { addSpecOptions, rawFlags } from './spec-options.js';
+
+export function registerServe(program: Command): void {
+  const cmd = program
+    .command('serve')
+    .description('run the sidecar: decision API, webhook ingress, admin (metrics and probes)')
+    .action(async () => {
+      const config = loadServeConfig(rawFlags(cmd, SERVE_OPTIONS));
+      const logger = createLogger(config.logLevel);
+      const sidecar = await startSidecar(config, { logger });
+      let signals = 0;
+      const stop = (signal: NodeJS.Signals): void => {
+        if (++signals > 1) {
+          logger.warn({ event: 'forced_exit', signal }, 'second signal: exiting now');
+          process.exit(1);
+        }
+        logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+        sidecar.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            logger.error({ event: 'shutdown_failed', err }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+    });
+  addSpecOptions(cmd, SERVE_OPTIONS);
+}

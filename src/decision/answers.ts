@@ -1,0 +1,47 @@
+import type { FailClosedCause } from './errors.js';
+import type { InvalidRequest } from './request.js';
+import type { Answer, DecisionSource, ServiceDecision } from './types.js';
+
+function answer(status: Answer['status'], decision: Answer['decision'], source: DecisionSource, body: object): Answer {
+  const text = JSON.stringify(body);
+  return Object.freeze({ status, decision, source, body: text, bodyBytes: Buffer.byteLength(text) });
+}
+
+/** The service's own shapes, rebuilt from the parsed fields only. */
+export function decisionAnswer(d: ServiceDecision, source: 'cache' | 'upstream'): Answer {
+  switch (d.kind) {
+    case 'allow':
+      return answer(200, 'allow', source, { decision: 'ALLOW', configKey: d.configKey, validUntil: d.validUntil });
+    case 'evaluated_denial':
+      return answer(200, 'deny', source, { decision: 'DENY', configKey: d.configKey });
+    case 'pre_evaluation_denial':
+      return answer(200, 'deny', source, { decision: 'DENY', reason: d.reason });
+  }
+}
+
+const failClosedAnswers = new Map<FailClosedCause, Answer>();
+
+/** 503 `{decision:"DENY", error:cause}`: no decision could be had. */
+export function failClosedAnswer(cause: FailClosedCause): Answer {
+  let a = failClosedAnswers.get(cause);
+  if (!a) failClosedAnswers.set(cause, (a = answer(503, 'deny', 'fail-closed', { decision: 'DENY', error: cause })));
+  return a;
+}
+
+/** 400 `{decision:"DENY", error:"invalid_request"}`, naming the field; the service was not called. */
+export function rejectedAnswer(invalid: InvalidRequest): Answer {
+  return answer(400, 'deny', 'rejected', {
+    decision: 'DENY',
+    error: 'invalid_request',
+    field: invalid.field,
+    detail: invalid.detail,
+  });
+}
+
+/** 405 for anything but POST on the check path. */
+export const METHOD_NOT_ALLOWED_ANSWER = answer(405, 'deny', 'rejected', {
+  decision: 'DENY',
+  error: 'invalid_request',
+  field: 'method',
+  detail: 'POST /v1/authorization/check only',
+});

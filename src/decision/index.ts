@@ -1,0 +1,12 @@
+export { AllowCache, cacheKey, deathOf } from './allow-cache.js';
+export { decisionAnswer, failClosedAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
+export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions } from './breaker.js';
+export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';
+export { DecisionMetrics, UPSTREAM_OUTCOMES } from './metrics.js';
+export { parseCheckResponse, type UpstreamResponse, type ParsedDecision } from './parse-response.js';
+export { Passthrough } from './passthrough.js';
+export { PreEvaluationLog } from './pre-evaluation-log.js';
+export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
+export { DecisionService, type CheckTransport, type DecisionServiceOptions } from './service.js';
+export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
+export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';

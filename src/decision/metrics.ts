@@ -1,0 +1,116 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { METRIC_PREFIX } from '../observability/index.js';
+import { BREAKER_STATES, type BreakerState } from './breaker.js';
+import { FAIL_CLOSED_CAUSES, type FailClosedCause } from './errors.js';
+import { PRE_EVALUATION_REASONS } from './types.js';
+import type { Answer, DecisionSource } from './types.js';
+
+/** Outcomes of one upstream check call (`outcome` label of the duration histogram). */
+export const UPSTREAM_OUTCOMES = ['ok', 'http_4xx', 'http_5xx', 'http_other', 'invalid_response', 'timeout', 'network_error'] as const;
+export type UpstreamOutcome = (typeof UPSTREAM_OUTCOMES)[number];
+
+const SOURCE_LABEL: Record<DecisionSource, string> = {
+  cache: 'cache',
+  upstream: 'upstream',
+  'fail-closed': 'fail_closed',
+  rejected: 'rejected',
+};
+
+type Inc = { inc(n?: number): void };
+
+/**
+ * Every metric of the decision capability, declared against the given registry. Label values
+ * come from closed sets and are pre-bound, so the hot path pays one increment and no hashing.
+ */
+export class DecisionMetrics {
+  private readonly decisions = new Map<string, Inc>();
+  private readonly preEvaluation = new Map<string, Inc>();
+  private readonly failClosed = new Map<FailClosedCause, Inc>();
+  private readonly upstreamDuration: Histogram<'outcome'>;
+  private readonly breakerState: Gauge<'state'>;
+  readonly coalesced: Inc;
+  readonly purged: Counter<'trigger'>;
+
+  constructor(registry: Registry, cacheSize: () => number) {
+    const decisions = new Counter({
+      name: `${METRIC_PREFIX}decisions_total`,
+      help: 'Answers given to the application, by decision and source.',
+      labelNames: ['decision', 'source'],
+      registers: [registry],
+    });
+    for (const decision of ['allow', 'deny']) {
+      for (const source of Object.keys(SOURCE_LABEL) as DecisionSource[]) {
+        this.decisions.set(`${decision}/${source}`, decisions.labels(decision, SOURCE_LABEL[source]));
+      }
+    }
+    const pre = new Counter({
+      name: `${METRIC_PREFIX}pre_evaluation_denials_total`,
+      help: 'Denials the service gave before evaluating (tenant configuration or references), by reason.',
+      labelNames: ['reason'],
+      registers: [registry],
+    });
+    for (const reason of [...PRE_EVALUATION_REASONS, 'other']) this.preEvaluation.set(reason, pre.labels(reason));
+    const failClosed = new Counter({
+      name: `${METRIC_PREFIX}fail_closed_total`,
+      help: 'Checks answered 503 DENY because no decision could be had, by cause.',
+      labelNames: ['cause'],
+      registers: [registry],
+    });
+    for (const cause of FAIL_CLOSED_CAUSES) this.failClosed.set(cause, failClosed.labels(cause));
+    this.upstreamDuration = new Histogram({
+      name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
+      help: 'Duration of authorization checks sent to the service, retries included, by outcome.',
+      labelNames: ['outcome'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    });
+    for (const outcome of UPSTREAM_OUTCOMES) this.upstreamDuration.labels(outcome);
+    new Gauge({
+      name: `${METRIC_PREFIX}cache_entries`,
+      help: 'ALLOW answers held in the cache.',
+      registers: [registry],
+      collect() {
+        this.set(cacheSize());
+      },
+    });
+    this.breakerState = new Gauge({
+      name: `${METRIC_PREFIX}circuit_breaker_state`,
+      help: 'State of the circuit breaker in front of the service (1 for the current state).',
+      labelNames: ['state'],
+      registers: [registry],
+    });
+    this.setBreakerState('closed');
+    this.coalesced = new Counter({
+      name: `${METRIC_PREFIX}upstream_coalesced_total`,
+      help: 'Cache misses that joined an upstream call already in flight for the same request.',
+      registers: [registry],
+    });
+    this.purged = new Counter({
+      name: `${METRIC_PREFIX}cache_purged_entries_total`,
+      help: 'ALLOW entries purged, by trigger (webhook revocation or manual).',
+      labelNames: ['trigger'],
+      registers: [registry],
+    });
+  }
+
+  /** Counts one answer given to the app. */
+  answered(answer: Answer): void {
+    this.decisions.get(`${answer.decision}/${answer.source}`)?.inc();
+  }
+
+  preEvaluationDenial(reason: string): void {
+    (this.preEvaluation.get(reason) ?? this.preEvaluation.get('other'))!.inc();
+  }
+
+  failedClosed(cause: FailClosedCause): void {
+    this.failClosed.get(cause)!.inc();
+  }
+
+  upstreamCall(outcome: UpstreamOutcome, seconds: number): void {
+    this.upstreamDuration.labels(outcome).observe(seconds);
+  }
+
+  setBreakerState(state: BreakerState): void {
+    for (const s of BREAKER_STATES) this.breakerState.labels(s).set(s === state ? 1 : 0);
+  }
+}

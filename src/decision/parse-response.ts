@@ -1,0 +1,76 @@
+import { DecisionError } from './errors.js';
+import type { ServiceDecision } from './types.js';
+
+/** What the upstream client read: the status, the `Date` header and the whole body. */
+export interface UpstreamResponse {
+  readonly status: number;
+  readonly date: string | undefined;
+  readonly body: string;
+}
+
+export interface ParsedDecision {
+  readonly decision: ServiceDecision;
+  /** The service's clock from its `Date` header (ms), when present and valid. */
+  readonly serviceNowMs: number | undefined;
+}
+
+const has = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+
+/**
+ * The fail-closed parser. The only way out with `kind: 'allow'` is: status 200, a JSON object,
+ * `decision` exactly `"ALLOW"`, `configKey` equal to the key asked, `validUntil` a safe integer
+ * later than both the local clock and the service's `Date`, and no `reason`. Everything else is a
+ * well-formed DENY (kept in its shape) or a {@link DecisionError}.
+ */
+export function parseCheckResponse(res: UpstreamResponse, askedConfigKey: string, nowMs: number): ParsedDecision {
+  if (res.status !== 200) {
+    if (res.status >= 500 && res.status <= 599) throw new DecisionError('ERR_UPSTREAM_STATUS_5XX', `service answered ${res.status}`);
+    if (res.status >= 400 && res.status <= 499) throw new DecisionError('ERR_UPSTREAM_STATUS_4XX', `service answered ${res.status}`);
+    throw new DecisionError('ERR_UPSTREAM_STATUS_OTHER', `service answered ${res.status}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(res.body);
+  } catch {
+    throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'body is not JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'body is not a JSON object');
+  }
+  const o = value as Record<string, unknown>;
+  const dateMs = res.date === undefined ? Number.NaN : Date.parse(res.date);
+  const serviceNowMs = Number.isFinite(dateMs) ? dateMs : undefined;
+
+  if (o.decision === 'ALLOW') {
+    if (typeof o.configKey !== 'string') throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'ALLOW without a string configKey');
+    if (o.configKey !== askedConfigKey) throw new DecisionError('ERR_UPSTREAM_CONTRADICTORY', 'ALLOW for another configKey');
+    if (has(o, 'reason')) throw new DecisionError('ERR_UPSTREAM_CONTRADICTORY', 'ALLOW carrying a reason');
+    const validUntil = o.validUntil;
+    if (typeof validUntil !== 'number' || !Number.isSafeInteger(validUntil) || validUntil <= 0) {
+      throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'ALLOW without an integer validUntil');
+    }
+    // The document: "must not cache an authorization beyond validUntil". If either clock says it
+    // has passed, it cannot be relied on now.
+    if (validUntil <= nowMs || (serviceNowMs !== undefined && validUntil <= serviceNowMs)) {
+      throw new DecisionError('ERR_UPSTREAM_EXPIRED', 'ALLOW already expired on arrival');
+    }
+    return { decision: { kind: 'allow', configKey: o.configKey, validUntil }, serviceNowMs };
+  }
+
+  if (o.decision === 'DENY') {
+    const hasReason = has(o, 'reason');
+    const hasKey = has(o, 'configKey');
+    if (hasReason && hasKey) throw new DecisionError('ERR_UPSTREAM_CONTRADICTORY', 'DENY with both reason and configKey');
+    if (hasReason) {
+      if (typeof o.reason !== 'string' || o.reason === '') throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'DENY with a non-string reason');
+      return { decision: { kind: 'pre_evaluation_denial', reason: o.reason }, serviceNowMs };
+    }
+    if (hasKey) {
+      if (typeof o.configKey !== 'string') throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'DENY with a non-string configKey');
+      if (o.configKey !== askedConfigKey) throw new DecisionError('ERR_UPSTREAM_CONTRADICTORY', 'DENY for another configKey');
+      return { decision: { kind: 'evaluated_denial', configKey: o.configKey }, serviceNowMs };
+    }
+    throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'DENY with neither configKey nor reason');
+  }
+  throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'decision is neither "ALLOW" nor "DENY"');
+}

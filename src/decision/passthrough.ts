@@ -1,0 +1,76 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Pool } from 'undici';
+import type { UpstreamConfig } from '../config/index.js';
+import { joinPath } from './upstream-client.js';
+
+/** Connection-level headers that must not cross a proxy (RFC 9110 §7.6.1), plus those we own. */
+const DROP_REQUEST = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'authorization',
+  'proxy-authorization',
+  'expect',
+]);
+const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade']);
+
+/**
+ * Forwards any other `/v1/*` request to the service with the API key injected and returns the
+ * answer as is: never cached, never retried (some operations, such as
+ * `POST /v1/redec/accesses/authorize`, record a single-use decision).
+ */
+export class Passthrough {
+  private readonly pool: Pool;
+
+  constructor(
+    private readonly cfg: UpstreamConfig,
+    private readonly timeoutMs: number,
+  ) {
+    this.pool = new Pool(cfg.baseUrl.origin, { connections: 16, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
+  }
+
+  async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined && !DROP_REQUEST.has(name)) headers[name] = value;
+    }
+    headers.authorization = `Bearer ${this.cfg.apiKey.current()}`;
+    const method = req.method ?? 'GET';
+    const hasBody = method !== 'GET' && method !== 'HEAD';
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    try {
+      const upstream = await this.pool.request({
+        method: method as 'GET',
+        path: joinPath(this.cfg.baseUrl, req.url ?? '/'),
+        headers,
+        body: hasBody ? req : null,
+        signal,
+      });
+      const out: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(upstream.headers)) {
+        if (value !== undefined && !DROP_RESPONSE.has(name)) out[name] = value;
+      }
+      res.writeHead(upstream.statusCode, out);
+      for await (const chunk of upstream.body) res.write(chunk);
+      res.end();
+    } catch (err) {
+      if (res.headersSent) {
+        res.destroy(err as Error);
+        return;
+      }
+      const timedOut = signal.aborted;
+      const body = JSON.stringify({ error: timedOut ? 'upstream_timeout' : 'upstream_unreachable' });
+      res.writeHead(timedOut ? 504 : 502, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.end(body);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+}

@@ -1,0 +1,136 @@
+import { performance } from 'node:perf_hooks';
+import type { CacheConfig } from '../config/index.js';
+import { cacheKey, deathOf, type AllowCache } from './allow-cache.js';
+import { decisionAnswer } from './answers.js';
+import type { CircuitBreaker } from './breaker.js';
+import { DecisionError, isServiceFailure, type DecisionErrorCode } from './errors.js';
+import type { DecisionMetrics, UpstreamOutcome } from './metrics.js';
+import { parseCheckResponse, type UpstreamResponse } from './parse-response.js';
+import type { PreEvaluationLog } from './pre-evaluation-log.js';
+import type { Answer, CheckRequest } from './types.js';
+
+/** What the service needs from an upstream client (the undici one, in production). */
+export interface CheckTransport {
+  check(body: string): Promise<UpstreamResponse>;
+}
+
+export interface DecisionServiceOptions {
+  readonly transport: CheckTransport;
+  readonly cache: AllowCache;
+  readonly cacheConfig: CacheConfig;
+  readonly breaker: CircuitBreaker;
+  readonly metrics: DecisionMetrics;
+  readonly preEvaluationLog: PreEvaluationLog;
+  /** Upstream calls at once before misses are shed with `ERR_OVERLOADED`. */
+  readonly maxInFlight: number;
+  readonly now?: () => number;
+}
+
+const OUTCOME_BY_CODE: Record<DecisionErrorCode, UpstreamOutcome> = {
+  ERR_UPSTREAM_TIMEOUT: 'timeout',
+  ERR_UPSTREAM_NETWORK: 'network_error',
+  ERR_UPSTREAM_STATUS_5XX: 'http_5xx',
+  ERR_UPSTREAM_STATUS_4XX: 'http_4xx',
+  ERR_UPSTREAM_STATUS_OTHER: 'http_other',
+  ERR_UPSTREAM_MALFORMED: 'invalid_response',
+  ERR_UPSTREAM_CONTRADICTORY: 'invalid_response',
+  ERR_UPSTREAM_EXPIRED: 'invalid_response',
+  ERR_CIRCUIT_OPEN: 'network_error',
+  ERR_OVERLOADED: 'network_error',
+};
+
+interface Flight {
+  readonly generation: number;
+  readonly promise: Promise<Answer>;
+}
+
+/**
+ * Decides one check: the cache when it holds a live ALLOW, else one upstream call per key at a
+ * time (concurrent misses join it), parsed by the fail-closed parser. It returns only answers
+ * built from a well-formed service decision; every other outcome is thrown as a
+ * {@link DecisionError} for the HTTP boundary to turn into a 503 DENY.
+ */
+export class DecisionService {
+  private readonly flights = new Map<string, Flight>();
+  private inFlight = 0;
+  private readonly now: () => number;
+
+  constructor(private readonly o: DecisionServiceOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  /** The live cached answer for this request, synchronously, or undefined. */
+  cached(req: CheckRequest): Answer | undefined {
+    return this.o.cache.get(cacheKey(req));
+  }
+
+  /**
+   * A decision for `req`. With `noCache` the cache is neither read nor joined, only refreshed.
+   * @throws DecisionError when no decision could be had.
+   */
+  decide(req: CheckRequest, noCache = false): Promise<Answer> {
+    const key = cacheKey(req);
+    if (!noCache) {
+      const hit = this.o.cache.get(key);
+      if (hit) return Promise.resolve(hit);
+    }
+    const generation = this.o.cache.generation;
+    if (noCache) return this.ask(req, key, generation);
+
+    const flight = this.flights.get(key);
+    // A flight that started before a purge may carry a revoked ALLOW: never join it.
+    if (flight && flight.generation === generation) {
+      this.o.metrics.coalesced.inc();
+      return flight.promise;
+    }
+    const promise = this.ask(req, key, generation);
+    const mine: Flight = { generation, promise };
+    this.flights.set(key, mine);
+    const forget = (): void => {
+      if (this.flights.get(key) === mine) this.flights.delete(key);
+    };
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  private async ask(req: CheckRequest, key: string, generation: number): Promise<Answer> {
+    if (this.inFlight >= this.o.maxInFlight) {
+      throw new DecisionError('ERR_OVERLOADED', `${this.inFlight} checks already waiting on the service`);
+    }
+    const ticket = this.o.breaker.tryAcquire();
+    if (!ticket) throw new DecisionError('ERR_CIRCUIT_OPEN', 'circuit breaker open');
+
+    this.inFlight++;
+    const started = performance.now();
+    let parsed;
+    try {
+      const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }));
+      parsed = parseCheckResponse(res, req.configKey, this.now());
+    } catch (err) {
+      const code = err instanceof DecisionError ? err.code : 'ERR_UPSTREAM_NETWORK';
+      this.o.metrics.upstreamCall(OUTCOME_BY_CODE[code], (performance.now() - started) / 1000);
+      if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
+      else this.o.breaker.neutral(ticket);
+      throw err;
+    } finally {
+      this.inFlight--;
+    }
+    this.o.metrics.upstreamCall('ok', (performance.now() - started) / 1000);
+    this.o.breaker.success(ticket);
+
+    const d = parsed.decision;
+    if (d.kind === 'allow') {
+      const now = this.now();
+      const diesAt = deathOf(d.validUntil, now, parsed.serviceNowMs, this.o.cacheConfig);
+      this.o.cache.setAllow(key, req.userReference, decisionAnswer(d, 'cache') as Answer & { decision: 'allow' }, diesAt, generation);
+      return decisionAnswer(d, 'upstream');
+    }
+    // A fresh denial makes any cached ALLOW for this request stale.
+    this.o.cache.delete(key);
+    if (d.kind === 'pre_evaluation_denial') {
+      this.o.metrics.preEvaluationDenial(d.reason);
+      this.o.preEvaluationLog.record(d.reason, req.configKey);
+    }
+    return decisionAnswer(d, 'upstream');
+  }
+}

@@ -1,0 +1,153 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import express from 'express';
+import type { Logger } from 'pino';
+import {
+  causeOf,
+  failClosedAnswer,
+  isInvalidRequest,
+  METHOD_NOT_ALLOWED_ANSWER,
+  parseCheckRequest,
+  rejectedAnswer,
+  type AllowCache,
+  type Answer,
+  type DecisionMetrics,
+  type DecisionService,
+  type Passthrough,
+} from '../decision/index.js';
+import { RateLimiter } from '../observability/index.js';
+
+export const CHECK_PATH = '/v1/authorization/check';
+export const SOURCE_HEADER = 'x-consent-decision-source';
+
+export interface DecisionListenerOptions {
+  readonly service: DecisionService;
+  readonly cache: AllowCache;
+  readonly metrics: DecisionMetrics;
+  readonly passthrough: Passthrough;
+  readonly logger: Logger;
+  readonly maxRequestBytes: number;
+}
+
+/**
+ * `127.0.0.1:7700`, the app's listener. `POST /v1/authorization/check` takes a lean route on bare
+ * node:http (the hot path must not pay for machinery it does not use); everything else goes
+ * through express. This is the one boundary where errors, known or not, become a 503 DENY.
+ */
+export function createDecisionListener(o: DecisionListenerOptions): Server {
+  const failLog = new RateLimiter(1000);
+
+  const send = (res: ServerResponse, a: Answer, close = false): void => {
+    o.metrics.answered(a);
+    if (res.headersSent || res.destroyed) return;
+    const headers = [
+      'content-type', 'application/json',
+      'content-length', String(a.bodyBytes),
+      'cache-control', 'no-store',
+      SOURCE_HEADER, a.source,
+    ];
+    if (close) headers.push('connection', 'close');
+    res.writeHead(a.status, headers);
+    res.end(a.body);
+  };
+
+  const failClosed = (res: ServerResponse, err: unknown): void => {
+    const cause = causeOf(err);
+    o.metrics.failedClosed(cause);
+    const suppressed = failLog.admit(cause);
+    if (suppressed !== undefined) {
+      const level = cause === 'internal_error' ? 'error' : 'warn';
+      o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
+    }
+    send(res, failClosedAnswer(cause));
+  };
+
+  const decide = (res: ServerResponse, body: string, noCache: boolean): void => {
+    try {
+      const req = parseCheckRequest(body);
+      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req));
+      if (!noCache) {
+        const hit = o.service.cached(req);
+        if (hit) return send(res, hit);
+      }
+      o.service.decide(req, noCache).then(
+        (a) => send(res, a),
+        (err: unknown) => failClosed(res, err),
+      );
+    } catch (err) {
+      failClosed(res, err);
+    }
+  };
+
+  const check = (req: IncomingMessage, res: ServerResponse): void => {
+    const max = o.maxRequestBytes;
+    const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
+    const declared = Number(req.headers['content-length']);
+    if (declared > max) {
+      send(res, oversize, true);
+      req.resume();
+      return;
+    }
+    const noCache = /(?:^|,)\s*no-cache\s*(?:,|$)/i.test(req.headers['cache-control'] ?? '');
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        if (!res.headersSent) send(res, oversize, true);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (size > max) return;
+      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache);
+    });
+    req.on('error', () => undefined);
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.delete('/sidecar/cache', (req, res) => {
+    const user = req.query.userReference;
+    if (user !== undefined && (typeof user !== 'string' || user === '')) {
+      res.status(400).json({ error: 'invalid_request', field: 'userReference', detail: 'userReference must be one non-empty string' });
+      return;
+    }
+    const purged = typeof user === 'string' ? o.cache.revokeUser(user) : o.cache.revokeAll();
+    o.metrics.purged.labels('manual').inc(purged);
+    o.logger.info({ event: 'cache_purged', trigger: 'manual', scope: typeof user === 'string' ? 'user' : 'all', purged });
+    res.json({ purged });
+  });
+  app.use((req, res, next) => {
+    const path = canonicalPath(req.originalUrl);
+    // Spelling variants of the check path (query, trailing or doubled slashes, case, escapes)
+    // must never reach the service through the passthrough, which would skip the strict parser.
+    if (path === CHECK_PATH) {
+      if (req.method === 'POST') check(req, res);
+      else send(res, METHOD_NOT_ALLOWED_ANSWER);
+      return;
+    }
+    if (path.startsWith('/v1/')) {
+      o.passthrough.forward(req, res).catch(next);
+      return;
+    }
+    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${path}` });
+  });
+
+  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
+    else app(req, res);
+  });
+}
+
+/** Path with the query dropped, dot segments resolved, escapes decoded, slashes folded, lower case. */
+export function canonicalPath(url: string): string {
+  let path: string;
+  try {
+    path = new URL(url, 'http://sidecar.invalid').pathname;
+    path = decodeURIComponent(path);
+  } catch {
+    path = url.split('?')[0] ?? '';
+  }
+  return path.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1').toLowerCase();
+}

@@ -1,0 +1,147 @@
+import type { Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import type { SecretEvent, SidecarConfig } from './config/index.js';
+import {
+  AllowCache,
+  CircuitBreaker,
+  DecisionMetrics,
+  DecisionService,
+  Passthrough,
+  PreEvaluationLog,
+  UpstreamClient,
+} from './decision/index.js';
+import { createAdminListener } from './http/admin-listener.js';
+import { createDecisionListener } from './http/decision-listener.js';
+import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
+import type { ListenAddress } from './lib/listen-address.js';
+import type { RevocationHook } from './lib/revocation-hook.js';
+import { createLogger, createRegistry, Readiness, type Logger } from './observability/index.js';
+import { VERSION } from './version.js';
+
+/** How often dead cache entries are swept out (ms); serving never depends on it. */
+const CACHE_SWEEP_INTERVAL_MS = 10_000;
+
+export interface SidecarDeps {
+  readonly logger?: Logger;
+  /** A fresh registry per sidecar by default (tests read their own). */
+  readonly registry?: Registry;
+  readonly now?: () => number;
+}
+
+export interface SidecarHandle {
+  readonly urls: { readonly decision: string; readonly webhook: string | null; readonly admin: string };
+  readonly registry: Registry;
+  readonly readiness: Readiness;
+  /** The revocation seam: what webhooks call to purge cached ALLOWs. */
+  readonly revocations: RevocationHook;
+  /** Stops accepting, drains in-flight work up to the shutdown timeout, releases everything. */
+  close(): Promise<void>;
+}
+
+/**
+ * The composition root: builds each capability from the frozen config, wires them to their
+ * listeners and starts them. Nothing here decides anything.
+ */
+export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}): Promise<SidecarHandle> {
+  const logger = deps.logger ?? createLogger(config.logLevel);
+  const registry = deps.registry ?? createRegistry();
+  const now = deps.now ?? Date.now;
+  const readiness = new Readiness();
+  readiness.require('listeners');
+
+  const cache = new AllowCache(config.cache, now);
+  const metrics = new DecisionMetrics(registry, () => cache.size);
+  const breaker = new CircuitBreaker({
+    ...config.upstream.breaker,
+    now,
+    onStateChange: (state) => {
+      metrics.setBreakerState(state);
+      logger[state === 'open' ? 'warn' : 'info']({ event: 'circuit_breaker', state }, `circuit breaker ${state}`);
+    },
+  });
+  const client = new UpstreamClient(config.upstream, { connections: config.upstream.connections, userAgent: `consent-sidecar/${VERSION}` });
+  const service = new DecisionService({
+    transport: client,
+    cache,
+    cacheConfig: config.cache,
+    breaker,
+    metrics,
+    preEvaluationLog: new PreEvaluationLog(logger, config.decisionApi.preEvaluationLogIntervalMs, now),
+    maxInFlight: config.upstream.maxInFlight,
+    now,
+  });
+  const passthrough = new Passthrough(config.upstream, config.upstream.passthroughTimeoutMs);
+  const revocations: RevocationHook = {
+    revokeUser: (userReference) => {
+      const n = cache.revokeUser(userReference);
+      metrics.purged.labels('webhook').inc(n);
+      return n;
+    },
+    revokeAll: () => {
+      const n = cache.revokeAll();
+      metrics.purged.labels('webhook').inc(n);
+      return n;
+    },
+  };
+
+  const servers: { name: string; flag: string; server: Server; address: ListenAddress }[] = [];
+  servers.push({
+    name: 'decision',
+    flag: '--listen',
+    address: config.listeners.decision,
+    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes }),
+  });
+
+  // webhook ingress
+  if (config.webhooks) {
+    logger.warn({ event: 'webhook_ingress_unavailable' }, 'webhook ingress is not built into this version yet');
+  }
+
+  servers.push({ name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) });
+
+  const onSecret = (e: SecretEvent): void => {
+    logger[e.kind === 'reloaded' ? 'info' : 'warn']({ event: `secret_${e.kind}`, origin: e.origin, detail: e.detail }, `secret ${e.kind.replace('_', ' ')}`);
+  };
+  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined].filter((s) => s !== undefined);
+  for (const s of secrets) s.watch(config.secretPollIntervalMs, onSecret);
+  const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
+  sweeper.unref();
+
+  const release = async (): Promise<void> => {
+    clearInterval(sweeper);
+    for (const s of secrets) s.close();
+    await Promise.allSettled([client.close(), passthrough.close()]);
+  };
+
+  const urls: Record<string, string> = {};
+  try {
+    for (const s of servers) urls[s.name] = baseUrlOf(await listen(s.server, s.address));
+  } catch (err) {
+    const failed = servers.find((s) => !s.server.listening && !urls[s.name]);
+    await Promise.allSettled(servers.map((s) => closeGracefully(s.server, 0)));
+    await release();
+    const where = failed ? `${failed.flag} ${failed.address.host}:${failed.address.port}` : 'listener';
+    throw new Error(`${where}: cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+  }
+  readiness.satisfy('listeners');
+  logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null }, 'consent-sidecar started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    urls: { decision: urls.decision!, webhook: urls.webhook ?? null, admin: urls.admin! },
+    registry,
+    readiness,
+    revocations,
+    close() {
+      closing ??= (async () => {
+        readiness.startDraining();
+        const traffic = servers.filter((s) => s.name !== 'admin');
+        await Promise.all(traffic.map((s) => closeGracefully(s.server, config.shutdownTimeoutMs)));
+        await Promise.all(servers.filter((s) => s.name === 'admin').map((s) => closeGracefully(s.server, 1000)));
+        await release();
+        logger.info({ event: 'stopped' }, 'consent-sidecar stopped');
+      })();
+      return closing;
+    },
+  };
+}
