@@ -1,0 +1,125 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+import type { WebhookConfig } from '../config/index.js';
+import type { RevocationHook } from '../lib/revocation-hook.js';
+import type { Logger } from '../observability/index.js';
+import {
+  createWebhookMetrics,
+  Forwarder,
+  MemoryDedupStore,
+  readBody,
+  WebhookIngress,
+  type DedupStore,
+  type IngressAnswer,
+} from '../webhooks/index.js';
+import { closeGracefully } from './listen.js';
+
+export interface WebhookListenerOptions {
+  readonly config: WebhookConfig;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  /** Where revocations learned from events go (the decision cache). */
+  readonly revocations: RevocationHook;
+  /** Clock (epoch ms); defaults to `Date.now`. */
+  readonly now?: () => number;
+  /** Defaults to an in-memory store sized by `config.dedupMaxEntries` / `dedupRetentionMs`. */
+  readonly dedup?: DedupStore;
+  /** Time given to in-flight deliveries on close (ms); defaults to the forward timeout + 1 s. */
+  readonly shutdownTimeoutMs?: number;
+}
+
+export interface WebhookListener {
+  /** Not yet listening: the composition root binds it with `listen()`. */
+  readonly server: Server;
+  /** Stops accepting, lets in-flight deliveries finish, then closes the app pool and the store. */
+  close(): Promise<void>;
+}
+
+/** Time a client that sent too much gets to read its 413 before the socket is cut (ms). */
+const DRAIN_GRACE_MS = 1000;
+
+/**
+ * The webhook ingress: `POST {config.path}` verified, deduplicated and forwarded to the app
+ * (contract, part Webhooks). Every answer is final here; no input can throw out of the handler.
+ *
+ * @example
+ * const hooks = createWebhookListener({ config: cfg.webhooks, logger, registry, revocations: cache });
+ * await listen(hooks.server, cfg.listeners.webhook);
+ */
+export function createWebhookListener(options: WebhookListenerOptions): WebhookListener {
+  const { config, logger } = options;
+  if (config.delivery !== 'passthrough') throw new RangeError(`webhook delivery mode ${config.delivery} is not implemented`);
+  const now = options.now ?? ((): number => Date.now());
+  const dedup = options.dedup ?? new MemoryDedupStore({ retentionMs: config.dedupRetentionMs, maxEntries: config.dedupMaxEntries, now });
+  const forwarder = new Forwarder({ appUrl: config.appUrl, timeoutMs: config.forwardTimeoutMs });
+  const ingress = new WebhookIngress({
+    config,
+    logger,
+    metrics: createWebhookMetrics(options.registry),
+    dedup,
+    forwarder,
+    revocations: options.revocations,
+    now,
+  });
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '').split('?', 1)[0];
+    if (path !== config.path) {
+      ingress.rejectRoute('not_found');
+      return answer(res, 404, 'not_found', true);
+    }
+    if (req.method !== 'POST') {
+      ingress.rejectRoute('method_not_allowed');
+      res.setHeader('allow', 'POST');
+      return answer(res, 405, 'method_not_allowed', true);
+    }
+
+    const checked = ingress.checkHeaders(req.headers);
+    if (!('ok' in checked)) return answer(res, checked.status, checked.reason, checked.closeConnection === true);
+
+    const read = await readBody(req, config.maxBodyBytes);
+    if (!read.ok) {
+      if (read.reason === 'aborted') return;
+      ingress.rejectRoute('body_too_large');
+      answer(res, 413, 'body_too_large', true);
+      res.once('finish', () => setTimeout(() => req.socket.destroy(), DRAIN_GRACE_MS).unref());
+      return;
+    }
+
+    const result: IngressAnswer = await ingress.receive(req.headers, checked, read.body);
+    answer(res, result.status, result.reason, false);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
+      if (!res.headersSent) answer(res, 500, 'internal_error', true);
+      else res.destroy();
+    });
+  });
+  server.on('clientError', (err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    else socket.destroy();
+    logger.debug({ event: 'webhook_client_error', code: (err as NodeJS.ErrnoException).code }, 'bad HTTP from client');
+  });
+
+  return {
+    server,
+    async close() {
+      await closeGracefully(server, options.shutdownTimeoutMs ?? config.forwardTimeoutMs + 1000);
+      await forwarder.close();
+      await dedup.close();
+    },
+  };
+}
+
+function answer(res: ServerResponse, status: number, reason: string, closeConnection: boolean): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = JSON.stringify(status === 200 ? { status: reason } : { error: reason });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    ...(closeConnection ? { connection: 'close' } : {}),
+  });
+  res.end(body);
+}

@@ -1,0 +1,35 @@
+export type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
+export { parseEnvelope, type EnvelopeResult, type WebhookEnvelope } from './envelope.js';
+export {
+  reasonLabel,
+  WEBHOOK_AUTH_ERROR_CODES,
+  WebhookError,
+  type WebhookAuthErrorCode,
+  type WebhookErrorCode,
+} from './errors.js';
+export { FORWARDED_HEADERS, Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.js';
+export {
+  OUT_OF_ORDER_HEADER,
+  VERIFIED_HEADER,
+  WebhookIngress,
+  type IngressAnswer,
+  type RouteRejection,
+  type WebhookIngressDeps,
+} from './ingress.js';
+export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
+export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
+export { readBody, type ReadBodyResult } from './read-body.js';
+export { applyRevocation, type RevocationEffect } from './revocations.js';
+export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+export {
+  checkDeliveryHeaders,
+  verifyBodySignature,
+  verifyDelivery,
+  type CheckedHeaders,
+  type DeliveryHeaders,
+  type HeaderCheckOptions,
+  type HeaderCheckResult,
+  type VerifyFailure,
+  type VerifyResult,
+  type Verified,
+} from './verify.js';

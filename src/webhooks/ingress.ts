@@ -1,0 +1,191 @@
+import type { Logger } from 'pino';
+import type { WebhookConfig } from '../config/index.js';
+import type { RevocationHook } from '../lib/revocation-hook.js';
+import type { DedupStore } from './dedup-store.js';
+import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
+import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
+import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
+import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
+import { applyRevocation } from './revocations.js';
+import { SequenceTracker } from './sequence-tracker.js';
+import { checkDeliveryHeaders, verifyBodySignature, type CheckedHeaders, type DeliveryHeaders } from './verify.js';
+
+/** Added to every forwarded event: the sidecar checked the signature. */
+export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
+/** Added when the event's sequence is lower than the highest already seen. */
+export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
+
+/** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
+export type RouteRejection = 'not_found' | 'method_not_allowed' | 'body_too_large';
+
+/** What the listener answers the service. */
+export interface IngressAnswer {
+  readonly status: 200 | 400 | 401 | 503;
+  readonly outcome: DeliveryOutcome;
+  /** Short machine reason for the response body (`timestamp_too_old`, `app_unavailable`, …). */
+  readonly reason: string;
+  /** The connection should not be reused (the body was never read). */
+  readonly closeConnection?: boolean;
+}
+
+export interface WebhookIngressDeps {
+  readonly config: WebhookConfig;
+  readonly logger: Logger;
+  readonly metrics: WebhookMetrics;
+  readonly dedup: DedupStore;
+  readonly forwarder: Forwarder;
+  readonly revocations: RevocationHook;
+  /** Epoch ms. */
+  readonly now: () => number;
+}
+
+const deliveryIdOf = (headers: DeliveryHeaders): string | undefined => {
+  const v = headers['x-service-delivery-id'];
+  return typeof v === 'string' ? v.slice(0, 128) : undefined;
+};
+
+/**
+ * The delivery pipeline, in the order the contract fixes: verify (headers, then raw body), check the
+ * envelope, purge revoked decisions, deduplicate, forward, answer. Transport-free: the listener
+ * reads the body and writes the answer.
+ */
+export class WebhookIngress {
+  private readonly sequences: SequenceTracker;
+
+  constructor(private readonly deps: WebhookIngressDeps) {
+    this.sequences = new SequenceTracker(deps.metrics);
+  }
+
+  /**
+   * The checks that need no body. A failure is final (401) and counted here, so the listener can
+   * answer without reading a byte of an unauthenticated body.
+   */
+  checkHeaders(headers: DeliveryHeaders): CheckedHeaders | IngressAnswer {
+    const { config, now } = this.deps;
+    const checked = checkDeliveryHeaders(headers, {
+      toleranceS: config.toleranceS,
+      nowMs: now(),
+      requiredHeader: config.requiredHeader?.current() ?? null,
+    });
+    if (checked.skewS !== undefined) this.deps.metrics.timestampSkew.observe(checked.skewS);
+    if (checked.ok) return checked;
+    return { ...this.rejectAuth(checked.code, headers), closeConnection: true };
+  }
+
+  /** Counts a refusal decided by the listener (route, size). */
+  rejectRoute(reason: RouteRejection): void {
+    this.count('rejected');
+    this.deps.metrics.rejections.inc({ reason });
+    this.deps.logger.warn({ event: 'webhook_rejected', reason }, 'webhook delivery rejected');
+  }
+
+  /** Verifies the raw body against the checked headers, then handles the event. Never throws. */
+  async receive(headers: DeliveryHeaders, checked: CheckedHeaders, rawBody: Buffer): Promise<IngressAnswer> {
+    const { config, metrics, logger } = this.deps;
+    const verified = verifyBodySignature(checked, rawBody, config.secrets.current());
+    if (!verified.ok) return this.rejectAuth(verified.code, headers);
+    metrics.secretMatches.inc({ index: secretIndexLabel(verified.secretIndex) });
+
+    // Only now may the body be read as JSON: it is authentic.
+    const parsed = parseEnvelope(rawBody);
+    if (!parsed.ok) {
+      this.count('rejected');
+      metrics.rejections.inc({ reason: 'invalid_envelope' });
+      logger.warn(
+        { event: 'webhook_rejected', reason: 'invalid_envelope', detail: parsed.detail, deliveryId: deliveryIdOf(headers) },
+        'verified webhook body is not a valid envelope',
+      );
+      return { status: 400, outcome: 'rejected', reason: 'invalid_envelope' };
+    }
+    const envelope = parsed.envelope;
+
+    const scope = applyRevocation(envelope, this.deps.revocations);
+    if (scope !== 'none') {
+      metrics.revocations.inc({ scope });
+      logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope }, 'cached decisions purged');
+    }
+
+    metrics.inFlight.inc();
+    try {
+      return await this.deliver(envelope, headers, rawBody);
+    } catch (err) {
+      // A store failure (later: Redis down) means we cannot promise "at most once"; the service retries.
+      logger.error({ event: 'webhook_failed', eventId: envelope.id, err }, 'webhook delivery failed inside the sidecar');
+      this.count('failed');
+      return { status: 503, outcome: 'failed', reason: 'dedup_unavailable' };
+    } finally {
+      metrics.inFlight.dec();
+    }
+  }
+
+  private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
+    const { dedup, logger } = this.deps;
+    const log = { eventId: envelope.id, type: envelope.type, sequence: envelope.sequence, deliveryId: deliveryIdOf(headers) };
+    const claim = await dedup.claim(envelope.id);
+
+    if (claim.kind === 'duplicate') return this.duplicate(log);
+    if (claim.kind === 'in_flight') {
+      // Wait for the first copy. If it fails we answer 503 rather than forward again at once: the
+      // app just failed or timed out on this very event, an immediate second try would pile onto
+      // it (and could keep the service waiting two timeouts), and the service retries with backoff.
+      const outcome = await claim.outcome;
+      if (outcome === 'accepted') return this.duplicate(log);
+      this.count('failed');
+      logger.info({ event: 'webhook_failed', ...log, cause: 'first_copy_failed' }, 'webhook copy not accepted');
+      return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
+    }
+
+    let settled = false;
+    try {
+      const outOfOrder = this.sequences.observe(envelope.sequence);
+      const result = await this.forward(rawBody, headers, outOfOrder);
+      if (result.ok) {
+        await dedup.markAccepted(envelope.id, claim.token);
+        settled = true;
+        this.count('accepted');
+        logger.info({ event: 'webhook_accepted', ...log, outOfOrder, appStatus: result.status }, 'webhook forwarded');
+        return { status: 200, outcome: 'accepted', reason: 'accepted' };
+      }
+      this.deps.metrics.forwardFailures.inc({ cause: result.cause });
+      this.count('failed');
+      logger.warn({ event: 'webhook_failed', ...log, cause: result.cause, detail: result.detail }, 'app did not accept webhook');
+      return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
+    } finally {
+      if (!settled) await dedup.release(envelope.id, claim.token);
+    }
+  }
+
+  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean) {
+    const out: Record<string, string> = {};
+    for (const name of FORWARDED_HEADERS) {
+      const v = headers[name];
+      if (typeof v === 'string') out[name] = v;
+    }
+    out['content-type'] ??= 'application/json';
+    out[VERIFIED_HEADER] = 'v1';
+    if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+
+    const end = this.deps.metrics.forwardDuration.startTimer();
+    const result = await this.deps.forwarder.forward(rawBody, out);
+    end({ outcome: result.ok ? 'accepted' : 'failed' });
+    return result;
+  }
+
+  private duplicate(log: Record<string, unknown>): IngressAnswer {
+    this.count('duplicate');
+    this.deps.logger.debug({ event: 'webhook_duplicate', ...log }, 'duplicate webhook not forwarded');
+    return { status: 200, outcome: 'duplicate', reason: 'duplicate' };
+  }
+
+  private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders): IngressAnswer {
+    const reason = reasonLabel(code);
+    this.count('rejected');
+    this.deps.metrics.rejections.inc({ reason });
+    this.deps.logger.warn({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers) }, 'webhook delivery not authenticated');
+    return { status: 401, outcome: 'rejected', reason };
+  }
+
+  private count(outcome: DeliveryOutcome): void {
+    this.deps.metrics.deliveries.inc({ outcome });
+  }
+}

@@ -1,0 +1,93 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { METRIC_PREFIX } from '../observability/index.js';
+
+/** `outcome` of `consent_sidecar_webhook_deliveries_total` (the contract's closed set). */
+export type DeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'failed';
+/** Why the app did not accept a forwarded event. */
+export type ForwardFailureCause = 'status' | 'timeout' | 'network';
+
+/** Secrets beyond this position share one label value, so the label set stays bounded. */
+const MAX_SECRET_INDEX_LABEL = 9;
+
+/** Every webhook metric, declared against an injected registry (a fresh one per test). */
+export interface WebhookMetrics {
+  readonly deliveries: Counter<'outcome'>;
+  readonly rejections: Counter<'reason'>;
+  readonly forwardDuration: Histogram<'outcome'>;
+  readonly forwardFailures: Counter<'cause'>;
+  readonly timestampSkew: Histogram;
+  readonly inFlight: Gauge;
+  readonly highestSequence: Gauge;
+  readonly outOfOrder: Counter;
+  readonly secretMatches: Counter<'index'>;
+  readonly revocations: Counter<'scope'>;
+}
+
+/** Label of a secret's position: `"0"`, `"1"`, … up to `"9+"`. */
+export function secretIndexLabel(index: number): string {
+  return index >= MAX_SECRET_INDEX_LABEL ? `${MAX_SECRET_INDEX_LABEL}+` : String(index);
+}
+
+export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+  const registers = [registry];
+  return {
+    deliveries: new Counter({
+      name: `${METRIC_PREFIX}webhook_deliveries_total`,
+      help: 'Webhook deliveries by outcome (accepted, duplicate, rejected, failed).',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    rejections: new Counter({
+      name: `${METRIC_PREFIX}webhook_rejections_total`,
+      help: 'Webhook deliveries refused, by reason (401, 400, 413, 404/405 causes).',
+      labelNames: ['reason'],
+      registers,
+    }),
+    forwardDuration: new Histogram({
+      name: `${METRIC_PREFIX}webhook_forward_duration_seconds`,
+      help: 'Time the app took to answer a forwarded event, by outcome (accepted, failed).',
+      labelNames: ['outcome'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    forwardFailures: new Counter({
+      name: `${METRIC_PREFIX}webhook_forward_failures_total`,
+      help: 'Forwards the app did not accept, by cause (status, timeout, network).',
+      labelNames: ['cause'],
+      registers,
+    }),
+    timestampSkew: new Histogram({
+      name: `${METRIC_PREFIX}webhook_timestamp_skew_seconds`,
+      help: 'now - x-service-timestamp of deliveries with a numeric timestamp (s); negative when ahead of our clock.',
+      buckets: [-300, -60, -10, -1, 0, 1, 5, 10, 30, 60, 120, 300],
+      registers,
+    }),
+    inFlight: new Gauge({
+      name: `${METRIC_PREFIX}webhook_in_flight`,
+      help: 'Deliveries being processed right now (verified and waiting on the app or on a first copy).',
+      registers,
+    }),
+    highestSequence: new Gauge({
+      name: `${METRIC_PREFIX}webhook_highest_sequence`,
+      help: 'Highest envelope sequence forwarded so far (gaps are normal).',
+      registers,
+    }),
+    outOfOrder: new Counter({
+      name: `${METRIC_PREFIX}webhook_out_of_order_total`,
+      help: 'Events forwarded with a sequence lower than the highest seen.',
+      registers,
+    }),
+    secretMatches: new Counter({
+      name: `${METRIC_PREFIX}webhook_secret_matches_total`,
+      help: 'Verified deliveries by position of the secret that matched (rotation progress).',
+      labelNames: ['index'],
+      registers,
+    }),
+    revocations: new Counter({
+      name: `${METRIC_PREFIX}webhook_revocations_total`,
+      help: 'Cache purges triggered by verified events, by scope (user, all).',
+      labelNames: ['scope'],
+      registers,
+    }),
+  };
+}

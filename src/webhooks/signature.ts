@@ -1,0 +1,35 @@
+import { createHmac } from 'node:crypto';
+
+/** The only signature scheme the document defines (Versioning: "identified by the prefix `v1=`"). */
+export const SIGNATURE_SCHEME_PREFIX = 'v1=';
+
+const DOT = Buffer.from('.');
+
+/**
+ * Lowercase hex HMAC-SHA256 of `<timestamp>.<raw body>`, keyed by the whole secret string
+ * (`whsec_` included) as UTF-8. The body stays bytes: the document says re-serialisation breaks the
+ * signature, and decoding invalid UTF-8 would too.
+ *
+ * @param timestamp the `x-service-timestamp` header exactly as sent (epoch seconds, as text)
+ * @example hmacHex('whsec_abc', '1767225600', Buffer.from('{"id":"evt_1"}')) // 64 hex chars
+ */
+export function hmacHex(secret: string, timestamp: string, rawBody: Buffer): string {
+  return createHmac('sha256', Buffer.from(secret, 'utf8'))
+    .update(Buffer.from(timestamp, 'utf8'))
+    .update(DOT)
+    .update(rawBody)
+    .digest('hex');
+}
+
+/** The headers the service sends with a body signed by `secret` at `timestampS` (epoch seconds). */
+export function signatureHeaders(
+  secret: string,
+  timestampS: number,
+  rawBody: Buffer,
+): { readonly 'x-service-timestamp': string; readonly 'x-service-signature': string } {
+  const timestamp = String(timestampS);
+  return {
+    'x-service-timestamp': timestamp,
+    'x-service-signature': `${SIGNATURE_SCHEME_PREFIX}${hmacHex(secret, timestamp, rawBody)}`,
+  };
+}

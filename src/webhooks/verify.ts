@@ -1,0 +1,122 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { RequiredHeader } from '../config/index.js';
+import type { WebhookAuthErrorCode } from './errors.js';
+import { hmacHex, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+
+/** Request headers as `node:http` gives them (lower-case names). */
+export type DeliveryHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** What the checks of the headers need; the secrets come later, with the body. */
+export interface HeaderCheckOptions {
+  /** Accepted |now − timestamp|, both directions (s); the document's limit is 300. */
+  readonly toleranceS: number;
+  /** Current time (epoch ms). */
+  readonly nowMs: number;
+  /** The portal's optional custom header; `null` when none is configured. */
+  readonly requiredHeader: RequiredHeader | null;
+}
+
+/** A refusal, with the measured skew when the timestamp could be read (for the histogram). */
+export interface VerifyFailure {
+  readonly ok: false;
+  readonly code: WebhookAuthErrorCode;
+  /** now − timestamp (s), when the timestamp was a finite number. */
+  readonly skewS?: number;
+}
+
+/** Headers that passed every check that does not need the body. */
+export interface CheckedHeaders {
+  readonly ok: true;
+  /** `x-service-timestamp` exactly as sent: it is what was signed. */
+  readonly timestamp: string;
+  readonly timestampS: number;
+  /** now − timestamp (s); positive when the delivery is late. */
+  readonly skewS: number;
+  /** The hex after `v1=`, unvalidated. */
+  readonly signatureHex: string;
+}
+
+/** A verified delivery. */
+export interface Verified {
+  readonly ok: true;
+  /** Position of the matching secret in the configured list (rotation), never its value. */
+  readonly secretIndex: number;
+  readonly timestampS: number;
+  readonly skewS: number;
+}
+
+export type HeaderCheckResult = CheckedHeaders | VerifyFailure;
+export type VerifyResult = Verified | VerifyFailure;
+
+function single(value: string | readonly string[] | undefined): string | undefined {
+  const v = typeof value === 'string' ? value : value?.[0];
+  return v === undefined || v.trim() === '' ? undefined : v;
+}
+
+const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * Every check the document lists that needs no body, in a fixed order: required custom header, then
+ * timestamp and signature headers present, `v1=` scheme, finite timestamp, tolerance. Cheap enough
+ * to run before the body is read, so an unauthenticated sender never makes us buffer anything.
+ */
+export function checkDeliveryHeaders(headers: DeliveryHeaders, options: HeaderCheckOptions): HeaderCheckResult {
+  const required = options.requiredHeader;
+  if (required) {
+    const given = single(headers[required.name]);
+    if (given === undefined) return { ok: false, code: 'ERR_WEBHOOK_REQUIRED_HEADER_MISSING' };
+    // Digests have equal lengths, so the comparison leaks neither the value nor its length.
+    if (!timingSafeEqual(digest(given), digest(required.value))) {
+      return { ok: false, code: 'ERR_WEBHOOK_REQUIRED_HEADER_MISMATCH' };
+    }
+  }
+
+  const timestamp = single(headers['x-service-timestamp']);
+  if (timestamp === undefined) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_MISSING' };
+  const signature = single(headers['x-service-signature']);
+  if (signature === undefined) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISSING' };
+  if (!signature.startsWith(SIGNATURE_SCHEME_PREFIX)) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_SCHEME' };
+
+  const timestampS = Number(timestamp);
+  if (!Number.isFinite(timestampS)) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_INVALID' };
+
+  const skewS = options.nowMs / 1000 - timestampS;
+  // Whole seconds on our side, as the service's are: a delivery stamped exactly `tolerance` seconds
+  // ago is accepted whatever the milliseconds of our clock.
+  const distance = Math.floor(options.nowMs / 1000) - timestampS;
+  if (distance > options.toleranceS) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_TOO_OLD', skewS };
+  if (-distance > options.toleranceS) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_TOO_NEW', skewS };
+
+  return { ok: true, timestamp, timestampS, skewS, signatureHex: signature.slice(SIGNATURE_SCHEME_PREFIX.length) };
+}
+
+/**
+ * HMAC of `<timestamp>.<raw body>` under each secret, compared in constant time. Every secret is
+ * tried even after a match so the time taken does not tell which one (or whether any) matched.
+ */
+export function verifyBodySignature(
+  checked: CheckedHeaders,
+  rawBody: Buffer,
+  secrets: readonly string[],
+): VerifyResult {
+  const given = Buffer.from(checked.signatureHex, 'utf8');
+  let matched = -1;
+  secrets.forEach((secret, index) => {
+    const expected = Buffer.from(hmacHex(secret, checked.timestamp, rawBody), 'utf8');
+    // timingSafeEqual throws on unequal lengths; a wrong length is simply a mismatch.
+    const equal = given.length === expected.length && timingSafeEqual(given, expected);
+    if (equal && matched < 0) matched = index;
+  });
+  if (matched < 0) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISMATCH', skewS: checked.skewS };
+  return { ok: true, secretIndex: matched, timestampS: checked.timestampS, skewS: checked.skewS };
+}
+
+/** Everything a delivery must pass before its body may be parsed; used by the listener and the CLI. */
+export function verifyDelivery(
+  headers: DeliveryHeaders,
+  rawBody: Buffer,
+  options: HeaderCheckOptions & { readonly secrets: readonly string[] },
+): VerifyResult {
+  const checked = checkDeliveryHeaders(headers, options);
+  return checked.ok ? verifyBodySignature(checked, rawBody, options.secrets) : checked;
+}

@@ -1,0 +1,187 @@
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+import type { Registry } from 'prom-client';
+import { staticSecret, type RequiredHeader, type WebhookConfig } from '../../src/config/index.js';
+import { createWebhookListener } from '../../src/http/webhook-listener.js';
+import { baseUrlOf, listen } from '../../src/http/listen.js';
+import type { RevocationHook } from '../../src/lib/revocation-hook.js';
+import { createRegistry, silentLogger } from '../../src/observability/index.js';
+
+export const FIXTURES = new URL('../fixtures/webhooks/', import.meta.url);
+export const SECRET_A = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+export const SECRET_B = 'whsec_c2Vjb25kLXNlY3JldC1mb3Itcm90YXRpb24=';
+/** Timestamp the openssl vectors were made for. */
+export const VECTOR_TS = 1767225600;
+
+export interface Vector {
+  readonly file: string;
+  readonly body: Buffer;
+  readonly timestamp: number;
+  readonly secret: string;
+  readonly hex: string;
+}
+
+export function loadVectors(): Vector[] {
+  return readFileSync(new URL('vectors.tsv', FIXTURES), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .map((line) => {
+      const [file, ts, secret, hex] = line.split('\t') as [string, string, string, string];
+      return { file, body: readFileSync(new URL(file, FIXTURES)), timestamp: Number(ts), secret, hex };
+    });
+}
+
+/** Signed by node:crypto here, independently of src/webhooks/signature.ts. */
+export function sign(secret: string, timestamp: number | string, body: Buffer | string): string {
+  const mac = createHmac('sha256', secret);
+  mac.update(`${timestamp}.`);
+  mac.update(body);
+  return `v1=${mac.digest('hex')}`;
+}
+
+export function envelope(fields: Partial<Record<string, unknown>> = {}): Buffer {
+  return Buffer.from(
+    JSON.stringify({ id: 'evt_1', sequence: 1, type: 'redec.access.occurred', occurredAt: 1767225590000, data: {}, ...fields }),
+  );
+}
+
+export interface Received {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+export interface FakeApp {
+  readonly url: string;
+  readonly received: Received[];
+  /** Status (or 'hang') to answer with; change it between requests. */
+  behaviour: { status: number } | 'hang';
+  /** Delay before answering (ms). */
+  delayMs: number;
+  close(): Promise<void>;
+}
+
+export async function startApp(): Promise<FakeApp> {
+  const app: FakeApp = {
+    url: '',
+    received: [],
+    behaviour: { status: 204 },
+    delayMs: 0,
+    close: async () => undefined,
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      app.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      const behaviour = app.behaviour;
+      if (behaviour === 'hang') return;
+      setTimeout(() => res.writeHead(behaviour.status).end('ok'), app.delayMs);
+    });
+  });
+  const info = await listen(server, { host: '127.0.0.1', port: 0 });
+  Object.assign(app, {
+    url: `${baseUrlOf(info)}/hooks?tenant=t1`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  });
+  return app;
+}
+
+/** A RevocationHook that records calls. */
+export class RecordingRevocations implements RevocationHook {
+  readonly calls: string[] = [];
+  revokeUser(userReference: string): number {
+    this.calls.push(`user:${userReference}`);
+    return 1;
+  }
+  revokeAll(): number {
+    this.calls.push('all');
+    return 1;
+  }
+}
+
+export interface SidecarUnderTest {
+  readonly url: string;
+  readonly registry: Registry;
+  readonly revocations: RecordingRevocations;
+  close(): Promise<void>;
+}
+
+export interface SidecarOptions {
+  appUrl: string;
+  secrets?: readonly string[];
+  requiredHeader?: RequiredHeader;
+  toleranceS?: number;
+  maxBodyBytes?: number;
+  forwardTimeoutMs?: number;
+  now?: () => number;
+}
+
+export function webhookConfig(o: SidecarOptions): WebhookConfig {
+  return {
+    appUrl: new URL(o.appUrl),
+    path: '/webhooks',
+    secrets: staticSecret(o.secrets ?? [SECRET_A], '--webhook-secret'),
+    toleranceS: o.toleranceS ?? 300,
+    maxBodyBytes: o.maxBodyBytes ?? 65_536,
+    requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
+    forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
+    delivery: 'passthrough',
+    dedupRetentionMs: 86_400_000,
+    dedupMaxEntries: 10_000,
+  };
+}
+
+export async function startSidecar(o: SidecarOptions): Promise<SidecarUnderTest> {
+  const registry = createRegistry({ defaultMetrics: false });
+  const revocations = new RecordingRevocations();
+  const listener = createWebhookListener({
+    config: webhookConfig(o),
+    logger: silentLogger(),
+    registry,
+    revocations,
+    ...(o.now ? { now: o.now } : {}),
+  });
+  const info = await listen(listener.server, { host: '127.0.0.1', port: 0 });
+  return { url: `${baseUrlOf(info)}/webhooks`, registry, revocations, close: () => listener.close() };
+}
+
+export interface Reply {
+  readonly status: number;
+  readonly body: string;
+}
+
+export async function post(url: string, body: Buffer | string, headers: Record<string, string>, method = 'POST'): Promise<Reply> {
+  const res = await request(url, { method: method as 'POST', headers, body });
+  return { status: res.statusCode, body: await res.body.text() };
+}
+
+/** Headers of a delivery signed at `timestamp`, as the service sends them. */
+export function deliveryHeaders(secret: string, timestamp: number | string, body: Buffer | string, eventId = 'evt_1'): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'user-agent': 'Service-Webhooks/1.0',
+    'x-service-event-id': eventId,
+    'x-service-delivery-id': `dlv_${Math.random().toString(36).slice(2)}`,
+    'x-service-timestamp': String(timestamp),
+    'x-service-signature': sign(secret, timestamp, body),
+  };
+}
+
+/** Value of one series of a metric family, 0 when absent. */
+export async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const data = await metric.get();
+  const series = data.values.find((v) => Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val));
+  return series?.value ?? 0;
+}
+
+export const nowS = (): number => Math.floor(Date.now() / 1000);
+export type { AddressInfo };
