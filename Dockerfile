@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+#
+# consent-sidecar image: build with the full toolchain, run on distroless Node.js LTS as non-root.
+#   docker build -t consent-sidecar:0.1.0 --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
+# The runtime stage has no shell and no package manager; it runs with a read-only root file system
+# (Node writes nothing to disk; logs go to stdout).
+
+# Node 24 is the LTS line with the longest support left (Node 20 is end-of-life, 22 ends April 2027).
+# Pin by digest in your registry mirror (e.g. with Renovate) for reproducible builds.
+ARG NODE_BUILD_IMAGE=node:24-bookworm-slim
+ARG NODE_RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot
+
+# Production dependencies only. Every runtime dependency is plain JavaScript, so install scripts are
+# not needed and are not run.
+FROM ${NODE_BUILD_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+
+# Full install and TypeScript compile (tsc -> dist/).
+FROM ${NODE_BUILD_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM ${NODE_RUNTIME_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+ARG SOURCE=https://github.com/consent-sidecar/consent-sidecar
+ARG NODE_RUNTIME_IMAGE
+LABEL org.opencontainers.image.title="consent-sidecar" \
+      org.opencontainers.image.description="Fail-closed sidecar between an application and a remote consent service: cached authorization checks and verified webhooks on localhost." \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.base.name="${NODE_RUNTIME_IMAGE}"
+ENV NODE_ENV=production
+WORKDIR /app
+# package.json is needed at run time: it declares "type": "module" for dist/*.js.
+COPY package.json ./
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# 7700 decision API (bound to 127.0.0.1: reachable from the same pod only), 7701 webhook ingress,
+# 7702 admin (/metrics, /healthz, /readyz).
+EXPOSE 7700 7701 7702
+# distroless "nonroot" user, numeric so Kubernetes can verify runAsNonRoot.
+USER 65532:65532
+# Exec form: node is PID 1 and receives SIGTERM directly (graceful drain). No shell in the image.
+ENTRYPOINT ["/nodejs/bin/node", "/app/dist/cli.js"]
+CMD ["serve"]

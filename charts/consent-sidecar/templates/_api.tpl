@@ -1,0 +1,75 @@
+{{/*
+Public named templates: add the sidecar to a pod spec in your own chart. Your chart depends on
+this one (values under "consent-sidecar", with deployment.enabled: false) and calls each template
+with its root context:
+
+  spec:
+    template:
+      metadata:
+        annotations:
+          {{- include "consent-sidecar.podAnnotations" . | nindent 8 }}
+      spec:
+        initContainers:
+          {{- include "consent-sidecar.initContainers" . | nindent 10 }}
+        containers:
+          {{- include "consent-sidecar.containers" . | nindent 10 }}
+          - name: app
+            env:
+              - name: CONSENT_SIDECAR_URL
+                value: {{ include "consent-sidecar.decisionUrl" . | quote }}
+        volumes:
+          {{- include "consent-sidecar.volumes" . | nindent 10 }}
+
+and in its Service:  ports: {{- include "consent-sidecar.servicePorts" . | nindent 4 }}
+
+initContainers/containers each render the sidecar or nothing, depending on `mode`, so include both.
+In classic mode keep the sidecar first in `containers`. With an aliased dependency pass
+(dict "root" $ "values" .Values.<alias>) instead of ".".
+*/}}
+
+{{/* The sidecar as an initContainer list item (mode: native), or nothing. */}}
+{{- define "consent-sidecar.initContainers" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- if eq $c.v.mode "native" -}}
+{{- include "consent-sidecar.containerSpec" $c -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The sidecar as a container list item (mode: classic), or nothing. */}}
+{{- define "consent-sidecar.containers" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- if eq $c.v.mode "classic" -}}
+{{- include "consent-sidecar.containerSpec" $c -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The sidecar's pod volumes (list items). */}}
+{{- define "consent-sidecar.volumes" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- include "consent-sidecar.volumesSpec" $c -}}
+{{- end -}}
+
+{{/* The sidecar's Service ports (list items): consent-webhook (when on) and consent-metrics. */}}
+{{- define "consent-sidecar.servicePorts" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- $_ := set $c "metrics" true -}}
+{{- include "consent-sidecar.servicePortsSpec" $c -}}
+{{- end -}}
+
+{{/* Pod template annotations (map entries): a checksum that rolls the pods on configuration change. */}}
+{{- define "consent-sidecar.podAnnotations" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+checksum/consent-sidecar: {{ include "consent-sidecar.checksum" $c }}
+{{- end -}}
+
+{{/* URL of the decision API for the application: http://127.0.0.1:<ports.decision>. */}}
+{{- define "consent-sidecar.decisionUrl" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- printf "http://127.0.0.1:%s" (include "consent-sidecar.scalar" $c.v.ports.decision) -}}
+{{- end -}}

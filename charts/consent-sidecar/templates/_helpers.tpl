@@ -1,0 +1,312 @@
+{{/*
+Internal helpers. Every helper here takes the context dict filled by "consent-sidecar.resolve":
+  .root  the caller's root context (.Release, .Capabilities, ...)
+  .v     the sidecar's values (this chart's .Values, or a parent chart's .Values.consent-sidecar)
+  .name  .fullname
+Public named templates for your own chart are in _api.tpl.
+*/}}
+
+{{/*
+Fills the context dict passed in: (dict "in" <caller's context>) gains .root, .v, .name, .fullname.
+The caller's context is this chart's root context, a parent chart's root context (the sidecar's
+values under its "consent-sidecar" key), or (dict "root" $ "values" $sidecarValues) when the
+dependency is aliased.
+*/}}
+{{- define "consent-sidecar.resolve" -}}
+{{- $in := .in -}}
+{{- $root := $in -}}
+{{- $v := dict -}}
+{{- if hasKey $in "root" -}}
+{{- $root = $in.root -}}
+{{- $v = $in.values -}}
+{{- else if hasKey $in.Values "consent-sidecar" -}}
+{{- $v = index $in.Values "consent-sidecar" -}}
+{{- else -}}
+{{- $v = $in.Values -}}
+{{- end -}}
+{{- $name := default "consent-sidecar" $v.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- $fullname := "" -}}
+{{- if $v.fullnameOverride -}}
+{{- $fullname = $v.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains $name $root.Release.Name -}}
+{{- $fullname = $root.Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $fullname = printf "%s-%s" $root.Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- $_ := set . "root" $root -}}
+{{- $_ = set . "v" $v -}}
+{{- $_ = set . "name" $name -}}
+{{- $_ = set . "fullname" $fullname -}}
+{{- end -}}
+
+{{/* Chart label value: name-version (this chart's own renders only). */}}
+{{- define "consent-sidecar.chart" -}}
+{{- printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels: stable for the life of a release. */}}
+{{- define "consent-sidecar.selectorLabels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* Common labels of everything this chart creates. */}}
+{{- define "consent-sidecar.labels" -}}
+helm.sh/chart: {{ include "consent-sidecar.chart" . }}
+{{ include "consent-sidecar.selectorLabels" . }}
+app.kubernetes.io/version: {{ .v.image.tag | default .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/component: consent-sidecar
+{{- end -}}
+
+{{/* The sidecar image reference: repository@digest, or repository:tag. */}}
+{{- define "consent-sidecar.image" -}}
+{{- if .v.image.digest -}}
+{{- printf "%s@%s" .v.image.repository .v.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .v.image.repository (required "image.tag is required (or image.digest)" .v.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the webhook ingress is on (config.appWebhookUrl set). */}}
+{{- define "consent-sidecar.webhookEnabled" -}}
+{{- if .v.config.appWebhookUrl -}}true{{- end -}}
+{{- end -}}
+
+{{/* host:port with brackets around an IPv6 host. */}}
+{{- define "consent-sidecar.hostPort" -}}
+{{- if contains ":" .host -}}[{{ .host }}]:{{ .port }}{{- else -}}{{ .host }}:{{ .port }}{{- end -}}
+{{- end -}}
+
+{{/*
+A values scalar as an env var string. Helm reads numbers from values as floats, which print as
+1e+06; integers are printed as integers.
+*/}}
+{{- define "consent-sidecar.scalar" -}}
+{{- if and (kindIs "float64" .) (eq (floor .) .) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the Secret the chart creates from values. */}}
+{{- define "consent-sidecar.secretName" -}}
+{{- .fullname -}}
+{{- end -}}
+
+{{/*
+The secret files: list of {file, secret, key, created} for the secrets in use. Fails when a
+required secret is missing or given twice.
+*/}}
+{{- define "consent-sidecar.secretFiles" -}}
+{{- $files := list -}}
+{{- $s := .v.secrets -}}
+{{- $created := include "consent-sidecar.secretName" . -}}
+{{- if and $s.apiKey.existingSecret $s.apiKey.value -}}
+{{- fail "secrets.apiKey: set existingSecret or value, not both" -}}
+{{- else if $s.apiKey.existingSecret -}}
+{{- $files = append $files (dict "file" "api-key" "secret" $s.apiKey.existingSecret "key" $s.apiKey.key "created" false) -}}
+{{- else if $s.apiKey.value -}}
+{{- $files = append $files (dict "file" "api-key" "secret" $created "key" "api-key" "created" true) -}}
+{{- else -}}
+{{- fail "secrets.apiKey: the API key is required: set secrets.apiKey.existingSecret (a Secret with key secrets.apiKey.key) or secrets.apiKey.value" -}}
+{{- end -}}
+{{- if include "consent-sidecar.webhookEnabled" . -}}
+{{- if and $s.webhookSecrets.existingSecret $s.webhookSecrets.values -}}
+{{- fail "secrets.webhookSecrets: set existingSecret or values, not both" -}}
+{{- else if $s.webhookSecrets.existingSecret -}}
+{{- $files = append $files (dict "file" "webhook-secrets" "secret" $s.webhookSecrets.existingSecret "key" $s.webhookSecrets.key "created" false) -}}
+{{- else if $s.webhookSecrets.values -}}
+{{- $files = append $files (dict "file" "webhook-secrets" "secret" $created "key" "webhook-secrets" "created" true) -}}
+{{- else -}}
+{{- fail "secrets.webhookSecrets: config.appWebhookUrl turns the webhook ingress on, which needs the signing secrets: set secrets.webhookSecrets.existingSecret or secrets.webhookSecrets.values" -}}
+{{- end -}}
+{{- if and $s.webhookRequiredHeader.existingSecret $s.webhookRequiredHeader.value -}}
+{{- fail "secrets.webhookRequiredHeader: set existingSecret or value, not both" -}}
+{{- else if $s.webhookRequiredHeader.existingSecret -}}
+{{- $files = append $files (dict "file" "webhook-required-header" "secret" $s.webhookRequiredHeader.existingSecret "key" $s.webhookRequiredHeader.key "created" false) -}}
+{{- else if $s.webhookRequiredHeader.value -}}
+{{- $files = append $files (dict "file" "webhook-required-header" "secret" $created "key" "webhook-required-header" "created" true) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $files -}}
+{{- end -}}
+
+{{/* Data of the Secret the chart creates (only the secrets given by value). */}}
+{{- define "consent-sidecar.createdSecretData" -}}
+{{- $data := dict -}}
+{{- $s := .v.secrets -}}
+{{- range $f := include "consent-sidecar.secretFiles" . | fromJsonArray -}}
+{{- if $f.created -}}
+{{- if eq $f.file "api-key" -}}
+{{- $_ := set $data "api-key" $s.apiKey.value -}}
+{{- else if eq $f.file "webhook-secrets" -}}
+{{- $_ := set $data "webhook-secrets" (printf "%s\n" (join "\n" $s.webhookSecrets.values)) -}}
+{{- else if eq $f.file "webhook-required-header" -}}
+{{- $_ := set $data "webhook-required-header" $s.webhookRequiredHeader.value -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $data -}}
+{{- end -}}
+
+{{/*
+Checksum of everything that shapes the sidecar container and the Secret the chart creates, for the
+pod template annotation: a change rolls the pods. Secrets from existingSecret are not included:
+their files are re-read live when the Secret rotates.
+*/}}
+{{- define "consent-sidecar.checksum" -}}
+{{- $in := dict "mode" .v.mode "image" .v.image "ports" .v.ports "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
+{{- toJson $in | sha256sum -}}
+{{- end -}}
+
+{{/* The sidecar container (one list item). In native mode it carries restartPolicy: Always. */}}
+{{- define "consent-sidecar.containerSpec" -}}
+{{- $v := .v -}}
+{{- $webhook := include "consent-sidecar.webhookEnabled" . -}}
+{{- $files := include "consent-sidecar.secretFiles" . | fromJsonArray -}}
+{{- $mount := trimSuffix "/" $v.secrets.mountPath -}}
+- name: consent-sidecar
+  image: {{ include "consent-sidecar.image" . | quote }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  args: ["serve"]
+  {{- if eq $v.mode "native" }}
+  restartPolicy: Always
+  {{- end }}
+  env:
+    - name: CONSENT_SIDECAR_UPSTREAM_URL
+      value: {{ required "config.upstreamUrl is required: the consent service's base URL" $v.config.upstreamUrl | quote }}
+    - name: CONSENT_SIDECAR_LISTEN
+      value: {{ include "consent-sidecar.hostPort" (dict "host" "127.0.0.1" "port" (include "consent-sidecar.scalar" $v.ports.decision)) | quote }}
+    - name: CONSENT_SIDECAR_WEBHOOK_LISTEN
+      value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.webhook)) | quote }}
+    - name: CONSENT_SIDECAR_ADMIN_LISTEN
+      value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.admin)) | quote }}
+    {{- range $f := $files }}
+    - name: {{ printf "CONSENT_SIDECAR_%s_FILE" (ternary "WEBHOOK_SECRET" ($f.file | upper | replace "-" "_") (eq $f.file "webhook-secrets")) }}
+      value: {{ printf "%s/%s" $mount $f.file | quote }}
+    {{- end }}
+    {{- range $key, $value := $v.config }}
+    {{- if and (ne $key "upstreamUrl") (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+    - name: {{ printf "CONSENT_SIDECAR_%s" ($key | snakecase | upper) }}
+      value: {{ include "consent-sidecar.scalar" $value | quote }}
+    {{- end }}
+    {{- end }}
+    {{- with $v.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  ports:
+    {{- if $webhook }}
+    - name: consent-webhook
+      containerPort: {{ include "consent-sidecar.scalar" $v.ports.webhook }}
+      protocol: TCP
+    {{- end }}
+    - name: consent-metrics
+      containerPort: {{ include "consent-sidecar.scalar" $v.ports.admin }}
+      protocol: TCP
+  startupProbe:
+    httpGet:
+      path: /readyz
+      port: consent-metrics
+    periodSeconds: {{ include "consent-sidecar.scalar" $v.probes.startup.periodSeconds }}
+    timeoutSeconds: {{ include "consent-sidecar.scalar" $v.probes.startup.timeoutSeconds }}
+    failureThreshold: {{ include "consent-sidecar.scalar" $v.probes.startup.failureThreshold }}
+  readinessProbe:
+    httpGet:
+      path: /readyz
+      port: consent-metrics
+    periodSeconds: {{ include "consent-sidecar.scalar" $v.probes.readiness.periodSeconds }}
+    timeoutSeconds: {{ include "consent-sidecar.scalar" $v.probes.readiness.timeoutSeconds }}
+    failureThreshold: {{ include "consent-sidecar.scalar" $v.probes.readiness.failureThreshold }}
+  livenessProbe:
+    httpGet:
+      path: /healthz
+      port: consent-metrics
+    periodSeconds: {{ include "consent-sidecar.scalar" $v.probes.liveness.periodSeconds }}
+    timeoutSeconds: {{ include "consent-sidecar.scalar" $v.probes.liveness.timeoutSeconds }}
+    failureThreshold: {{ include "consent-sidecar.scalar" $v.probes.liveness.failureThreshold }}
+  {{- if eq $v.mode "classic" }}
+  {{- $hold := $v.classic.holdApplicationUntilReady }}
+  {{- $delay := int64 $v.classic.preStopDelaySeconds }}
+  {{- if or $hold (gt $delay 0) }}
+  lifecycle:
+    {{- if $hold }}
+    # Kubernetes starts the next container only once this hook returns: the application waits
+    # until the sidecar answers /readyz. No shell in the image, so node polls.
+    postStart:
+      exec:
+        command:
+          - {{ $v.image.nodeBinary }}
+          - -e
+          - {{ printf "const h=require('node:http'),end=Date.now()+%d*1000;function again(){Date.now()>end?process.exit(1):setTimeout(poll,200)}function poll(){const r=h.get('http://127.0.0.1:%s/readyz',s=>{s.resume();s.statusCode===200?process.exit(0):again()});r.on('error',again);r.setTimeout(1000,()=>r.destroy())}poll()" (int64 $v.classic.holdTimeoutSeconds) (include "consent-sidecar.scalar" $v.ports.admin) | quote }}
+    {{- end }}
+    {{- if gt $delay 0 }}
+    # The sidecar keeps serving the application's last calls before it gets SIGTERM.
+    preStop:
+      {{- if eq $v.classic.preStopMethod "sleepAction" }}
+      sleep:
+        seconds: {{ $delay }}
+      {{- else }}
+      exec:
+        command:
+          - {{ $v.image.nodeBinary }}
+          - -e
+          - {{ printf "setTimeout(()=>{},%d*1000)" $delay | quote }}
+      {{- end }}
+    {{- end }}
+  {{- end }}
+  {{- end }}
+  {{- with $v.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: consent-sidecar-secrets
+      mountPath: {{ $mount | quote }}
+      readOnly: true
+{{- end -}}
+
+{{/* The sidecar's pod volumes (list items): one projected volume with every secret file. */}}
+{{- define "consent-sidecar.volumesSpec" -}}
+- name: consent-sidecar-secrets
+  projected:
+    defaultMode: {{ include "consent-sidecar.scalar" .v.secrets.defaultMode }}
+    sources:
+      {{- range $f := include "consent-sidecar.secretFiles" . | fromJsonArray }}
+      - secret:
+          name: {{ $f.secret | quote }}
+          items:
+            - key: {{ $f.key | quote }}
+              path: {{ $f.file }}
+      {{- end }}
+{{- end -}}
+
+{{/* The sidecar's Service ports (list items). */}}
+{{- define "consent-sidecar.servicePortsSpec" -}}
+{{- if include "consent-sidecar.webhookEnabled" . }}
+- name: consent-webhook
+  port: {{ include "consent-sidecar.scalar" .v.ports.webhook }}
+  targetPort: consent-webhook
+  protocol: TCP
+{{- end }}
+{{- if .metrics }}
+- name: consent-metrics
+  port: {{ include "consent-sidecar.scalar" .v.ports.admin }}
+  targetPort: consent-metrics
+  protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* "true" when the ServiceMonitor/PrometheusRule API should be used. */}}
+{{- define "consent-sidecar.monitoringOn" -}}
+{{- $mode := .v.monitoring.mode -}}
+{{- if or (eq $mode "always") (and (eq $mode "auto") (.root.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Value of the job label of the sidecar's series. */}}
+{{- define "consent-sidecar.jobName" -}}
+{{- default .fullname .v.monitoring.jobName -}}
+{{- end -}}
