@@ -12,6 +12,7 @@ import {
 } from './decision/index.js';
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
+import { createWebhookListener } from './http/webhook-listener.js';
 import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
@@ -93,9 +94,10 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   });
 
   // webhook ingress
-  if (config.webhooks) {
-    logger.warn({ event: 'webhook_ingress_unavailable' }, 'webhook ingress is not built into this version yet');
-  }
+  const webhooks = config.webhooks
+    ? createWebhookListener({ config: config.webhooks, logger, registry, revocations, now, shutdownTimeoutMs: config.shutdownTimeoutMs })
+    : null;
+  if (webhooks) servers.push({ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server });
 
   servers.push({ name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) });
 
@@ -110,7 +112,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const release = async (): Promise<void> => {
     clearInterval(sweeper);
     for (const s of secrets) s.close();
-    await Promise.allSettled([client.close(), passthrough.close()]);
+    await Promise.allSettled([client.close(), passthrough.close(), webhooks?.close()]);
   };
 
   const urls: Record<string, string> = {};

@@ -56,9 +56,9 @@ describe('deduplication over HTTP', () => {
 
 describe('app failure, then the service retries', () => {
   it.each([
-    ['500', (a: FakeApp) => void (a.behaviour = { status: 500 }), 'status'],
-    ['timeout', (a: FakeApp) => void (a.behaviour = 'hang'), 'timeout'],
-    ['slow answer past the timeout', (a: FakeApp) => void (a.delayMs = 1000), 'timeout'],
+    ['500', (a: FakeApp): void => { a.behaviour = { status: 500 }; }, 'status'],
+    ['timeout', (a: FakeApp): void => { a.behaviour = 'hang'; }, 'timeout'],
+    ['slow answer past the timeout', (a: FakeApp): void => { a.delayMs = 1000; }, 'timeout'],
   ] as const)('%s → 503, not accepted; retry → 200 once', async (_name, breakApp, cause) => {
     breakApp(app);
     const body = envelope({ id: 'evt_retry' });
