@@ -1,0 +1,116 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadServeConfig, resolveUpstreamConfig, type RawFlags } from '../../src/config/index.js';
+
+const base = { 'upstream-url': 'https://consent.example/api', 'api-key': 'k-123' };
+
+function problems(flags: RawFlags, env: Record<string, string> = {}): string[] {
+  try {
+    loadServeConfig(flags, env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).code).toBe('ERR_CONFIG_INVALID');
+    return [...(err as ConfigError).problems];
+  }
+  return [];
+}
+
+function tempFile(content: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'cs-config-')), 'secret');
+  writeFileSync(path, content);
+  return path;
+}
+
+describe('loadServeConfig', () => {
+  it('applies the contract defaults', () => {
+    const c = loadServeConfig(base, {});
+    expect(c.listeners.decision).toEqual({ host: '127.0.0.1', port: 7700 });
+    expect(c.listeners.webhook).toEqual({ host: '0.0.0.0', port: 7701 });
+    expect(c.listeners.admin).toEqual({ host: '0.0.0.0', port: 7702 });
+    expect(c.upstream.timeoutMs).toBe(2000);
+    expect(c.cache).toEqual({ maxEntries: 100_000, safetyMarginMs: 1000, maxTtlMs: 3_600_000 });
+    expect(c.webhooks).toBeNull();
+    expect(c.logLevel).toBe('info');
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(c.upstream.apiKey.current()).toBe('k-123');
+  });
+
+  it('reads CONSENT_SIDECAR_* variables, and a flag wins over its variable', () => {
+    const env = { CONSENT_SIDECAR_UPSTREAM_URL: 'http://svc:8080', CONSENT_SIDECAR_API_KEY: 'env-key', CONSENT_SIDECAR_CACHE_MAX_ENTRIES: '5' };
+    const fromEnv = loadServeConfig({}, env);
+    expect(fromEnv.upstream.baseUrl.href).toBe('http://svc:8080/');
+    expect(fromEnv.cache.maxEntries).toBe(5);
+    expect(loadServeConfig({ 'cache-max-entries': '7' }, env).cache.maxEntries).toBe(7);
+  });
+
+  it.each<[string, RawFlags, Record<string, string>, string[]]>([
+    ['nothing given', {}, {}, ['--upstream-url: is required', '--api-key: one of --api-key or --api-key-file is required']],
+    ['a bad URL', { ...base, 'upstream-url': 'consent.example' }, {}, ['--upstream-url: is not a valid URL']],
+    ['a non-http URL', { ...base, 'upstream-url': 'ftp://x' }, {}, ['--upstream-url: must be an http:// or https:// URL']],
+    ['credentials in the URL', { ...base, 'upstream-url': 'https://u:p@x' }, {}, ['--upstream-url: must not carry credentials']],
+    ['key and key file', { ...base, 'api-key-file': '/x' }, {}, ['--api-key: give the secret as --api-key or --api-key-file, not both']],
+    ['an unreadable key file', { 'upstream-url': 'http://x', 'api-key-file': '/nonexistent/key' }, {}, ['--api-key-file: cannot read /nonexistent/key: ENOENT']],
+    ['a non-integer timeout', { ...base, 'upstream-timeout-ms': '2s' }, {}, ['--upstream-timeout-ms: must be an integer from 1 to 600000, got "2s"']],
+    ['a bad value from a variable', base, { CONSENT_SIDECAR_CACHE_MAX_TTL_MS: '-5' }, ['--cache-max-ttl-ms (from CONSENT_SIDECAR_CACHE_MAX_TTL_MS): must be an integer']],
+    ['a bad listen address', { ...base, listen: 'localhost' }, {}, ['--listen: expected host:port']],
+    ['two listeners on one port', { ...base, 'admin-listen': '127.0.0.1:7700' }, {}, ['--admin-listen: uses the same port as --listen (7700)']],
+    ['a bad log level', { ...base, 'log-level': 'verbose' }, {}, ['--log-level: must be one of fatal, error, warn, info, debug, trace, silent']],
+    ['secrets without an app URL', { ...base, 'webhook-secret': ['whsec_a'] }, {}, ['--app-webhook-url: is required when webhook secrets']],
+    ['an app URL without secrets', { ...base, 'app-webhook-url': 'http://127.0.0.1:8080/h' }, {}, ['--webhook-secret: one of --webhook-secret or --webhook-secret-file is required']],
+    ['a secret without whsec_', { ...base, 'app-webhook-url': 'http://127.0.0.1:8080/h', 'webhook-secret': ['whsec_ok', 'nope'] }, {}, ['--webhook-secret: secret #2 does not start with "whsec_"']],
+    ['a forbidden required header', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-required-header': 'X-Service-Foo: 1' }, {}, ['--webhook-required-header: "X-Service-Foo" cannot be a custom header']],
+    ['queue mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'queue' }, {}, ['--webhook-delivery: queue mode is not available']],
+    ['an unknown delivery mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'kafka' }, {}, ['--webhook-delivery: must be one of passthrough, queue']],
+    ['a non-redis URL', { ...base, 'redis-url': 'http://r:6379' }, {}, ['--redis-url: must be a redis:// or rediss:// URL']],
+  ])('%s → names the flag', (_name, flags, env, expected) => {
+    const found = problems(flags, env);
+    for (const e of expected) expect(found.some((p) => p.startsWith(e)), `${JSON.stringify(found)} should contain "${e}"`).toBe(true);
+  });
+
+  it('reports every problem at once', () => {
+    expect(problems({ 'upstream-timeout-ms': 'x', 'cache-max-entries': 'y', listen: 'z' }).length).toBeGreaterThanOrEqual(5);
+  });
+
+  it('enables the webhook ingress with secrets from flags, variables (comma or newline) and files', () => {
+    const flags = { ...base, 'app-webhook-url': 'http://127.0.0.1:8080/webhooks', 'webhook-secret': ['whsec_one', 'whsec_two'] };
+    expect(loadServeConfig(flags, {}).webhooks?.secrets.current()).toEqual(['whsec_one', 'whsec_two']);
+    const env = { CONSENT_SIDECAR_WEBHOOK_SECRET: 'whsec_a,whsec_b' };
+    expect(loadServeConfig({ ...base, 'app-webhook-url': 'http://a/h' }, env).webhooks?.secrets.current()).toEqual(['whsec_a', 'whsec_b']);
+    const file = tempFile('# rotated 2026-11\nwhsec_new\n\nwhsec_old\n');
+    const w = loadServeConfig({ ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret-file': file }, {}).webhooks!;
+    expect(w.secrets.current()).toEqual(['whsec_new', 'whsec_old']);
+    expect(w.path).toBe('/webhooks');
+    expect(w.toleranceS).toBe(300);
+    expect(w.maxBodyBytes).toBe(1_048_576);
+    expect(w.forwardTimeoutMs).toBe(10_000);
+    expect(w.delivery).toBe('passthrough');
+  });
+
+  it('parses the required header, lower-casing its name', () => {
+    const flags = { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-required-header': 'Authorization: Basic abc:def' };
+    expect(loadServeConfig(flags, {}).webhooks?.requiredHeader?.current()).toEqual({ name: 'authorization', value: 'Basic abc:def' });
+  });
+
+  it('never puts a secret in a problem message', () => {
+    const all = problems({ 'api-key': 'super secret key', 'upstream-url': 'x' }).join('\n');
+    expect(all).not.toContain('super secret key');
+  });
+});
+
+describe('secret files', () => {
+  it('re-reads a rotated file and keeps the last good value on a bad one', async () => {
+    const file = tempFile('key-one\n');
+    const c = resolveUpstreamConfig({ 'upstream-url': 'http://x', 'api-key-file': file }, {});
+    expect(c.apiKey.current()).toBe('key-one');
+    const events: string[] = [];
+    c.apiKey.watch(20, (e) => events.push(e.kind));
+    writeFileSync(file, 'key-two\n');
+    await expect.poll(() => c.apiKey.current(), { timeout: 2000 }).toBe('key-two');
+    writeFileSync(file, '   \n');
+    await expect.poll(() => events.includes('reload_failed'), { timeout: 2000 }).toBe(true);
+    expect(c.apiKey.current()).toBe('key-two');
+    c.apiKey.close();
+  });
+});
