@@ -56,8 +56,8 @@ export class NotificationRequirements {
     this.seq += 1;
     const resolved = input.deliveryResponsibility === 'service';
     const record: NotificationRequirement = {
-      ...input,
       notificationRequirementId: `nrq_${String(this.seq).padStart(6, '0')}`,
+      ...input,
       status: resolved ? 'sent_by_service' : 'pending',
       ...(resolved ? { resolvedAt: input.createdAt } : {}),
     };
