@@ -1,13 +1,221 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
+import { LOG_LEVELS, loadServeConfig, type LogLevel } from '../config/index.js';
+import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
+import { createLogger, silentLogger, type Logger } from '../observability/index.js';
+import { startSidecar, type SidecarHandle } from '../sidecar.js';
+import { DEFAULT_SIMULATOR_API_KEY, type SimulatorHandle } from '../simulator/index.js';
+import { closeOnSignals, DEFAULT_SIMULATOR_LISTEN, FlagProblems, startSimulatorForCli } from './simulate.js';
 
-// Placeholder until the demo command lands; it says so instead of pretending to work.
+/** One event the demo app received from the sidecar. */
+export interface DemoAppEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly sequence: number;
+  readonly data: Record<string, unknown>;
+  readonly headers: Record<string, string | string[] | undefined>;
+}
+
+export interface DemoOptions {
+  readonly listen: ListenAddress;
+  readonly webhookListen: ListenAddress;
+  readonly adminListen: ListenAddress;
+  readonly simulatorListen: ListenAddress;
+  readonly appListen: ListenAddress;
+  /** Service time compression of the simulator's webhook retries. */
+  readonly timeScale: number;
+  /** Sidecar and simulator log level (JSON logs on stdout). */
+  readonly logLevel: LogLevel;
+  /** Where the demo app's lines and the guide go. */
+  readonly print: (line: string) => void;
+  readonly logger?: Logger;
+}
+
+export interface DemoHandle {
+  readonly simulator: SimulatorHandle;
+  readonly sidecar: SidecarHandle;
+  /** Where the sidecar forwards verified events. */
+  readonly appUrl: string;
+  /** Events the demo app received, in arrival order. */
+  readonly received: readonly DemoAppEvent[];
+  /** What to try, as printed. */
+  readonly guide: string;
+  close(): Promise<void>;
+}
+
+/** The demo app: accepts events that carry the sidecar's verification mark and prints each one. */
+async function startDemoApp(address: ListenAddress, print: (line: string) => void, received: DemoAppEvent[]): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/webhooks' || req.headers['x-consent-sidecar-verified'] !== 'v1') {
+        res.writeHead(400).end();
+        return;
+      }
+      let event: DemoAppEvent;
+      try {
+        const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Omit<DemoAppEvent, 'headers'>;
+        event = { ...parsed, headers: req.headers };
+      } catch {
+        res.writeHead(400).end();
+        return;
+      }
+      received.push(event);
+      const who = event.data.userReference ?? event.data.customer_tenant_id ?? event.data.customerId;
+      const action = event.data.action ?? event.data.notification_reason ?? event.data.status;
+      print(`[demo app] verified event #${event.sequence} ${event.type}${action ? ` ${String(action)}` : ''}${who ? ` for ${String(who)}` : ''} (id ${event.id})`);
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(address.port, address.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://${formatHostPort(address.host, port)}/webhooks`, server };
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string): string {
+  const check = (user: string, key: string): string =>
+    `curl -s -i -X POST ${decision}/v1/authorization/check -H 'content-type: application/json' -d '{"userReference":"${user}","configKey":"${key}"}'`;
+  const control = (path: string, body: string): string =>
+    `curl -s -X POST ${sim.url}/_simulator/${path} -H 'content-type: application/json' -d '${body}'`;
+  const lines = [
+    'consent-sidecar demo is running (Ctrl-C stops it):',
+    `  decision API   ${decision}   (your app calls this, no key needed)`,
+    webhook
+      ? `  webhook in     ${webhook}/webhooks   (the simulator sends signed events here)`
+      : '  webhook in     (not available in this build: revocations will not arrive as webhooks)',
+    `  admin          ${admin}/metrics  ${admin}/readyz`,
+    `  simulator      ${sim.url}   (the consent service; API key ${sim.apiKey})`,
+    `  demo app       ${appUrl}   (prints every verified event below)`,
+    '',
+    'ALLOW (run it twice: the second answer says x-consent-decision-source: cache):',
+    `  ${check('alice', 'marketing-email')}`,
+    'Evaluated denial (bob revoked his consent; the answer names the configKey):',
+    `  ${check('bob', 'marketing-email')}`,
+    'Pre-evaluation denials (a configuration or reference problem; the answer has a reason):',
+    `  customer_not_found:          ${check('nobody', 'marketing-email')}`,
+    `  config_not_published:        ${check('alice', 'loyalty-program')}`,
+    `  ambiguous_config:            ${check('alice', 'onboarding-bundle')}`,
+    `  config_material_unavailable: ${check('alice', 'partner-sharing')}`,
+    '',
+    'Revoke alice\'s consent at the service: the revocation arrives below as a verified webhook,',
+    'purges her cached ALLOW, and the next check is DENY:',
+    `  ${control('consents/revoke', '{"userReference":"alice","configKey":"marketing-email"}')}`,
+    `  ${check('alice', 'marketing-email')}`,
+    'Grant it again (for an hour), and purge the cache by hand:',
+    `  ${control('consents/grant', '{"userReference":"alice","configKey":"marketing-email","ttlMs":3600000}')}`,
+    `  curl -s -X DELETE '${decision}/sidecar/cache?userReference=alice'`,
+    'Make the service fail for the next 3 checks (the sidecar answers 503, fail-closed):',
+    `  curl -s -X PUT ${sim.url}/_simulator/faults -H 'content-type: application/json' -d '{"status":503,"count":3}'`,
+    'REDEC obligations the tenant still has to notify (after a credit-report grant or revoke):',
+    `  ${control('consents/revoke', '{"userReference":"alice","configKey":"credit-report"}')}`,
+    `  consent-sidecar redec pending --upstream-url ${sim.url} --api-key ${sim.apiKey} --output table`,
+    `Webhook deliveries and their attempts: curl -s ${sim.url}/_simulator/deliveries`,
+  ];
+  return lines.join('\n');
+}
+
+/**
+ * Starts simulator, sidecar and demo app on loopback, and registers the sidecar's webhook ingress at
+ * the simulator with a fresh secret. Everything is closed by `close()`.
+ */
+export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
+  const logger = options.logger ?? createLogger(options.logLevel);
+  const received: DemoAppEvent[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+  const close = async (): Promise<void> => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const simulator = await startSimulatorForCli({
+      host: options.simulatorListen.host,
+      port: options.simulatorListen.port,
+      apiKey: DEFAULT_SIMULATOR_API_KEY,
+      timeScale: options.timeScale,
+      logger: logger.child({ component: 'simulator' }),
+    });
+    cleanups.push(() => simulator.close());
+    const app = await startDemoApp(options.appListen, options.print, received);
+    cleanups.push(() => closeServer(app.server));
+    // A fresh secret per run: it lives only between the two processes of this demo.
+    const secret = `whsec_${randomBytes(24).toString('base64url')}`;
+    const hostPort = (a: ListenAddress): string => formatHostPort(a.host, a.port);
+    const config = loadServeConfig(
+      {
+        'upstream-url': simulator.url,
+        'api-key': simulator.apiKey,
+        listen: hostPort(options.listen),
+        'webhook-listen': hostPort(options.webhookListen),
+        'admin-listen': hostPort(options.adminListen),
+        'app-webhook-url': app.url,
+        'webhook-secret': [secret],
+        'log-level': options.logLevel,
+        'shutdown-timeout-ms': '1000',
+      },
+      {},
+    );
+    const sidecar = await startSidecar(config, { logger });
+    cleanups.push(() => sidecar.close());
+    if (sidecar.urls.webhook) {
+      simulator.registerWebhookEndpoint({ url: `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}`, secret });
+    }
+    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url);
+    return { simulator, sidecar, appUrl: app.url, received, guide, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+interface DemoFlags {
+  listen: string;
+  webhookListen: string;
+  adminListen: string;
+  simulatorListen: string;
+  appListen: string;
+  timeScale: string;
+  logLevel: string;
+}
+
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description('(not built yet)')
-    .allowUnknownOption()
-    .action(() => {
-      process.stderr.write('demo: not available in this build yet\n');
-      process.exitCode = 2;
+    .description('simulator + sidecar + a demo app on this machine; prints what to try')
+    .option('--listen <host:port>', 'sidecar decision API', '127.0.0.1:7700')
+    .option('--webhook-listen <host:port>', 'sidecar webhook ingress', '127.0.0.1:7701')
+    .option('--admin-listen <host:port>', 'sidecar metrics and probes', '127.0.0.1:7702')
+    .option('--simulator-listen <host:port>', 'the simulated consent service', DEFAULT_SIMULATOR_LISTEN)
+    .option('--app-listen <host:port>', 'the demo app receiving forwarded events', '127.0.0.1:8080')
+    .option('--time-scale <n>', 'webhook retry time compression (60: a minute of backoff lasts a second)', '60')
+    .option('--log-level <level>', `sidecar and simulator JSON logs: one of ${LOG_LEVELS.join(', ')}`, 'warn')
+    .action(async (flags: DemoFlags) => {
+      const p = new FlagProblems();
+      const options: DemoOptions = {
+        listen: p.listen('--listen', flags.listen),
+        webhookListen: p.listen('--webhook-listen', flags.webhookListen),
+        adminListen: p.listen('--admin-listen', flags.adminListen),
+        simulatorListen: p.listen('--simulator-listen', flags.simulatorListen),
+        appListen: p.listen('--app-listen', flags.appListen),
+        timeScale: p.number('--time-scale', flags.timeScale, 60, Number.MIN_VALUE, false),
+        logLevel: p.logLevel(flags.logLevel),
+        print: (line) => process.stdout.write(`${line}\n`),
+      };
+      p.throwIfAny();
+      const logger = options.logLevel === 'silent' ? silentLogger() : createLogger(options.logLevel);
+      const demo = await startDemo({ ...options, logger });
+      process.stdout.write(`${demo.guide}\n\n`);
+      closeOnSignals(logger, () => demo.close());
     });
 }
