@@ -1,0 +1,210 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
+import { allow, deny, preDeny, startUpstream, type ScriptedUpstream } from '../../helpers/upstream.js';
+
+// Every row of CONTRACT.md's decision table, through the real sidecar and a real upstream.
+
+const KEY = 'flow-marketing';
+const USER = 'user-table-1';
+
+let upstream: ScriptedUpstream;
+let sidecar: TestSidecar;
+
+beforeEach(async () => {
+  upstream = await startUpstream();
+  sidecar = await startTestSidecar(upstream.url);
+});
+
+afterEach(async () => {
+  await sidecar.close();
+  await upstream.close();
+});
+
+describe('ALLOW (fresh, then cached)', () => {
+  it('answers the fresh ALLOW from the upstream, then the same body from the cache without calling it', async () => {
+    const validUntil = Date.now() + 60_000;
+    upstream.reply({ body: allow(KEY, validUntil) });
+
+    const fresh = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(fresh.status).toBe(200);
+    expect(fresh.source).toBe('upstream');
+    expect(fresh.json).toEqual({ decision: 'ALLOW', configKey: KEY, validUntil });
+    expect(fresh.headers['content-type']).toMatch(/^application\/json/);
+
+    const cached = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(cached.status).toBe(200);
+    expect(cached.source).toBe('cache');
+    expect(cached.text).toBe(fresh.text);
+    expect(upstream.checks).toBe(1);
+  });
+
+  it('sends the service exactly the two documented fields, with the API key as Bearer', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    await sidecar.check({ userReference: USER, configKey: KEY, extra: 'dropped', nested: { a: 1 } });
+    expect(upstream.requests).toHaveLength(1);
+    const seen = upstream.requests[0]!;
+    expect(seen.method).toBe('POST');
+    expect(seen.url).toBe('/v1/authorization/check');
+    expect(JSON.parse(seen.body)).toEqual({ userReference: USER, configKey: KEY });
+    expect(seen.headers.authorization).toBe('Bearer test-api-key');
+  });
+
+  it('keys the cache on the whole request: another configKey or another user is a miss', async () => {
+    upstream.reply((r) => {
+      const { configKey } = JSON.parse(r.body) as { configKey: string };
+      return { body: allow(configKey, Date.now() + 60_000) };
+    });
+    await sidecar.check({ userReference: USER, configKey: KEY });
+    expect((await sidecar.check({ userReference: USER, configKey: 'flow-other' })).source).toBe('upstream');
+    expect((await sidecar.check({ userReference: 'user-table-2', configKey: KEY })).source).toBe('upstream');
+    // The length prefix keeps ("ab","c") and ("a","bc") apart.
+    await sidecar.check({ userReference: 'ab', configKey: 'c' });
+    expect((await sidecar.check({ userReference: 'a', configKey: 'bc' })).source).toBe('upstream');
+    expect(upstream.checks).toBe(5);
+    expect((await sidecar.check({ userReference: USER, configKey: KEY })).source).toBe('cache');
+  });
+});
+
+describe('evaluated denial', () => {
+  it('answers 200 {decision:"DENY", configKey} and never caches it', async () => {
+    upstream.reply({ body: deny(KEY) });
+    for (let i = 1; i <= 2; i++) {
+      const r = await sidecar.check({ userReference: USER, configKey: KEY });
+      expect(r.status).toBe(200);
+      expect(r.source).toBe('upstream');
+      expect(r.json).toEqual({ decision: 'DENY', configKey: KEY });
+      expect(upstream.checks).toBe(i);
+    }
+  });
+});
+
+describe('pre-evaluation denial', () => {
+  const reasons = ['customer_not_found', 'config_not_published', 'ambiguous_config', 'config_material_unavailable'];
+
+  it.each(reasons)('answers 200 {decision:"DENY", reason:"%s"}, never cached, counted by reason', async (reason) => {
+    upstream.reply({ body: preDeny(reason) });
+    for (let i = 1; i <= 2; i++) {
+      const r = await sidecar.check({ userReference: USER, configKey: KEY });
+      expect(r.status).toBe(200);
+      expect(r.source).toBe('upstream');
+      expect(r.json).toEqual({ decision: 'DENY', reason });
+      expect(upstream.checks).toBe(i);
+    }
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason })).toBe(2);
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason: 'other' })).toBe(0);
+  });
+
+  it('passes an unknown reason through to the app and counts it as "other"', async () => {
+    upstream.reply({ body: preDeny('tenant_suspended') });
+    const r = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(r.status).toBe(200);
+    expect(r.json).toEqual({ decision: 'DENY', reason: 'tenant_suspended' });
+    await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(upstream.checks).toBe(2);
+    const text = await sidecar.metricsText();
+    expect(text).not.toContain('tenant_suspended');
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason: 'other' })).toBe(2);
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total')).toBe(2);
+  });
+});
+
+describe('503 when no decision could be had', () => {
+  it('answers {decision:"DENY", error:<cause>} with source fail-closed, and caches nothing', async () => {
+    upstream.reply({ status: 500, body: { error: 'boom' } });
+    const r = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(r.status).toBe(503);
+    expect(r.source).toBe('fail-closed');
+    expect(r.json).toEqual({ decision: 'DENY', error: 'upstream_5xx' });
+    expect(r.headers['cache-control']).toBe('no-store');
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    expect((await sidecar.check({ userReference: USER, configKey: KEY })).source).toBe('upstream');
+  });
+});
+
+describe('400 for a bad request (the service is not called)', () => {
+  const long = 'x'.repeat(1025);
+  const cases: [string, string][] = [
+    ['not JSON', '{"userReference": '],
+    ['empty body', ''],
+    ['a JSON array', JSON.stringify([USER, KEY])],
+    ['a JSON string', JSON.stringify('hello')],
+    ['JSON null', 'null'],
+    ['a JSON number', '42'],
+    ['userReference missing', JSON.stringify({ configKey: KEY })],
+    ['configKey missing', JSON.stringify({ userReference: USER })],
+    ['both missing', JSON.stringify({})],
+    ['userReference a number', JSON.stringify({ userReference: 7, configKey: KEY })],
+    ['configKey a number', JSON.stringify({ userReference: USER, configKey: 7 })],
+    ['userReference null', JSON.stringify({ userReference: null, configKey: KEY })],
+    ['configKey an object', JSON.stringify({ userReference: USER, configKey: { k: KEY } })],
+    ['configKey an array', JSON.stringify({ userReference: USER, configKey: [KEY] })],
+    ['userReference a boolean', JSON.stringify({ userReference: true, configKey: KEY })],
+    ['userReference empty', JSON.stringify({ userReference: '', configKey: KEY })],
+    ['configKey empty', JSON.stringify({ userReference: USER, configKey: '' })],
+    ['userReference over 1024 characters', JSON.stringify({ userReference: long, configKey: KEY })],
+    ['configKey over 1024 characters', JSON.stringify({ userReference: USER, configKey: long })],
+  ];
+
+  it.each(cases)('%s → 400 invalid_request, source rejected', async (_name, body) => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const r = await sidecar.check(body);
+    expect(r.status).toBe(400);
+    expect(r.source).toBe('rejected');
+    expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
+    expect(upstream.count).toBe(0);
+  });
+
+  it('an oversize body (declared Content-Length) → 400 and the service is not called', async () => {
+    const body = JSON.stringify({ userReference: USER, configKey: KEY, pad: 'p'.repeat(20_000) });
+    const r = await sidecar.check(body);
+    expect(r.status).toBe(400);
+    expect(r.source).toBe('rejected');
+    expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
+    expect(upstream.count).toBe(0);
+  });
+
+  it('an oversize chunked body (no Content-Length) → 400 and the service is not called', async () => {
+    const { Client } = await import('undici');
+    const client = new Client(sidecar.handle.urls.decision);
+    try {
+      const payload = JSON.stringify({ userReference: USER, configKey: KEY, pad: 'p'.repeat(40_000) });
+      async function* gen(): AsyncGenerator<Buffer> {
+        for (let i = 0; i < payload.length; i += 4096) yield Buffer.from(payload.slice(i, i + 4096));
+      }
+      const res = await client.request({ method: 'POST', path: '/v1/authorization/check', body: gen() });
+      const text = await res.body.text();
+      expect(res.statusCode).toBe(400);
+      expect(res.headers['x-consent-decision-source']).toBe('rejected');
+      expect(JSON.parse(text)).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
+    } catch (err) {
+      // The sidecar may close the connection while the body is still being sent; that is not an ALLOW.
+      expect((err as { code?: string }).code).toMatch(/^(UND_ERR_SOCKET|ECONNRESET|EPIPE)$/);
+    } finally {
+      await client.destroy();
+    }
+    expect(upstream.count).toBe(0);
+  });
+
+  it('a body exactly at the limit is accepted (the limit is not off by one)', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const base = JSON.stringify({ userReference: USER, configKey: KEY, pad: '' });
+    const body = JSON.stringify({ userReference: USER, configKey: KEY, pad: 'p'.repeat(16_384 - base.length) });
+    expect(Buffer.byteLength(body)).toBe(16_384);
+    const r = await sidecar.check(body);
+    expect(r.status).toBe(200);
+    expect(upstream.checks).toBe(1);
+  });
+});
+
+describe('x-consent-decision-source on every answer', () => {
+  it('is one of cache | upstream | fail-closed | rejected, matching the answer', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const seen = new Set<string | undefined>();
+    seen.add((await sidecar.check({ userReference: USER, configKey: KEY })).source);
+    seen.add((await sidecar.check({ userReference: USER, configKey: KEY })).source);
+    upstream.reply({ status: 502 });
+    seen.add((await sidecar.check({ userReference: 'user-other', configKey: KEY })).source);
+    seen.add((await sidecar.check('nope')).source);
+    expect([...seen].sort()).toEqual(['cache', 'fail-closed', 'rejected', 'upstream']);
+  });
+});

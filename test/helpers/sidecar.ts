@@ -1,0 +1,142 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
+import { loadServeConfig } from '../../src/config/index.js';
+import { silentLogger } from '../../src/observability/index.js';
+import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+
+/** A clock a test moves by hand, injected as the sidecar's `now`. Starts on a whole second. */
+export interface TestClock {
+  now(): number;
+  set(ms: number): void;
+  advance(ms: number): void;
+}
+
+export function testClock(start = Math.floor(Date.now() / 1000) * 1000): TestClock {
+  let t = start;
+  return {
+    now: () => t,
+    set: (ms) => {
+      t = ms;
+    },
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+/** What the app got back from the sidecar. */
+export interface AppResponse {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+  /** The body parsed as JSON, or undefined when it is not JSON. */
+  readonly json: Record<string, unknown> | undefined;
+  /** `x-consent-decision-source`. */
+  readonly source: string | undefined;
+  readonly ms: number;
+}
+
+export interface TestSidecar {
+  readonly handle: SidecarHandle;
+  /** `POST /v1/authorization/check` with a JSON (or raw string) body. */
+  check(body: unknown, headers?: Record<string, string>): Promise<AppResponse>;
+  /** Any request on the decision listener; `path` is sent exactly as given. */
+  send(method: string, path: string, opts?: { body?: string; headers?: Record<string, string> }): Promise<AppResponse>;
+  /** Any request on the admin listener. */
+  admin(path: string): Promise<AppResponse>;
+  /** The Prometheus exposition from `GET /metrics`. */
+  metricsText(): Promise<string>;
+  /** One sample of `/metrics` (summed over series matching `labels`). */
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Flags every test starts from: loopback, port 0, short deadlines, a breaker that stays out of the way. */
+export const BASE_FLAGS: Readonly<Record<string, string>> = {
+  'api-key': 'test-api-key',
+  listen: '127.0.0.1:0',
+  'admin-listen': '127.0.0.1:0',
+  'upstream-timeout-ms': '300',
+  'breaker-failure-threshold': '1000',
+  'breaker-cooldown-ms': '200',
+  'cache-safety-margin-ms': '1000',
+  'shutdown-timeout-ms': '1000',
+};
+
+async function call(pool: Pool, method: string, path: string, body?: string, headers?: Record<string, string>): Promise<AppResponse> {
+  const started = performance.now();
+  const res = await pool.request({
+    method: method as 'POST',
+    path,
+    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    body: body ?? null,
+  });
+  const text = await res.body.text();
+  let json: Record<string, unknown> | undefined;
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    json = undefined;
+  }
+  const source = res.headers['x-consent-decision-source'];
+  return {
+    status: res.statusCode,
+    headers: res.headers as IncomingHttpHeaders,
+    text,
+    json,
+    source: typeof source === 'string' ? source : undefined,
+    ms: performance.now() - started,
+  };
+}
+
+/**
+ * Reads one sample from a Prometheus exposition, summing the series whose labels include `labels`.
+ * A series never incremented is absent from the exposition and reads as 0; the family itself must exist.
+ */
+export function sampleOf(text: string, name: string, labels: Record<string, string> = {}): number {
+  if (!new RegExp(`^# TYPE ${name.replace(/_(count|sum|bucket)$/, '')} `, 'm').test(text)) {
+    throw new Error(`no metric family for ${name} in /metrics`);
+  }
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got: Record<string, string> = {};
+    for (const pair of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) got[pair[1]!] = pair[2]!;
+    if (Object.entries(labels).every(([k, v]) => got[k] === v)) {
+      sum += Number(m[3]);
+    }
+  }
+  return sum;
+}
+
+/** Starts the real sidecar (`startSidecar`) in front of `upstreamUrl`, with `BASE_FLAGS` overridden by `flags`. */
+export async function startTestSidecar(
+  upstreamUrl: string,
+  flags: Record<string, string> = {},
+  deps: { now?: () => number } = {},
+): Promise<TestSidecar> {
+  const config = loadServeConfig({ ...BASE_FLAGS, 'upstream-url': upstreamUrl, ...flags }, {});
+  const handle = await startSidecar(config, { logger: silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
+  const app = new Pool(handle.urls.decision);
+  const admin = new Pool(handle.urls.admin);
+  let closed = false;
+  const t: TestSidecar = {
+    handle,
+    check: (body, headers) => call(app, 'POST', '/v1/authorization/check', typeof body === 'string' ? body : JSON.stringify(body), headers),
+    send: (method, path, opts = {}) => call(app, method, path, opts.body, opts.headers),
+    admin: (path) => call(admin, 'GET', path),
+    metricsText: async () => (await call(admin, 'GET', '/metrics')).text,
+    metric: async (name, labels) => sampleOf(await t.metricsText(), name, labels),
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.allSettled([app.close(), admin.close()]);
+      await handle.close();
+    },
+  };
+  return t;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
