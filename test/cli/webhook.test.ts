@@ -1,0 +1,138 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli/index.js';
+import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../webhooks/helpers.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const fixture = (name: string): string => fileURLToPath(new URL(name, FIXTURES));
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The real CLI entry point in a child process, as an operator runs it (slow: used sparingly). */
+function spawnCli(args: readonly string[], stdin?: Buffer | string): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'webhook', ...args], { cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin ?? '');
+  });
+}
+
+/** The CLI's `main` in this process, capturing what it writes; no stdin. */
+async function cli(args: readonly string[]): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => ((stdout += String(c)), true));
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => ((stderr += String(c)), true));
+  try {
+    process.exitCode = undefined;
+    await main(['node', 'consent-sidecar', 'webhook', ...args]);
+    return { code: Number(process.exitCode ?? 0), stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+    process.exitCode = undefined;
+  }
+}
+
+afterEach(() => {
+  process.exitCode = undefined;
+});
+
+const vector = loadVectors().find((v) => v.file === 'unicode-whitespace.json' && v.secret === SECRET_B)!;
+const vectorHeaders = ['--header', `x-service-timestamp: ${vector.timestamp}`, '--header', `x-service-signature: v1=${vector.hex}`];
+const at = ['--now', String(VECTOR_TS + 10)];
+
+describe('webhook verify', () => {
+  it('an openssl vector with a rotated secret → ok, exit 0', async () => {
+    const r = await cli(['verify', '--secret', SECRET_A, '--secret', SECRET_B, ...vectorHeaders, '--body-file', fixture(vector.file), ...at]);
+    expect(r).toMatchObject({ code: 0, stdout: 'ok\n' });
+    expect(r.stderr).toContain('secret #1 matched');
+  });
+
+  it('the body on stdin works the same (real entry point)', async () => {
+    const r = await spawnCli(['verify', '--secret', SECRET_B, ...vectorHeaders, ...at], vector.body);
+    expect(r).toMatchObject({ code: 0, stdout: 'ok\n' });
+  });
+
+  it.each([
+    ['stale at the real clock', ['--secret', SECRET_B, ...vectorHeaders], 'ERR_WEBHOOK_TIMESTAMP_TOO_OLD'],
+    ['wrong secret', ['--secret', SECRET_A, ...vectorHeaders, ...at], 'ERR_WEBHOOK_SIGNATURE_MISMATCH'],
+    ['no signature', ['--secret', SECRET_B, '--header', `x-service-timestamp: ${VECTOR_TS}`, ...at], 'ERR_WEBHOOK_SIGNATURE_MISSING'],
+    ['no timestamp', ['--secret', SECRET_B, '--header', `x-service-signature: v1=${vector.hex}`, ...at], 'ERR_WEBHOOK_TIMESTAMP_MISSING'],
+    ['scheme', ['--secret', SECRET_B, '--header', `x-service-timestamp: ${VECTOR_TS}`, '--header', 'x-service-signature: sha256=00', ...at], 'ERR_WEBHOOK_SIGNATURE_SCHEME'],
+    ['required header', ['--secret', SECRET_B, ...vectorHeaders, ...at, '--required-header', 'X-Tenant: t'], 'ERR_WEBHOOK_REQUIRED_HEADER_MISSING'],
+  ])('%s → reason code, exit 1', async (_name, args, code) => {
+    const r = await cli(['verify', ...args, '--body-file', fixture(vector.file)]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe(`${code}\n`);
+  });
+
+  it('a verified body that is not an envelope → ERR_WEBHOOK_INVALID_ENVELOPE', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wh-'));
+    writeFileSync(join(dir, 'b'), '[1,2]');
+    const r = await cli(['verify', '--secret', SECRET_A, '--header', `x-service-timestamp: ${VECTOR_TS}`, '--header', `x-service-signature: ${sign(SECRET_A, VECTOR_TS, '[1,2]')}`, '--body-file', join(dir, 'b'), ...at]);
+    expect(r).toMatchObject({ code: 1, stdout: 'ERR_WEBHOOK_INVALID_ENVELOPE\n' });
+  });
+
+  it.each([
+    ['no secret', ['verify', ...vectorHeaders], '--secret'],
+    ['a secret without whsec_', ['verify', '--secret', 'abc', ...vectorHeaders], '--secret'],
+    ['no headers', ['verify', '--secret', SECRET_A], '--header'],
+    ['malformed header', ['verify', '--secret', SECRET_A, '--header', 'nocolon'], '--header'],
+    ['bad tolerance', ['verify', '--secret', SECRET_A, ...vectorHeaders, '--tolerance-s', 'soon'], '--tolerance-s'],
+    ['bad now', ['verify', '--secret', SECRET_A, ...vectorHeaders, '--now', '12:00'], '--now'],
+    ['bad timestamp to sign', ['sign', '--secret', SECRET_A, '--timestamp', 'x'], '--timestamp'],
+  ])('usage: %s → exit 2 naming the flag', async (_name, args, flag) => {
+    const r = await cli([...args, '--body-file', fixture(vector.file)]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(flag);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('webhook sign', () => {
+  it('prints the same signature openssl computed', async () => {
+    const v = loadVectors().find((x) => x.file === 'revoke.json' && x.secret === SECRET_A)!;
+    const r = await cli(['sign', '--secret', SECRET_A, '--timestamp', String(v.timestamp), '--body-file', fixture(v.file)]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`x-service-signature: v1=${v.hex}\n`);
+    expect(r.stdout).toContain(`x-service-timestamp: ${v.timestamp}\n`);
+    expect(r.stdout).toContain('x-service-event-id: evt_01JREVOKE0001\n');
+  });
+
+  it('sign → headers file → verify round trip, body on stdin, with a curl line', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wh-'));
+    const signed = await spawnCli(['sign', '--secret', SECRET_B, '--curl', 'http://127.0.0.1:7701/webhooks'], vector.body);
+    expect(signed.code).toBe(0);
+    const [headerBlock, curl] = [signed.stdout.split('\ncurl ')[0]!, signed.stdout.split('\ncurl ')[1]!];
+    expect(curl).toContain("--data-binary '@-' 'http://127.0.0.1:7701/webhooks'");
+    writeFileSync(join(dir, 'headers.txt'), `POST /webhooks HTTP/1.1\n${headerBlock}\n\n${vector.body.toString('latin1')}`);
+    const r = await cli(['verify', '--secret', SECRET_B, '--headers-file', join(dir, 'headers.txt'), '--body-file', fixture(vector.file)]);
+    expect(r).toMatchObject({ code: 0, stdout: 'ok\n' });
+  });
+});
+
+describe('usage errors from the real entry point', () => {
+  it.each([
+    ['missing body file', ['verify', '--secret', SECRET_A, ...vectorHeaders, '--body-file', '/nonexistent/x'], '--body-file'],
+    ['unknown flag', ['verify', '--sekret', SECRET_A], '--sekret'],
+  ])('%s → exit 2 naming the flag, no stack trace', async (_name, args, flag) => {
+    const r = await spawnCli(args, '{}');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(flag);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
