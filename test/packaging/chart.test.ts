@@ -1,0 +1,434 @@
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CHART,
+  HELM,
+  find,
+  mustFind,
+  render,
+  run,
+  vendoredExampleChart,
+  type K8sObject,
+} from './helm.js';
+import { MONITORING_API, SCENARIOS, valuesPath, type Scenario } from './scenarios.js';
+import { schemaProblems, unknownFieldProblems } from './validate.js';
+
+const FULLNAME = 'shop-consent-sidecar';
+const SECRET_DIR = '/var/run/secrets/consent-sidecar';
+
+interface Container {
+  name: string;
+  image?: string;
+  args?: string[];
+  restartPolicy?: string;
+  env?: { name: string; value?: string; valueFrom?: unknown }[];
+  ports?: { name?: string; containerPort: number }[];
+  startupProbe?: { httpGet?: { path: string; port: string | number } };
+  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+  livenessProbe?: { httpGet?: { path: string; port: string | number } };
+  lifecycle?: {
+    postStart?: { exec?: { command: string[] } };
+    preStop?: { exec?: { command: string[] }; sleep?: { seconds: number } };
+  };
+  securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+interface PodSpec {
+  initContainers?: Container[];
+  containers: Container[];
+  volumes?: { name: string; projected?: { sources: { secret?: { name: string; items: { key: string; path: string }[] } }[] } }[];
+  terminationGracePeriodSeconds?: number;
+  automountServiceAccountToken?: boolean;
+  securityContext?: Record<string, unknown>;
+}
+
+const podSpec = (d: K8sObject): PodSpec => (d.spec as { template: { spec: PodSpec } }).template.spec;
+const podAnnotations = (d: K8sObject): Record<string, string> =>
+  (d.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations ?? {};
+const allContainers = (p: PodSpec): Container[] => [...(p.initContainers ?? []), ...p.containers];
+const sidecarOf = (p: PodSpec): Container => {
+  const c = allContainers(p).find((x) => x.name === 'consent-sidecar');
+  if (!c) throw new Error('no consent-sidecar container');
+  return c;
+};
+const env = (c: Container): Record<string, string | undefined> => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+
+const renders = new Map<string, K8sObject[]>();
+let example: { objects: K8sObject[]; nativeClassic: K8sObject[] };
+let cleanupExample: (() => Promise<void>) | undefined;
+
+beforeAll(async () => {
+  const jobs = SCENARIOS.map(async (s) => {
+    renders.set(s.file, await render({ valuesFiles: [valuesPath(s)], kubeVersion: s.kubeVersion, apiVersions: s.apiVersions }));
+  });
+  const vendored = await vendoredExampleChart();
+  cleanupExample = vendored.cleanup;
+  const exampleJob = Promise.all([
+    render({ chart: vendored.dir, apiVersions: [MONITORING_API] }),
+    render({ chart: vendored.dir, kubeVersion: '1.27.0', set: ['consent-sidecar.mode=classic'] }),
+  ]).then(([objects, nativeClassic]) => {
+    example = { objects, nativeClassic };
+  });
+  await Promise.all([...jobs, exampleJob]);
+}, 60_000);
+
+afterAll(async () => {
+  await cleanupExample?.();
+});
+
+const rendered = (s: Scenario): K8sObject[] => {
+  const objects = renders.get(s.file);
+  if (!objects) throw new Error(`${s.file} was not rendered`);
+  return objects;
+};
+
+describe('scenario values files', () => {
+  it('every ci/*-values.yaml is a scenario of these tests', async () => {
+    const files = (await readdir(join(CHART, 'ci'))).filter((f) => f.endsWith('-values.yaml')).sort();
+    expect(files).toEqual(SCENARIOS.map((s) => s.file).sort());
+  });
+
+  it.each(SCENARIOS.map((s) => [s.file, s] as const))('helm lint --strict passes with %s', async (_file, s) => {
+    const result = await run(HELM, ['lint', '--strict', CHART, '--values', valuesPath(s)]);
+    expect(result.stderr + result.stdout).toContain('0 chart(s) failed');
+    expect(result.code).toBe(0);
+  });
+
+  it('helm lint --strict passes on the example parent chart', async () => {
+    const vendored = await vendoredExampleChart();
+    try {
+      const result = await run(HELM, ['lint', '--strict', vendored.dir]);
+      expect(result.stderr + result.stdout).toContain('0 chart(s) failed');
+      expect(result.code).toBe(0);
+    } finally {
+      await vendored.cleanup();
+    }
+  });
+});
+
+describe('rendered objects are valid Kubernetes objects', () => {
+  it.each(SCENARIOS.map((s) => [s.file, s] as const))('%s: every object passes its schema', (_file, s) => {
+    const objects = rendered(s);
+    expect(objects.length).toBeGreaterThan(0);
+    expect(objects.flatMap(schemaProblems)).toEqual([]);
+  });
+
+  it('the example parent chart: every object passes its schema (native and classic)', () => {
+    expect([...example.objects, ...example.nativeClassic].flatMap(schemaProblems)).toEqual([]);
+  });
+
+  it('no object carries a field Kubernetes does not know (every scenario and the example)', () => {
+    const all = [...[...renders.values()].flat(), ...example.objects, ...example.nativeClassic];
+    expect(unknownFieldProblems(all)).toEqual([]);
+  });
+
+  it('the unknown-field check does catch a misspelt field', () => {
+    const deployment = structuredClone(mustFind(rendered(SCENARIOS[0]!), 'Deployment'));
+    (sidecarOf(podSpec(deployment)) as unknown as Record<string, unknown>).readinesProbe = {};
+    expect(unknownFieldProblems([deployment]).join('\n')).toMatch(/readinesProbe/);
+  });
+
+  it('the schema check does catch a wrong type', () => {
+    const deployment = structuredClone(mustFind(rendered(SCENARIOS[0]!), 'Deployment'));
+    (deployment.spec as Record<string, unknown>).replicas = 'two';
+    expect(schemaProblems(deployment).join('\n')).toMatch(/replicas/);
+  });
+});
+
+describe('native sidecar (default)', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+
+  it('is an initContainer with restartPolicy Always and a startupProbe on /readyz, before the app', () => {
+    const pod = podSpec(mustFind(rendered(s), 'Deployment'));
+    expect(pod.initContainers?.map((c) => c.name)).toEqual(['consent-sidecar']);
+    const sidecar = pod.initContainers![0]!;
+    expect(sidecar.restartPolicy).toBe('Always');
+    expect(sidecar.startupProbe?.httpGet).toEqual({ path: '/readyz', port: 'consent-metrics' });
+    expect(sidecar.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'consent-metrics' });
+    expect(sidecar.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'consent-metrics' });
+    expect(pod.containers.map((c) => c.name)).toEqual(['app']);
+    // A native sidecar is stopped after the app: no preStop delay is needed.
+    expect(sidecar.lifecycle).toBeUndefined();
+  });
+
+  it('runs the image with serve and gives the app the decision URL on loopback', () => {
+    const pod = podSpec(mustFind(rendered(s), 'Deployment'));
+    const sidecar = sidecarOf(pod);
+    expect(sidecar.image).toBe('consent-sidecar:0.1.0');
+    expect(sidecar.args).toEqual(['serve']);
+    expect(env(sidecar).CONSENT_SIDECAR_LISTEN).toBe('127.0.0.1:7700');
+    expect(env(pod.containers[0]!).CONSENT_SIDECAR_URL).toBe('http://127.0.0.1:7700');
+  });
+
+  it('sets every configured serve flag as its CONSENT_SIDECAR_* variable, integers printed as integers', () => {
+    const e = env(sidecarOf(podSpec(mustFind(rendered(s), 'Deployment'))));
+    expect(e).toMatchObject({
+      CONSENT_SIDECAR_UPSTREAM_URL: 'https://consent.example.com/api',
+      CONSENT_SIDECAR_UPSTREAM_TIMEOUT_MS: '1500',
+      CONSENT_SIDECAR_CACHE_MAX_ENTRIES: '200000',
+      CONSENT_SIDECAR_CACHE_MAX_TTL_MS: '3600000',
+      CONSENT_SIDECAR_WEBHOOK_DEDUP_RETENTION_MS: '86400000',
+      CONSENT_SIDECAR_APP_WEBHOOK_URL: 'http://127.0.0.1:8080/webhooks',
+      CONSENT_SIDECAR_LOG_LEVEL: 'info',
+      CONSENT_SIDECAR_WEBHOOK_LISTEN: '0.0.0.0:7701',
+      CONSENT_SIDECAR_ADMIN_LISTEN: '0.0.0.0:7702',
+    });
+    // Unset keys leave the sidecar's own defaults.
+    expect(e).not.toHaveProperty('CONSENT_SIDECAR_BREAKER_COOLDOWN_MS');
+    expect(e).not.toHaveProperty('CONSENT_SIDECAR_REDIS_URL');
+  });
+
+  it('mounts the secrets as files and passes them with the *-file variables, never as values', () => {
+    const objects = rendered(s);
+    const pod = podSpec(mustFind(objects, 'Deployment'));
+    const sidecar = sidecarOf(pod);
+    const e = env(sidecar);
+    expect(e.CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
+    expect(e.CONSENT_SIDECAR_WEBHOOK_SECRET_FILE).toBe(`${SECRET_DIR}/webhook-secrets`);
+    expect(e.CONSENT_SIDECAR_WEBHOOK_REQUIRED_HEADER_FILE).toBe(`${SECRET_DIR}/webhook-required-header`);
+    for (const name of ['CONSENT_SIDECAR_API_KEY', 'CONSENT_SIDECAR_WEBHOOK_SECRET', 'CONSENT_SIDECAR_WEBHOOK_REQUIRED_HEADER']) {
+      expect(e).not.toHaveProperty(name);
+    }
+    expect(sidecar.volumeMounts).toEqual([{ name: 'consent-sidecar-secrets', mountPath: SECRET_DIR, readOnly: true }]);
+    const volume = pod.volumes?.find((v) => v.name === 'consent-sidecar-secrets');
+    expect(volume?.projected?.sources.map((x) => x.secret)).toEqual([
+      { name: FULLNAME, items: [{ key: 'api-key', path: 'api-key' }] },
+      { name: FULLNAME, items: [{ key: 'webhook-secrets', path: 'webhook-secrets' }] },
+      { name: FULLNAME, items: [{ key: 'webhook-required-header', path: 'webhook-required-header' }] },
+    ]);
+    // The app container does not see the secrets.
+    expect(pod.containers[0]!.volumeMounts ?? []).toEqual([]);
+    const secret = mustFind(objects, 'Secret', FULLNAME);
+    expect(secret.stringData).toEqual({
+      'api-key': 'ck_test_0123456789',
+      'webhook-secrets': 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\nwhsec_rotatedSecondSecretForTheRotation\n',
+      'webhook-required-header': 'X-Portal-Token: s3cr3t',
+    });
+  });
+
+  it('exposes the webhook and metrics ports through the Service, beside the app port', () => {
+    const service = mustFind(rendered(s), 'Service', FULLNAME);
+    expect((service.spec as { ports: unknown[] }).ports).toEqual([
+      { name: 'consent-webhook', port: 7701, targetPort: 'consent-webhook', protocol: 'TCP' },
+      { name: 'consent-metrics', port: 7702, targetPort: 'consent-metrics', protocol: 'TCP' },
+      { name: 'http', port: 80, targetPort: 'http' },
+    ]);
+  });
+});
+
+describe('hardening', () => {
+  it.each(SCENARIOS.filter((s) => s.deployment).map((s) => [s.file, s] as const))(
+    '%s: the sidecar runs non-root, read-only, no privilege escalation, no capabilities, seccomp RuntimeDefault',
+    (_file, s) => {
+      const pod = podSpec(mustFind(rendered(s), 'Deployment'));
+      expect(sidecarOf(pod).securityContext).toMatchObject({
+        runAsNonRoot: true,
+        runAsUser: 65532,
+        readOnlyRootFilesystem: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+        seccompProfile: { type: 'RuntimeDefault' },
+      });
+      expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      expect(pod.automountServiceAccountToken).toBe(false);
+    },
+  );
+});
+
+describe('classic container mode', () => {
+  const s = SCENARIOS.find((x) => x.file === 'classic-values.yaml')!;
+
+  it('is the first regular container, with no initContainer and no restartPolicy', () => {
+    const pod = podSpec(mustFind(rendered(s), 'Deployment'));
+    expect(pod.initContainers ?? []).toEqual([]);
+    expect(pod.containers.map((c) => c.name)).toEqual(['consent-sidecar', 'app']);
+    expect(pod.containers[0]!.restartPolicy).toBeUndefined();
+    expect(pod.containers[0]!.startupProbe?.httpGet?.path).toBe('/readyz');
+  });
+
+  it('holds the app until ready and outlives its last calls, without a shell', () => {
+    const pod = podSpec(mustFind(rendered(s), 'Deployment'));
+    const lifecycle = pod.containers[0]!.lifecycle;
+    const hold = lifecycle?.postStart?.exec?.command ?? [];
+    expect(hold.slice(0, 2)).toEqual(['/nodejs/bin/node', '-e']);
+    expect(hold[2]).toContain('http://127.0.0.1:7702/readyz');
+    expect(lifecycle?.preStop?.exec?.command).toEqual(['/nodejs/bin/node', '-e', 'setTimeout(()=>{},15*1000)']);
+    // preStop delay + the sidecar's drain fit in the grace period.
+    expect(pod.terminationGracePeriodSeconds).toBe(60);
+    expect(pod.terminationGracePeriodSeconds!).toBeGreaterThanOrEqual(15 + 20);
+  });
+
+  it('the postStart hold script really waits for /readyz', async () => {
+    const { createServer } = await import('node:http');
+    let calls = 0;
+    const server = createServer((_req, res) => {
+      calls += 1;
+      res.statusCode = calls < 3 ? 503 : 200;
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const objects = await render({ valuesFiles: [valuesPath(s)], kubeVersion: '1.27.0', set: [`ports.admin=${port}`] });
+      const script = podSpec(mustFind(objects, 'Deployment')).containers[0]!.lifecycle!.postStart!.exec!.command[2]!;
+      const result = await run(process.execPath, ['-e', script]);
+      expect(result.code).toBe(0);
+      expect(calls).toBe(3);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('can use the lifecycle sleep action instead (Kubernetes >= 1.30)', async () => {
+    const objects = await render({
+      valuesFiles: [valuesPath(s)],
+      kubeVersion: '1.30.0',
+      set: ['classic.preStopMethod=sleepAction', 'classic.holdApplicationUntilReady=false'],
+    });
+    expect(objects.flatMap(schemaProblems)).toEqual([]);
+    const lifecycle = podSpec(mustFind(objects, 'Deployment')).containers[0]!.lifecycle;
+    expect(lifecycle).toEqual({ preStop: { sleep: { seconds: 15 } } });
+  });
+});
+
+describe('secrets from existing Secrets', () => {
+  const s = SCENARIOS.find((x) => x.file === 'existing-secrets-values.yaml')!;
+
+  it('creates no Secret and projects the named keys of the existing ones', () => {
+    const objects = rendered(s);
+    expect(find(objects, 'Secret')).toBeUndefined();
+    const pod = podSpec(mustFind(objects, 'Deployment'));
+    const volume = pod.volumes?.find((v) => v.name === 'consent-sidecar-secrets');
+    expect(volume?.projected?.sources.map((x) => x.secret)).toEqual([
+      { name: 'consent-api', items: [{ key: 'token', path: 'api-key' }] },
+      { name: 'consent-webhooks', items: [{ key: 'whsec', path: 'webhook-secrets' }] },
+      { name: 'consent-webhooks', items: [{ key: 'header', path: 'webhook-required-header' }] },
+    ]);
+    const sidecar = sidecarOf(pod);
+    expect(env(sidecar).CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
+    expect(sidecar.env?.find((e) => e.name === 'CONSENT_SIDECAR_REDIS_URL')).toEqual({
+      name: 'CONSENT_SIDECAR_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'consent-redis', key: 'url' } },
+    });
+  });
+});
+
+describe('checksum annotation', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+  const checksum = async (set: string[]): Promise<string> =>
+    podAnnotations(mustFind(await render({ valuesFiles: [valuesPath(s)], set }), 'Deployment'))['checksum/consent-sidecar'] ?? '';
+
+  it('is on every pod template and changes with configuration and created secrets only', async () => {
+    for (const sc of SCENARIOS.filter((x) => x.deployment)) {
+      expect(podAnnotations(mustFind(rendered(sc), 'Deployment'))['checksum/consent-sidecar']).toMatch(/^[0-9a-f]{64}$/);
+    }
+    const base = podAnnotations(mustFind(rendered(s), 'Deployment'))['checksum/consent-sidecar'];
+    const [config, secret, same] = await Promise.all([
+      checksum(['config.upstreamTimeoutMs=1800']),
+      checksum(['secrets.apiKey.value=ck_rotated']),
+      checksum(['deployment.replicas=5']),
+    ]);
+    expect(config).not.toBe(base);
+    expect(secret).not.toBe(base);
+    expect(same).toBe(base);
+  });
+});
+
+describe('monitoring', () => {
+  it.each(SCENARIOS.map((s) => [s.file, s] as const))('%s: ServiceMonitor and PrometheusRule only when expected', (_file, s) => {
+    const objects = rendered(s);
+    const kinds = objects.map((o) => o.kind);
+    expect(kinds.includes('ServiceMonitor')).toBe(s.monitoring);
+    expect(kinds.includes('PrometheusRule')).toBe(s.monitoring);
+  });
+
+  it('auto mode follows the cluster: the same values without the API render no monitoring objects', async () => {
+    const s = SCENARIOS.find((x) => x.file === 'monitoring-on-values.yaml')!;
+    const objects = await render({ valuesFiles: [valuesPath(s)] });
+    expect(objects.map((o) => o.kind)).not.toContain('ServiceMonitor');
+    expect(objects.map((o) => o.kind)).not.toContain('PrometheusRule');
+  });
+
+  it('the ServiceMonitor scrapes the consent-metrics port of the chart Service and sets the job the alerts use', () => {
+    const s = SCENARIOS.find((x) => x.file === 'monitoring-on-values.yaml')!;
+    const objects = rendered(s);
+    const sm = mustFind(objects, 'ServiceMonitor');
+    expect(sm.metadata.labels?.release).toBe('kube-prometheus-stack');
+    const spec = sm.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Record<string, unknown>[] };
+    const service = mustFind(objects, 'Service', FULLNAME);
+    for (const [k, v] of Object.entries(spec.selector.matchLabels)) expect(service.metadata.labels?.[k]).toBe(v);
+    expect((service.spec as { ports: { name: string }[] }).ports.map((p) => p.name)).toContain('consent-metrics');
+    expect(spec.endpoints[0]).toMatchObject({ port: 'consent-metrics', path: '/metrics' });
+    expect(spec.endpoints[0]!.relabelings).toEqual([{ action: 'replace', targetLabel: 'job', replacement: FULLNAME }]);
+  });
+
+  it('every alert has a summary, runbook text and a severity; runbook_url when a base URL is set', () => {
+    const s = SCENARIOS.find((x) => x.file === 'monitoring-on-values.yaml')!;
+    const rule = mustFind(rendered(s), 'PrometheusRule');
+    const rules = (rule.spec as { groups: { rules: { alert: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[] }).groups.flatMap(
+      (g) => g.rules,
+    );
+    expect(rules.map((r) => r.alert).sort()).toEqual([
+      'ConsentSidecarCircuitBreakerOpen',
+      'ConsentSidecarDown',
+      'ConsentSidecarFailClosedRateHigh',
+      'ConsentSidecarPreEvaluationDenials',
+      'ConsentSidecarWebhookForwardFailures',
+      'ConsentSidecarWebhookRejectionsRising',
+    ]);
+    for (const r of rules) {
+      expect(r.annotations.summary, r.alert).toMatch(/\S/);
+      expect(r.annotations.runbook?.length, r.alert).toBeGreaterThan(80);
+      expect(r.annotations.runbook_url).toBe(`https://runbooks.example.com/consent-sidecar#${r.alert.toLowerCase()}`);
+      expect(r.labels).toMatchObject({ team: 'checkout' });
+      expect(['critical', 'warning']).toContain(r.labels.severity);
+    }
+  });
+
+  it('alerts can be switched off one by one', async () => {
+    const s = SCENARIOS.find((x) => x.file === 'monitoring-forced-values.yaml')!;
+    const objects = await render({ valuesFiles: [valuesPath(s)], set: ['monitoring.prometheusRule.alerts.down.enabled=false'] });
+    const rule = mustFind(objects, 'PrometheusRule');
+    const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
+    expect(names).not.toContain('ConsentSidecarDown');
+    expect(names).toHaveLength(5);
+  });
+});
+
+describe('include in your own chart', () => {
+  it('this chart alone renders no Deployment or Service, only the created Secret and monitoring', () => {
+    const s = SCENARIOS.find((x) => x.file === 'include-values.yaml')!;
+    const objects = rendered(s);
+    expect(objects.map((o) => o.kind).sort()).toEqual(['PrometheusRule', 'Secret', 'ServiceMonitor']);
+    const sm = mustFind(objects, 'ServiceMonitor');
+    expect((sm.spec as { selector: { matchLabels: unknown } }).selector.matchLabels).toEqual({
+      'app.kubernetes.io/name': 'shop',
+      'app.kubernetes.io/instance': 'shop',
+    });
+  });
+
+  it('the example parent chart puts the sidecar, its volume, Service ports and checksum in its own objects', () => {
+    const deployment = mustFind(example.objects, 'Deployment', 'shop');
+    const pod = podSpec(deployment);
+    expect(pod.initContainers?.map((c) => [c.name, c.restartPolicy])).toEqual([['consent-sidecar', 'Always']]);
+    expect(pod.containers.map((c) => c.name)).toEqual(['shop']);
+    expect(env(pod.containers[0]!).CONSENT_BASE_URL).toBe('http://127.0.0.1:7700');
+    expect(env(sidecarOf(pod)).CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
+    expect(pod.volumes?.map((v) => v.name)).toEqual(['consent-sidecar-secrets']);
+    expect(podAnnotations(deployment)['checksum/consent-sidecar']).toMatch(/^[0-9a-f]{64}$/);
+    const service = mustFind(example.objects, 'Service', 'shop');
+    expect((service.spec as { ports: { name: string }[] }).ports.map((p) => p.name)).toEqual(['http', 'consent-webhook', 'consent-metrics']);
+    // The subchart's own Deployment is off; its ServiceMonitor selects the parent's Service.
+    expect(example.objects.filter((o) => o.kind === 'Deployment')).toHaveLength(1);
+    const sm = mustFind(example.objects, 'ServiceMonitor');
+    const selector = (sm.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+    for (const [k, v] of Object.entries(selector)) expect(service.metadata.labels?.[k]).toBe(v);
+  });
+
+  it('the example in classic mode puts the sidecar first among the containers', () => {
+    const pod = podSpec(mustFind(example.nativeClassic, 'Deployment', 'shop'));
+    expect(pod.initContainers ?? []).toEqual([]);
+    expect(pod.containers.map((c) => c.name)).toEqual(['consent-sidecar', 'shop']);
+  });
+});
