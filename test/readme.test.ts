@@ -1,0 +1,31 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { envName, SERVE_OPTIONS } from '../src/config/index.js';
+import { DecisionMetrics } from '../src/decision/index.js';
+import { createRegistry } from '../src/observability/index.js';
+
+const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+describe('README tells the truth', () => {
+  it('documents every serve flag and its variable', () => {
+    for (const o of SERVE_OPTIONS) {
+      expect(readme, `--${o.name}`).toContain(`--${o.name}`);
+      expect(readme, envName(o.name)).toContain(envName(o.name));
+    }
+  });
+
+  it('documents every metric family the decision capability registers', async () => {
+    const registry = createRegistry({ defaultMetrics: false });
+    new DecisionMetrics(registry, () => 0);
+    for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
+  });
+
+  it('has the install-and-run and the test commands', () => {
+    expect(readme).toContain('npm ci && npm run build && node dist/cli.js demo');
+    expect(readme).toContain('npm ci && npm test');
+  });
+
+  it('has no unfilled placeholders', () => {
+    expect(readme).not.toMatch(/\b[A-Z]+_SECTION\b|\bFLAGS_TABLE\b|\bWEBHOOK_METRICS\b/);
+  });
+});
