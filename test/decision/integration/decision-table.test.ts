@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, deny, preDeny, startUpstream, type ScriptedUpstream } from '../../helpers/upstream.js';
@@ -171,7 +172,7 @@ describe('400 for a bad request (the service is not called)', () => {
       async function* gen(): AsyncGenerator<Buffer> {
         for (let i = 0; i < payload.length; i += 4096) yield Buffer.from(payload.slice(i, i + 4096));
       }
-      const res = await client.request({ method: 'POST', path: '/v1/authorization/check', body: gen() });
+      const res = await client.request({ method: 'POST', path: '/v1/authorization/check', body: Readable.from(gen()) });
       const text = await res.body.text();
       expect(res.statusCode).toBe(400);
       expect(res.headers['x-consent-decision-source']).toBe('rejected');
