@@ -1,0 +1,148 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { validate, ValidationSeverity, type ValidatorSettings } from 'dockerfile-utils';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from './helm.js';
+
+interface Instruction {
+  readonly keyword: string;
+  readonly args: string;
+  readonly line: number;
+}
+
+/** Instructions of a Dockerfile: comments dropped, `\` continuations joined. */
+function instructions(text: string): Instruction[] {
+  const out: Instruction[] = [];
+  let pending = '';
+  let start = 0;
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim();
+    if (pending === '' && (line === '' || line.startsWith('#'))) return;
+    if (pending !== '' && line.startsWith('#')) return;
+    if (pending === '') start = i + 1;
+    if (line.endsWith('\\')) {
+      pending += `${line.slice(0, -1)} `;
+      return;
+    }
+    const full = pending + line;
+    pending = '';
+    const match = /^(\S+)\s*(.*)$/.exec(full);
+    if (match) out.push({ keyword: match[1]!.toUpperCase(), args: match[2]!, line: start });
+  });
+  return out;
+}
+
+/** Every optional check of dockerfile-utils raised to an error. */
+const STRICT: ValidatorSettings = {
+  deprecatedMaintainer: ValidationSeverity.ERROR,
+  directiveCasing: ValidationSeverity.ERROR,
+  emptyContinuationLine: ValidationSeverity.ERROR,
+  instructionCasing: ValidationSeverity.ERROR,
+  instructionCmdMultiple: ValidationSeverity.ERROR,
+  instructionEntrypointMultiple: ValidationSeverity.ERROR,
+  instructionHealthcheckMultiple: ValidationSeverity.ERROR,
+  instructionJSONInSingleQuotes: ValidationSeverity.ERROR,
+  instructionWorkdirRelative: ValidationSeverity.ERROR,
+};
+
+let text: string;
+let all: Instruction[];
+/** Instructions of the last stage (the image that ships). */
+let runtime: Instruction[];
+
+beforeAll(async () => {
+  text = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
+  all = instructions(text);
+  const lastFrom = all.map((x) => x.keyword).lastIndexOf('FROM');
+  runtime = all.slice(lastFrom);
+});
+
+describe('Dockerfile', () => {
+  it('lints clean with dockerfile-utils, every check as an error', () => {
+    const problems = validate(text, STRICT).map((d) => `line ${d.range.start.line + 1}: ${d.message}`);
+    expect(problems).toEqual([]);
+  });
+
+  it('the lint does catch problems (a relative WORKDIR, two CMDs)', () => {
+    const bad = `${text}\nWORKDIR app\nCMD ["serve"]\n`;
+    expect(validate(bad, STRICT).length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('is multi-stage: npm ci and the TypeScript build in a build stage, production deps only in the runtime', () => {
+    const froms = all.filter((x) => x.keyword === 'FROM');
+    expect(froms.length).toBeGreaterThanOrEqual(3);
+    const runs = all.filter((x) => x.keyword === 'RUN').map((x) => x.args);
+    expect(runs).toContainEqual(expect.stringMatching(/^npm ci\b(?!.*--omit=dev)/));
+    expect(runs).toContainEqual(expect.stringMatching(/^npm run build\b/));
+    expect(runs).toContainEqual(expect.stringMatching(/^npm ci\b.*--omit=dev/));
+    // The runtime stage runs nothing (there is no shell) and takes node_modules from the
+    // production-only stage and dist from the build stage.
+    expect(runtime.filter((x) => x.keyword === 'RUN')).toEqual([]);
+    const copies = runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args);
+    const stageOf = (name: string): string | undefined =>
+      froms.find((f) => new RegExp(`\\bAS\\s+${name}$`, 'i').test(f.args))?.args;
+    const depsStage = /--from=(\S+)\s+\S*node_modules/.exec(copies.join('\n'))?.[1];
+    const buildStage = /--from=(\S+)\s+\S*dist/.exec(copies.join('\n'))?.[1];
+    expect(depsStage && stageOf(depsStage)).toBeTruthy();
+    expect(buildStage && stageOf(buildStage)).toBeTruthy();
+    const depsRuns = all.slice(all.findIndex((x) => x.keyword === 'FROM' && x.args === stageOf(depsStage!)));
+    expect(depsRuns.find((x) => x.keyword === 'RUN')?.args).toMatch(/--omit=dev/);
+  });
+
+  it('runs on a maintained Node LTS distroless base (22 or 24; 20 is end-of-life)', () => {
+    // Defaults of the global ARGs (those with a value); stage-local re-declarations have none.
+    const args: Record<string, string> = Object.fromEntries(
+      all
+        .filter((x) => x.keyword === 'ARG' && x.args.includes('='))
+        .map((x) => [x.args.slice(0, x.args.indexOf('=')), x.args.slice(x.args.indexOf('=') + 1)]),
+    );
+    const base = runtime[0]!.args.replace(/\$\{(\w+)\}/g, (_m, name: string) => args[name] ?? '').split(/\s+/)[0]!;
+    expect(base).toMatch(/^gcr\.io\/distroless\/nodejs(22|24)-debian1[23]:nonroot$/);
+    const builder = all[all.findIndex((x) => x.keyword === 'FROM')]!.args.replace(/\$\{(\w+)\}/g, (_m, n: string) => args[n] ?? '');
+    expect(builder).toMatch(/^node:(22|24)[-.]/);
+  });
+
+  it('runs as a numeric non-root user', () => {
+    const users = runtime.filter((x) => x.keyword === 'USER');
+    expect(users).toHaveLength(1);
+    const [uid, gid] = users[0]!.args.split(':').map(Number);
+    expect(uid).toBeGreaterThan(0);
+    expect(gid).toBeGreaterThan(0);
+  });
+
+  it('ENTRYPOINT is the CLI in exec form, CMD is serve', () => {
+    const entrypoint = runtime.filter((x) => x.keyword === 'ENTRYPOINT');
+    expect(entrypoint).toHaveLength(1);
+    expect(JSON.parse(entrypoint[0]!.args)).toEqual(['/nodejs/bin/node', '/app/dist/cli.js']);
+    const cmd = runtime.filter((x) => x.keyword === 'CMD');
+    expect(cmd).toHaveLength(1);
+    expect(JSON.parse(cmd[0]!.args)).toEqual(['serve']);
+  });
+
+  it('ships package.json (it makes dist/*.js ES modules) and exposes the three ports', () => {
+    expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContainEqual(expect.stringMatching(/^package\.json\s/));
+    expect(runtime.find((x) => x.keyword === 'EXPOSE')?.args.split(/\s+/)).toEqual(['7700', '7701', '7702']);
+  });
+
+  it('carries the OCI labels', () => {
+    const labels = runtime.filter((x) => x.keyword === 'LABEL').map((x) => x.args).join(' ');
+    for (const key of ['title', 'description', 'licenses', 'version', 'revision', 'created', 'source']) {
+      expect(labels).toContain(`org.opencontainers.image.${key}=`);
+    }
+  });
+
+  it('.dockerignore keeps the context to what the build reads', async () => {
+    const ignore = (await readFile(join(ROOT, '.dockerignore'), 'utf8')).split('\n').map((l) => l.trim());
+    expect(ignore).toContain('*');
+    for (const path of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src/']) {
+      expect(ignore).toContain(`!${path}`);
+    }
+    // Everything the Dockerfile copies from the context is allowed in.
+    const copied = all
+      .filter((x) => x.keyword === 'COPY' && !x.args.startsWith('--from'))
+      .flatMap((x) => x.args.split(/\s+/).slice(0, -1));
+    for (const path of copied) {
+      expect(ignore.some((l) => l === `!${path}` || l === `!${path}/`), path).toBe(true);
+    }
+  });
+});
