@@ -1,0 +1,88 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
+import { runCli } from './cli.js';
+
+let sim: SimulatorHandle | undefined;
+let fake: Server | undefined;
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+  if (fake) await new Promise((r) => fake!.close(r));
+  fake = undefined;
+});
+
+async function simWithObligations(): Promise<SimulatorHandle> {
+  const s = await startSimulator({ apiKey: 'redec-key' });
+  s.revokeConsent({ userReference: 'alice', configKey: 'credit-report' });
+  for (const u of ['bob', 'carol', 'dave', 'erin']) s.grantConsent({ userReference: u, configKey: 'credit-report' });
+  s.grantConsent({ userReference: 'bob', configKey: 'open-finance' }); // service responsibility: not pending
+  return s;
+}
+
+/** A service that answers every listing request with `body`. */
+async function fakeService(body: (url: URL) => string): Promise<string> {
+  fake = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(body(new URL(req.url ?? '/', 'http://x')));
+  });
+  await new Promise<void>((r) => fake!.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+}
+
+describe('consent-sidecar redec pending', () => {
+  it('lists every page as JSON lines, following nextCursor', async () => {
+    sim = await simWithObligations();
+    const { code, stdout } = await runCli(['redec', 'pending', '--upstream-url', sim.url, '--api-key', 'redec-key', '--limit', '2']);
+    expect(code).toBe(0);
+    const items = stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(items.map((i) => i.customerTenantId)).toEqual(['alice', 'bob', 'carol', 'dave', 'erin']);
+    expect(items.every((i) => i.status === 'pending')).toBe(true);
+  });
+
+  it('reads the upstream flags from CONSENT_SIDECAR_* variables and prints a table', async () => {
+    sim = await simWithObligations();
+    const { code, stdout } = await runCli(['redec', 'pending', '--output', 'table'], {
+      CONSENT_SIDECAR_UPSTREAM_URL: sim.url,
+      CONSENT_SIDECAR_API_KEY: 'redec-key',
+    });
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^notificationRequirementId\s+redecConsentId\s+notificationReason/);
+    expect(lines).toHaveLength(6);
+    expect(lines[1]).toMatch(/nrq_000001 .* revoke .* tenant .* pending/);
+  });
+
+  it('fails with exit 1 and a coded message on 401, malformed pages and cursor loops', async () => {
+    sim = await simWithObligations();
+    const denied = await runCli(['redec', 'pending', '--upstream-url', sim.url, '--api-key', 'wrong']);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain('ERR_REDEC_HTTP_STATUS');
+
+    const malformed = await fakeService(() => JSON.stringify({ items: 'nope', nextCursor: null }));
+    const bad = await runCli(['redec', 'pending', '--upstream-url', malformed, '--api-key', 'k']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('ERR_REDEC_MALFORMED_PAGE');
+  });
+
+  it('stops on a cursor the service already returned', async () => {
+    const url = await fakeService((u) =>
+      JSON.stringify({ items: [{ id: u.searchParams.get('cursor') ?? 'first' }], nextCursor: u.searchParams.get('cursor') === 'a' ? 'b' : 'a' }),
+    );
+    const res = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k']);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('ERR_REDEC_CURSOR_LOOP');
+    expect(res.stdout.trim().split('\n')).toHaveLength(3);
+  });
+
+  it.each([
+    [['--output', 'xml'], '--output'],
+    [['--limit', '0'], '--limit'],
+    [[], '--upstream-url'],
+  ])('rejects %j naming %s, exit 2', async (args, flag) => {
+    const res = await runCli(['redec', 'pending', ...args]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain(flag);
+    expect(res.stderr).not.toMatch(/\n\s+at /);
+  });
+});

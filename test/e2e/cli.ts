@@ -1,0 +1,43 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Runs the CLI from source to completion. */
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Starts a long-running CLI command and resolves once a stdout line matches `ready`. */
+export function startCli(args: string[], ready: RegExp): Promise<{ child: ChildProcess; line: string; output: () => string; exited: Promise<number | null> }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' } });
+    let stdout = '';
+    let stderr = '';
+    let done = false;
+    const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      const line = stdout.split('\n').find((l) => ready.test(l));
+      if (line && !done) {
+        done = true;
+        resolve({ child, line, output: () => stdout, exited });
+      }
+    });
+    void exited.then((code) => {
+      if (!done) reject(new Error(`exited ${code} before ready:\n${stdout}\n${stderr}`));
+    });
+  });
+}
