@@ -1,0 +1,254 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
+import { allow, deny, startUpstream, type ReceivedRequest, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+
+// Coalescing of concurrent misses, purges (by hand and by revocation) racing an upstream call,
+// Cache-Control: no-cache, and DELETE /sidecar/cache.
+
+const KEY = 'flow-coalesce';
+
+let upstream: ScriptedUpstream | undefined;
+let sidecar: TestSidecar | undefined;
+
+afterEach(async () => {
+  await sidecar?.close();
+  await upstream?.close();
+  sidecar = undefined;
+  upstream = undefined;
+});
+
+/** ALLOW for whatever the request asked, valid a minute. */
+const allowAsked =
+  (extra: Partial<Reply> = {}) =>
+  (r: ReceivedRequest): Reply => {
+    const { configKey } = JSON.parse(r.body) as { configKey: string };
+    return { body: allow(configKey, Date.now() + 60_000), ...extra };
+  };
+
+async function setup(reply: Reply | ((r: ReceivedRequest) => Reply), flags: Record<string, string> = {}): Promise<{ u: ScriptedUpstream; s: TestSidecar }> {
+  upstream = await startUpstream(reply);
+  sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '2000', ...flags });
+  return { u: upstream, s: sidecar };
+}
+
+describe('coalescing concurrent misses', () => {
+  it('1000 concurrent identical misses against a slow upstream make exactly one upstream call, and all get ALLOW', async () => {
+    const { u, s } = await setup(allowAsked({ delayMs: 200 }));
+    const req = { userReference: 'user-herd', configKey: KEY };
+    const answers = await Promise.all(Array.from({ length: 1000 }, () => s.check(req)));
+    expect(u.checks).toBe(1);
+    expect(answers.every((a) => a.status === 200 && a.json?.decision === 'ALLOW')).toBe(true);
+    expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+    expect(answers.every((a) => a.source === 'upstream' || a.source === 'cache')).toBe(true);
+    const joined = await s.metric('consent_sidecar_upstream_coalesced_total');
+    const hits = answers.filter((a) => a.source === 'cache').length;
+    expect(joined + hits).toBe(999);
+    expect(joined).toBeGreaterThan(0);
+  });
+
+  it('concurrent misses for different keys make one call per key', async () => {
+    const { u, s } = await setup(allowAsked({ delayMs: 150 }));
+    const reqs = Array.from({ length: 10 }, (_, i) => ({ userReference: `user-${i}`, configKey: KEY }));
+    const answers = await Promise.all(reqs.flatMap((r) => Array.from({ length: 20 }, () => s.check(r))));
+    expect(answers.every((a) => a.json?.decision === 'ALLOW')).toBe(true);
+    expect(u.checks).toBe(10);
+    const users = u.requests.map((r) => (JSON.parse(r.body) as { userReference: string }).userReference).sort();
+    expect(users).toEqual(reqs.map((r) => r.userReference).sort());
+  });
+
+  it('a coalesced failure fails every joined check closed, and is not remembered', async () => {
+    const { u, s } = await setup({ status: 500, delayMs: 150 });
+    const req = { userReference: 'user-herd', configKey: KEY };
+    const answers = await Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    expect(u.checks).toBe(1);
+    expect(answers.every((a) => a.status === 503 && a.json?.error === 'upstream_5xx')).toBe(true);
+    u.reply(allowAsked());
+    expect((await s.check(req)).json?.decision).toBe('ALLOW');
+    expect(u.checks).toBe(2);
+  });
+
+  it('a coalesced evaluated denial reaches every joined check and is not cached', async () => {
+    const { u, s } = await setup({ body: deny(KEY), delayMs: 150 });
+    const req = { userReference: 'user-herd', configKey: KEY };
+    const answers = await Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    expect(u.checks).toBe(1);
+    expect(answers.every((a) => a.status === 200 && a.json?.decision === 'DENY')).toBe(true);
+    await s.check(req);
+    expect(u.checks).toBe(2);
+  });
+});
+
+describe('a purge while an upstream call is in flight', () => {
+  const purges: [string, (s: TestSidecar, user: string) => Promise<void>][] = [
+    [
+      'DELETE /sidecar/cache',
+      async (s) => {
+        expect((await s.send('DELETE', '/sidecar/cache')).status).toBe(200);
+      },
+    ],
+    [
+      'DELETE /sidecar/cache?userReference=',
+      async (s, user) => {
+        expect((await s.send('DELETE', `/sidecar/cache?userReference=${encodeURIComponent(user)}`)).status).toBe(200);
+      },
+    ],
+    [
+      'revocations.revokeUser',
+      async (s, user) => {
+        s.handle.revocations.revokeUser(user);
+      },
+    ],
+    [
+      'revocations.revokeAll',
+      async (s) => {
+        s.handle.revocations.revokeAll();
+      },
+    ],
+  ];
+
+  it.each(purges)('%s: a request arriving after it does not join the old flight', async (_name, purge) => {
+    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const req = { userReference: 'user-revoked', configKey: KEY };
+    const first = s.check(req);
+    await u.waitForCount(1);
+    await purge(s, req.userReference);
+    const second = s.check(req);
+    await u.waitForCount(2);
+    expect(u.checks).toBe(2);
+    expect((await first).json?.decision).toBe('ALLOW');
+    expect((await second).json?.decision).toBe('ALLOW');
+  });
+
+  it.each(purges)("%s: the old flight's ALLOW is not written to the cache", async (_name, purge) => {
+    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const req = { userReference: 'user-revoked', configKey: KEY };
+    const first = s.check(req);
+    await u.waitForCount(1);
+    await purge(s, req.userReference);
+    // The app asked before the purge, so it may still get the answer computed then.
+    expect((await first).json?.decision).toBe('ALLOW');
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
+    const after = await s.check(req);
+    expect(after.source).toBe('upstream');
+    expect(u.checks).toBe(2);
+  });
+});
+
+describe('Cache-Control: no-cache', () => {
+  it('skips a live entry (the service is asked) and refreshes it', async () => {
+    const first = Date.now() + 60_000;
+    const second = first + 30_000;
+    const { u, s } = await setup({ body: allow(KEY, first) });
+    const req = { userReference: 'user-nc', configKey: KEY };
+    await s.check(req);
+    expect((await s.check(req)).source).toBe('cache');
+    u.reply({ body: allow(KEY, second) });
+    const fresh = await s.check(req, { 'cache-control': 'no-cache' });
+    expect(fresh.source).toBe('upstream');
+    expect(fresh.json).toEqual({ decision: 'ALLOW', configKey: KEY, validUntil: second });
+    expect(u.checks).toBe(2);
+    const cached = await s.check(req);
+    expect(cached.source).toBe('cache');
+    expect(cached.json).toEqual({ decision: 'ALLOW', configKey: KEY, validUntil: second });
+  });
+
+  it.each(['no-cache', 'No-Cache', 'max-age=0, no-cache', 'no-cache, no-store'])('is recognised in "%s"', async (value) => {
+    const { u, s } = await setup(allowAsked());
+    const req = { userReference: 'user-nc', configKey: KEY };
+    await s.check(req);
+    expect((await s.check(req, { 'cache-control': value })).source).toBe('upstream');
+    expect(u.checks).toBe(2);
+  });
+
+  it('a fresh DENY under no-cache removes the cached ALLOW', async () => {
+    const { u, s } = await setup(allowAsked());
+    const req = { userReference: 'user-nc', configKey: KEY };
+    await s.check(req);
+    expect((await s.check(req)).source).toBe('cache');
+    u.reply({ body: deny(KEY) });
+    const r = await s.check(req, { 'cache-control': 'no-cache' });
+    expect(r.json).toEqual({ decision: 'DENY', configKey: KEY });
+    const next = await s.check(req);
+    expect(next.source).toBe('upstream');
+    expect(next.json).toEqual({ decision: 'DENY', configKey: KEY });
+    expect(u.checks).toBe(3);
+  });
+
+  it('a fresh pre-evaluation denial under no-cache removes the cached ALLOW too', async () => {
+    const { u, s } = await setup(allowAsked());
+    const req = { userReference: 'user-nc', configKey: KEY };
+    await s.check(req);
+    u.reply({ body: { decision: 'DENY', reason: 'customer_not_found' } });
+    await s.check(req, { 'cache-control': 'no-cache' });
+    expect((await s.check(req)).source).toBe('upstream');
+  });
+
+  it('a failure under no-cache fails closed (503), never falls back to the cached ALLOW', async () => {
+    const { u, s } = await setup(allowAsked());
+    const req = { userReference: 'user-nc', configKey: KEY };
+    await s.check(req);
+    u.reply({ status: 500 });
+    const r = await s.check(req, { 'cache-control': 'no-cache' });
+    expect(r.status).toBe(503);
+    expect(r.json).toEqual({ decision: 'DENY', error: 'upstream_5xx' });
+  });
+});
+
+describe('DELETE /sidecar/cache', () => {
+  it('purges every entry', async () => {
+    const { u, s } = await setup(allowAsked());
+    const a = { userReference: 'user-a', configKey: KEY };
+    const b = { userReference: 'user-b', configKey: KEY };
+    await s.check(a);
+    await s.check(b);
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(2);
+    const r = await s.send('DELETE', '/sidecar/cache');
+    expect(r.status).toBe(200);
+    expect(r.json).toEqual({ purged: 2 });
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
+    expect((await s.check(a)).source).toBe('upstream');
+    expect((await s.check(b)).source).toBe('upstream');
+    expect(u.checks).toBe(4);
+  });
+
+  it('?userReference= purges only that user\'s entries (all of their configKeys); other users stay cached', async () => {
+    const { s } = await setup(allowAsked());
+    const a1 = { userReference: 'user a&1', configKey: KEY };
+    const a2 = { userReference: 'user a&1', configKey: 'flow-second' };
+    const b = { userReference: 'user-b', configKey: KEY };
+    for (const r of [a1, a2, b]) await s.check(r);
+    const r = await s.send('DELETE', `/sidecar/cache?userReference=${encodeURIComponent('user a&1')}`);
+    expect(r.status).toBe(200);
+    expect(r.json).toEqual({ purged: 2 });
+    expect((await s.check(b)).source).toBe('cache');
+    expect((await s.check(a1)).source).toBe('upstream');
+    expect((await s.check(a2)).source).toBe('upstream');
+  });
+
+  it('purging a user with no entries purges nothing else', async () => {
+    const { s } = await setup(allowAsked());
+    const b = { userReference: 'user-b', configKey: KEY };
+    await s.check(b);
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=nobody')).json).toEqual({ purged: 0 });
+    expect((await s.check(b)).source).toBe('cache');
+  });
+
+  it('an empty or repeated userReference is refused (400) and purges nothing', async () => {
+    const { s } = await setup(allowAsked());
+    const b = { userReference: 'user-b', configKey: KEY };
+    await s.check(b);
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=')).status).toBe(400);
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=a&userReference=b')).status).toBe(400);
+    expect((await s.check(b)).source).toBe('cache');
+  });
+
+  it('counts purged entries by trigger', async () => {
+    const { s } = await setup(allowAsked());
+    await s.check({ userReference: 'user-a', configKey: KEY });
+    await s.check({ userReference: 'user-b', configKey: KEY });
+    await s.send('DELETE', '/sidecar/cache?userReference=user-a');
+    s.handle.revocations.revokeUser('user-b');
+    expect(await s.metric('consent_sidecar_cache_purged_entries_total', { trigger: 'manual' })).toBe(1);
+    expect(await s.metric('consent_sidecar_cache_purged_entries_total', { trigger: 'webhook' })).toBe(1);
+  });
+});
