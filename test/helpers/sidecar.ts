@@ -114,10 +114,14 @@ export function sampleOf(text: string, name: string, labels: Record<string, stri
 /** Starts the real sidecar (`startSidecar`) in front of `upstreamUrl`, with `BASE_FLAGS` overridden by `flags`. */
 export async function startTestSidecar(
   upstreamUrl: string,
-  flags: Record<string, string> = {},
+  flags: Record<string, string | undefined> = {},
   deps: { now?: () => number } = {},
 ): Promise<TestSidecar> {
-  const config = loadServeConfig({ ...BASE_FLAGS, 'upstream-url': upstreamUrl, ...flags }, {});
+  // A flag set to undefined removes a base flag (e.g. `'api-key': undefined` with `--api-key-file`).
+  const merged = Object.fromEntries(
+    Object.entries({ ...BASE_FLAGS, 'upstream-url': upstreamUrl, ...flags }).filter((e): e is [string, string] => e[1] !== undefined),
+  );
+  const config = loadServeConfig(merged, {});
   const handle = await startSidecar(config, { logger: silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
   const app = new Pool(handle.urls.decision);
   const admin = new Pool(handle.urls.admin);
