@@ -217,6 +217,25 @@ describe('native sidecar (default)', () => {
   });
 });
 
+describe('mode', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+  const layout = async (kubeVersion: string, set: string[] = []): Promise<string[][]> => {
+    const pod = podSpec(mustFind(await render({ valuesFiles: [valuesPath(s)], kubeVersion, set }), 'Deployment'));
+    return [(pod.initContainers ?? []).map((c) => c.name), pod.containers.map((c) => c.name)];
+  };
+
+  it('auto (the default) is native from Kubernetes 1.29 and classic before', async () => {
+    expect(await layout('1.29.0')).toEqual([['consent-sidecar'], ['app']]);
+    expect(await layout('1.31.2')).toEqual([['consent-sidecar'], ['app']]);
+    expect(await layout('1.28.9')).toEqual([[], ['consent-sidecar', 'app']]);
+  });
+
+  it('an explicit mode wins over the version', async () => {
+    expect(await layout('1.28.9', ['mode=native'])).toEqual([['consent-sidecar'], ['app']]);
+    expect(await layout('1.30.0', ['mode=classic'])).toEqual([[], ['consent-sidecar', 'app']]);
+  });
+});
+
 describe('hardening', () => {
   it.each(SCENARIOS.filter((s) => s.deployment).map((s) => [s.file, s] as const))(
     '%s: the sidecar runs non-root, read-only, no privilege escalation, no capabilities, seccomp RuntimeDefault',

@@ -89,6 +89,20 @@ describe('Dockerfile', () => {
     expect(depsRuns.find((x) => x.keyword === 'RUN')?.args).toMatch(/--omit=dev/);
   });
 
+  it('skipping install scripts loses nothing: no production dependency has one, and the build is tsc', async () => {
+    const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean; hasInstallScript?: boolean }>;
+    };
+    const withScripts = Object.entries(lock.packages)
+      .filter(([path, p]) => path !== '' && !p.dev && p.hasInstallScript)
+      .map(([path]) => path);
+    expect(withScripts).toEqual([]);
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
+    expect(pkg.scripts.build).toMatch(/^tsc\b/);
+    // The ENTRYPOINT runs the package's bin.
+    expect(pkg.bin['consent-sidecar']).toBe('dist/cli.js');
+  });
+
   it('runs on a maintained Node LTS distroless base (22 or 24; 20 is end-of-life)', () => {
     // Defaults of the global ARGs (those with a value); stage-local re-declarations have none.
     const args: Record<string, string> = Object.fromEntries(

@@ -22,7 +22,8 @@ with its root context:
 
 and in its Service:  ports: {{- include "consent-sidecar.servicePorts" . | nindent 4 }}
 
-initContainers/containers each render the sidecar or nothing, depending on `mode`, so include both.
+initContainers/containers each render the sidecar or nothing, depending on `mode` (with "auto", on
+the Kubernetes version Helm sees: pass --kube-version to helm template), so include both.
 In classic mode keep the sidecar first in `containers`. With an aliased dependency pass
 (dict "root" $ "values" .Values.<alias>) instead of ".".
 */}}
@@ -31,7 +32,7 @@ In classic mode keep the sidecar first in `containers`. With an aliased dependen
 {{- define "consent-sidecar.initContainers" -}}
 {{- $c := dict "in" . -}}
 {{- include "consent-sidecar.resolve" $c -}}
-{{- if eq $c.v.mode "native" -}}
+{{- if eq (include "consent-sidecar.mode" $c) "native" -}}
 {{- include "consent-sidecar.containerSpec" $c -}}
 {{- end -}}
 {{- end -}}
@@ -40,7 +41,7 @@ In classic mode keep the sidecar first in `containers`. With an aliased dependen
 {{- define "consent-sidecar.containers" -}}
 {{- $c := dict "in" . -}}
 {{- include "consent-sidecar.resolve" $c -}}
-{{- if eq $c.v.mode "classic" -}}
+{{- if eq (include "consent-sidecar.mode" $c) "classic" -}}
 {{- include "consent-sidecar.containerSpec" $c -}}
 {{- end -}}
 {{- end -}}

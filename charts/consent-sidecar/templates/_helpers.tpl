@@ -68,6 +68,19 @@ app.kubernetes.io/component: consent-sidecar
 {{- end -}}
 {{- end -}}
 
+{{/*
+The mode in effect: "native" or "classic". "auto" picks native when Helm sees Kubernetes >= 1.29
+(older API servers drop restartPolicy from an initContainer, which would then block the pod's start
+for ever), classic otherwise.
+*/}}
+{{- define "consent-sidecar.mode" -}}
+{{- if eq .v.mode "auto" -}}
+{{- ternary "native" "classic" (semverCompare ">=1.29.0-0" .root.Capabilities.KubeVersion.Version) -}}
+{{- else -}}
+{{- .v.mode -}}
+{{- end -}}
+{{- end -}}
+
 {{/* "true" when the webhook ingress is on (config.appWebhookUrl set). */}}
 {{- define "consent-sidecar.webhookEnabled" -}}
 {{- if .v.config.appWebhookUrl -}}true{{- end -}}
@@ -157,7 +170,7 @@ pod template annotation: a change rolls the pods. Secrets from existingSecret ar
 their files are re-read live when the Secret rotates.
 */}}
 {{- define "consent-sidecar.checksum" -}}
-{{- $in := dict "mode" .v.mode "image" .v.image "ports" .v.ports "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
+{{- $in := dict "mode" (include "consent-sidecar.mode" .) "image" .v.image "ports" .v.ports "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
 {{- toJson $in | sha256sum -}}
 {{- end -}}
 
@@ -171,7 +184,7 @@ their files are re-read live when the Secret rotates.
   image: {{ include "consent-sidecar.image" . | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
   args: ["serve"]
-  {{- if eq $v.mode "native" }}
+  {{- if eq (include "consent-sidecar.mode" .) "native" }}
   restartPolicy: Always
   {{- end }}
   env:
@@ -226,7 +239,7 @@ their files are re-read live when the Secret rotates.
     periodSeconds: {{ include "consent-sidecar.scalar" $v.probes.liveness.periodSeconds }}
     timeoutSeconds: {{ include "consent-sidecar.scalar" $v.probes.liveness.timeoutSeconds }}
     failureThreshold: {{ include "consent-sidecar.scalar" $v.probes.liveness.failureThreshold }}
-  {{- if eq $v.mode "classic" }}
+  {{- if eq (include "consent-sidecar.mode" .) "classic" }}
   {{- $hold := $v.classic.holdApplicationUntilReady }}
   {{- $delay := int64 $v.classic.preStopDelaySeconds }}
   {{- if or $hold (gt $delay 0) }}
