@@ -1,0 +1,122 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, mustFind, render, run, type K8sObject } from './helm.js';
+import { SCENARIOS, valuesPath } from './scenarios.js';
+
+/**
+ * The chart and the binary agree: `serve` started with exactly the environment the chart renders
+ * (secret files written from the Secret the chart renders) becomes ready, serves the probes and
+ * metrics the chart and its alerts rely on, and stops cleanly on SIGTERM. Runs the source through
+ * tsx, as `node dist/cli.js serve` would run the build.
+ */
+
+interface EnvVar {
+  name: string;
+  value?: string;
+}
+interface Container {
+  name: string;
+  args: string[];
+  env: EnvVar[];
+  lifecycle?: { postStart?: { exec?: { command: string[] } } };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+const podContainers = (d: K8sObject): Container[] => {
+  const spec = (d.spec as { template: { spec: { initContainers?: Container[]; containers: Container[] } } }).template.spec;
+  return [...(spec.initContainers ?? []), ...spec.containers];
+};
+
+let work: string;
+let child: ChildProcess | undefined;
+let output = '';
+let sidecar: Container;
+let adminPort: number;
+let holdScript: string;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'consent-sidecar-serve-'));
+  const [decision, webhook, admin, deadUpstream] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  adminPort = admin;
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+  const set = [`ports.decision=${decision}`, `ports.webhook=${webhook}`, `ports.admin=${admin}`, `secrets.mountPath=${work}`];
+  const [native, classic] = await Promise.all([
+    render({ valuesFiles: [valuesPath(s)], set: [...set, `config.upstreamUrl=http://127.0.0.1:${deadUpstream}`] }),
+    render({ valuesFiles: [valuesPath(s)], set: [...set, 'mode=classic'] }),
+  ]);
+  sidecar = podContainers(mustFind(native, 'Deployment')).find((c) => c.name === 'consent-sidecar')!;
+  holdScript = podContainers(mustFind(classic, 'Deployment')).find((c) => c.name === 'consent-sidecar')!.lifecycle!.postStart!.exec!
+    .command[2]!;
+  // What the kubelet would mount: the chart's Secret, one file per key.
+  const secret = mustFind(native, 'Secret') as K8sObject & { stringData: Record<string, string> };
+  for (const [key, value] of Object.entries(secret.stringData)) await writeFile(join(work, key), value);
+
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
+  for (const e of sidecar.env) if (e.value !== undefined) env[e.name] = e.value;
+  child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli.ts'), ...sidecar.args], { cwd: ROOT, env, stdio: 'pipe' });
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+}, 60_000);
+
+afterAll(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+  }
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe('serve with the environment the chart renders', () => {
+  it('becomes ready: the classic-mode hold script sees /readyz answer 200', async () => {
+    const result = await run(process.execPath, ['-e', holdScript]);
+    expect(result.code, output).toBe(0);
+  }, 70_000);
+
+  it('answers the liveness probe and exposes every metric family the alerts use', async () => {
+    const health = await fetch(`http://127.0.0.1:${adminPort}/healthz`);
+    expect(health.status).toBe(200);
+    const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    for (const family of [
+      'consent_sidecar_decisions_total',
+      'consent_sidecar_pre_evaluation_denials_total',
+      'consent_sidecar_fail_closed_total',
+      'consent_sidecar_circuit_breaker_state',
+      'consent_sidecar_webhook_deliveries_total',
+      'consent_sidecar_webhook_rejections_total',
+    ]) {
+      expect(metrics, family).toMatch(new RegExp(`^# TYPE ${family} `, 'm'));
+    }
+  });
+
+  it('took the secrets from the files (no secret in the environment) and logs JSON without them', () => {
+    const names = sidecar.env.map((e) => e.name);
+    expect(names).toContain('CONSENT_SIDECAR_API_KEY_FILE');
+    expect(names).not.toContain('CONSENT_SIDECAR_API_KEY');
+    const lines = output.trim().split('\n').filter(Boolean);
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+    expect(output).not.toContain('ck_test_0123456789');
+    expect(output).not.toContain('whsec_');
+  });
+
+  it('stops cleanly on SIGTERM', async () => {
+    const exited = once(child!, 'exit');
+    child!.kill('SIGTERM');
+    const [code, signal] = (await exited) as [number | null, NodeJS.Signals | null];
+    expect({ code, signal }, output).toEqual({ code: 0, signal: null });
+  }, 30_000);
+});
