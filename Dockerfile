@@ -42,7 +42,8 @@ LABEL org.opencontainers.image.title="consent-sidecar" \
       org.opencontainers.image.base.name="${NODE_RUNTIME_IMAGE}"
 ENV NODE_ENV=production
 WORKDIR /app
-# package.json is needed at run time: it declares "type": "module" for dist/*.js.
+# package.json is needed at run time: it declares "type": "module" for dist/*.js, and the CLI reads
+# its version from it.
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

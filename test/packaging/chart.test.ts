@@ -5,6 +5,7 @@ import {
   CHART,
   HELM,
   find,
+  helmTemplateRaw,
   mustFind,
   render,
   run,
@@ -214,6 +215,42 @@ describe('native sidecar (default)', () => {
       { name: 'consent-metrics', port: 7702, targetPort: 'consent-metrics', protocol: 'TCP' },
       { name: 'http', port: 80, targetPort: 'http' },
     ]);
+  });
+});
+
+describe('webhook Ingress', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+
+  it('routes exactly the webhook path to the Service\'s consent-webhook port, with TLS', () => {
+    const ingress = mustFind(rendered(s), 'Ingress', FULLNAME);
+    expect(ingress.spec).toEqual({
+      ingressClassName: 'nginx',
+      tls: [{ secretName: 'consent-hooks-tls', hosts: ['consent-hooks.shop.example.com'] }],
+      rules: [
+        {
+          host: 'consent-hooks.shop.example.com',
+          http: {
+            paths: [
+              {
+                path: '/webhooks',
+                pathType: 'Exact',
+                backend: { service: { name: FULLNAME, port: { name: 'consent-webhook' } } },
+              },
+            ],
+          },
+        },
+      ],
+    });
+  });
+
+  it('is off by default and refuses to render without a webhook port to route to', async () => {
+    for (const sc of SCENARIOS.filter((x) => x !== s)) expect(find(rendered(sc), 'Ingress')).toBeUndefined();
+    const result = await helmTemplateRaw({
+      valuesFiles: [valuesPath(SCENARIOS.find((x) => x.file === 'classic-values.yaml')!)],
+      set: ['ingress.enabled=true'],
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/ingress\.enabled: .*config\.appWebhookUrl/);
   });
 });
 

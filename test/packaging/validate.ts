@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
 import { Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import ts from 'typescript';
 import { ROOT, type K8sObject } from './helm.js';
@@ -14,6 +15,11 @@ const BUILTIN: Record<string, { make: (o: K8sObject) => Validatable; typeImport:
     make: (o) => new Deployment(o as never),
     typeImport: 'kubernetes-models/apps/v1/Deployment',
     typeName: 'IDeployment',
+  },
+  'networking.k8s.io/v1/Ingress': {
+    make: (o) => new Ingress(o as never),
+    typeImport: 'kubernetes-models/networking.k8s.io/v1/Ingress',
+    typeName: 'IIngress',
   },
   'v1/Service': { make: (o) => new Service(o as never), typeImport: 'kubernetes-models/v1/Service', typeName: 'IService' },
   'v1/Secret': { make: (o) => new Secret(o as never), typeImport: 'kubernetes-models/v1/Secret', typeName: 'ISecret' },
