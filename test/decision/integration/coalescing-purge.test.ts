@@ -135,6 +135,17 @@ describe('a purge while an upstream call is in flight', () => {
 });
 
 describe('Cache-Control: no-cache', () => {
+  it("a no-cache refresh in flight during a purge does not write its ALLOW to the cache", async () => {
+    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const req = { userReference: 'user-revoked', configKey: KEY };
+    const refresh = s.check(req, { 'cache-control': 'no-cache' });
+    await u.waitForCount(1);
+    s.handle.revocations.revokeUser(req.userReference);
+    expect((await refresh).json?.decision).toBe('ALLOW');
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
+    expect((await s.check(req)).source).toBe('upstream');
+  });
+
   it('skips a live entry (the service is asked) and refreshes it', async () => {
     const first = Date.now() + 60_000;
     const second = first + 30_000;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { sleep, startTestSidecar, testClock, type TestSidecar } from '../../helpers/sidecar.js';
-import { allow, startUpstream, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+import { allow, startUpstream, type ReceivedRequest, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
 
 // Each fault class of issue 2 ends in a 503 DENY with its cause, through real sockets.
 
@@ -19,7 +19,7 @@ afterEach(async () => {
   upstream = undefined;
 });
 
-async function setup(reply: Reply, flags: Record<string, string> = {}, now?: () => number): Promise<{ u: ScriptedUpstream; s: TestSidecar }> {
+async function setup(reply: Reply | ((r: ReceivedRequest) => Reply), flags: Record<string, string> = {}, now?: () => number): Promise<{ u: ScriptedUpstream; s: TestSidecar }> {
   upstream = await startUpstream(reply);
   sidecar = await startTestSidecar(upstream.url, flags, now ? { now } : {});
   return { u: upstream, s: sidecar };
@@ -228,6 +228,22 @@ describe('malformed and contradictory answers (status 200)', () => {
     expect(r.status).toBe(200);
     expect(r.json?.decision).toBe('ALLOW');
     expect((await s.check(REQ)).source).toBe('upstream');
+    expect(u.checks).toBe(2);
+  });
+});
+
+describe('overload', () => {
+  it('misses beyond --upstream-max-in-flight fail closed with 503 overload, without reaching the service', async () => {
+    const { u, s } = await setup(
+      (r) => ({ delayMs: 200, body: allow((JSON.parse(r.body) as { configKey: string }).configKey, Date.now() + 60_000) }),
+      { 'upstream-max-in-flight': '2', 'upstream-timeout-ms': '2000' },
+    );
+    const answers = await Promise.all([1, 2, 3].map((i) => s.check({ userReference: `user-${i}`, configKey: KEY })));
+    const overloaded = answers.filter((a) => a.status === 503);
+    expect(overloaded).toHaveLength(1);
+    expect(overloaded[0]!.json).toEqual({ decision: 'DENY', error: 'overload' });
+    expect(overloaded[0]!.source).toBe('fail-closed');
+    expect(answers.filter((a) => a.json?.decision === 'ALLOW')).toHaveLength(2);
     expect(u.checks).toBe(2);
   });
 });
