@@ -32,8 +32,18 @@ export function closeGracefully(server: Server, timeoutMs: number): Promise<void
     }
     const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
     timer.unref();
+    // A busy keep-alive connection would otherwise be served forever after close(): from now on
+    // every response says `Connection: close` (prepended, so it runs before the route writes).
+    server.prependListener('request', (_req, res) => {
+      res.shouldKeepAlive = false;
+    });
+    // close() only drops connections idle at that instant; one whose last response finishes
+    // later would hold the drain until the timeout, so keep sweeping while draining.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    sweep.unref();
     server.close(() => {
       clearTimeout(timer);
+      clearInterval(sweep);
       resolve();
     });
     server.closeIdleConnections();
