@@ -64,6 +64,16 @@ describe('ALLOW (fresh, then cached)', () => {
     expect(upstream.checks).toBe(5);
     expect((await sidecar.check({ userReference: USER, configKey: KEY })).source).toBe('cache');
   });
+  it('an ALLOW in another key order, with whitespace and extra fields, is answered with the three documented fields and the service\'s values', async () => {
+    const validUntil = Date.now() + 60_000;
+    upstream.reply({ body: `{ "validUntil": ${validUntil}, "extra": {"x": 1}, "configKey": "${KEY}", "decision": "ALLOW" }` });
+    const fresh = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(fresh.status).toBe(200);
+    expect(fresh.json).toEqual({ decision: 'ALLOW', configKey: KEY, validUntil });
+    const cached = await sidecar.check({ userReference: USER, configKey: KEY });
+    expect(cached.source).toBe('cache');
+    expect(cached.text).toBe(fresh.text);
+  });
 });
 
 describe('evaluated denial', () => {
