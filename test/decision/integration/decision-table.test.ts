@@ -64,6 +64,7 @@ describe('ALLOW (fresh, then cached)', () => {
     expect(upstream.checks).toBe(5);
     expect((await sidecar.check({ userReference: USER, configKey: KEY })).source).toBe('cache');
   });
+
   it('an ALLOW in another key order, with whitespace and extra fields, is answered with the three documented fields and the service\'s values', async () => {
     const validUntil = Date.now() + 60_000;
     upstream.reply({ body: `{ "validUntil": ${validUntil}, "extra": {"x": 1}, "configKey": "${KEY}", "decision": "ALLOW" }` });
