@@ -36,10 +36,13 @@ export interface Reply {
    * - `reset`: destroy the socket before any response;
    * - `truncate`: declare `Content-Length` of the whole body, send half of it, destroy the socket;
    * - `destroy-after-chunks`: send the headers and `chunks`, then destroy the socket;
-   * - `raw`: write `raw` on the socket as the whole response (odd status lines) and end it.
+   * - `raw`: write `raw` on the socket as the whole response (odd status lines) and end it;
+   * - `raw-keep-open`: write `raw` on the socket and leave the connection open (extra, unrequested responses).
    */
-  readonly fault?: 'reset' | 'truncate' | 'destroy-after-chunks' | 'raw';
+  readonly fault?: 'reset' | 'truncate' | 'destroy-after-chunks' | 'raw' | 'raw-keep-open';
   readonly raw?: string;
+  /** After a normal response, write these bytes on the (idle, kept-alive) socket: an unrequested response. */
+  readonly thenRaw?: { readonly afterMs: number; readonly raw: string };
 }
 
 export type ReplyFn = (req: ReceivedRequest) => Reply;
@@ -104,6 +107,10 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
       case 'raw':
         socket.end(r.raw ?? '');
         return;
+      case 'raw-keep-open':
+        // Bypass node's response object: the bytes go out as they are and the socket stays usable.
+        socket.write(r.raw ?? '');
+        return;
       default:
         break;
     }
@@ -140,6 +147,8 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
     if (!noBody && headers['content-length'] === undefined) headers['content-length'] = String(body.length);
     res.writeHead(status, headers as Record<string, string | string[]>);
     res.end(noBody ? undefined : body);
+    const extra = r.thenRaw;
+    if (extra) later(extra.afterMs, () => !socket.destroyed && socket.write(extra.raw));
   };
 
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {

@@ -169,6 +169,34 @@ describe('connection resets and the one retry', () => {
   });
 });
 
+describe('response desynchronisation on a kept-alive connection', () => {
+  const raw200 = (body: object): string => {
+    const b = JSON.stringify(body);
+    return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${b.length}\r\n\r\n${b}`;
+  };
+
+  it('an extra ALLOW sent right behind the answer is never taken as the answer to the next check', async () => {
+    const vu = Date.now() + 60_000;
+    const { u, s } = await setup({ body: { decision: 'DENY', configKey: 'flow-b' } }, { 'upstream-connections': '1' });
+    u.enqueue({ fault: 'raw-keep-open', raw: raw200(allow(KEY, vu)) + raw200(allow('flow-b', vu)) });
+    expect((await s.check(REQ)).json?.decision).toBe('ALLOW');
+    const next = await s.check({ userReference: USER, configKey: 'flow-b' });
+    expect(next.json).toEqual({ decision: 'DENY', configKey: 'flow-b' });
+    expect(u.checks).toBe(2);
+  });
+
+  it('an unrequested ALLOW pushed later on the idle connection is never taken as the answer to the next check', async () => {
+    const vu = Date.now() + 60_000;
+    const { u, s } = await setup({ body: { decision: 'DENY', configKey: 'flow-b' } }, { 'upstream-connections': '1' });
+    u.enqueue({ body: { decision: 'DENY', configKey: KEY }, thenRaw: { afterMs: 30, raw: raw200(allow('flow-b', vu)) } });
+    expect((await s.check(REQ)).json?.decision).toBe('DENY');
+    await sleep(80);
+    const next = await s.check({ userReference: USER, configKey: 'flow-b' });
+    expect(next.json).toEqual({ decision: 'DENY', configKey: 'flow-b' });
+    expect(u.checks).toBe(2);
+  });
+});
+
 describe('malformed and contradictory answers (status 200)', () => {
   const now = Date.now();
   const later = now + 60_000;
