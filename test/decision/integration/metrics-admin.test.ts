@@ -168,4 +168,18 @@ describe('probes', () => {
     expect(answer.json?.decision).toBe('ALLOW');
     await closing;
   });
+
+  it('close() ends soon after the in-flight check is answered, though the app keeps its connection open (not at the shutdown timeout)', async () => {
+    upstream = await startUpstream({ delayMs: 300, body: allow(KEY, Date.now() + 60_000) });
+    sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '2000', 'shutdown-timeout-ms': '5000' });
+    const inFlight = sidecar.check({ userReference: 'u', configKey: KEY });
+    await upstream.waitForCount(1);
+    const t0 = Date.now();
+    const closing = sidecar.handle.close();
+    const answer = await inFlight;
+    expect(answer.status).toBe(200);
+    expect(answer.json?.decision).toBe('ALLOW');
+    await closing;
+    expect(Date.now() - t0).toBeLessThan(2500);
+  });
 });
