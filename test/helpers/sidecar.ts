@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import { loadServeConfig } from '../../src/config/index.js';
-import { silentLogger } from '../../src/observability/index.js';
+import { createLogger, silentLogger, type Logger } from '../../src/observability/index.js';
 import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
 
 /** A clock a test moves by hand, injected as the sidecar's `now`. Starts on a whole second. */
@@ -115,14 +115,14 @@ export function sampleOf(text: string, name: string, labels: Record<string, stri
 export async function startTestSidecar(
   upstreamUrl: string,
   flags: Record<string, string | undefined> = {},
-  deps: { now?: () => number } = {},
+  deps: { now?: () => number; logger?: Logger } = {},
 ): Promise<TestSidecar> {
   // A flag set to undefined removes a base flag (e.g. `'api-key': undefined` with `--api-key-file`).
   const merged = Object.fromEntries(
     Object.entries({ ...BASE_FLAGS, 'upstream-url': upstreamUrl, ...flags }).filter((e): e is [string, string] => e[1] !== undefined),
   );
   const config = loadServeConfig(merged, {});
-  const handle = await startSidecar(config, { logger: silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
+  const handle = await startSidecar(config, { logger: deps.logger ?? silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
   const app = new Pool(handle.urls.decision);
   const admin = new Pool(handle.urls.admin);
   let closed = false;
@@ -144,3 +144,19 @@ export async function startTestSidecar(
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A JSON logger (the production one) whose lines a test can read. */
+export function capturingLogger(level: 'debug' | 'info' | 'warn' = 'info'): { logger: Logger; lines: () => Record<string, unknown>[]; raw: () => string } {
+  const out: string[] = [];
+  const logger = createLogger(level, { write: (line: string) => void out.push(line) });
+  return {
+    logger,
+    raw: () => out.join(''),
+    lines: () =>
+      out
+        .join('')
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
