@@ -99,10 +99,17 @@ export class WebhookIngress {
     }
     const envelope = parsed.envelope;
 
-    const scope = applyRevocation(envelope, this.deps.revocations);
-    if (scope !== 'none') {
-      metrics.revocations.inc({ scope });
-      logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope }, 'cached decisions purged');
+    try {
+      const scope = applyRevocation(envelope, this.deps.revocations);
+      if (scope !== 'none') {
+        metrics.revocations.inc({ scope });
+        logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope }, 'cached decisions purged');
+      }
+    } catch (err) {
+      // A revocation that did not reach the cache must come back: refuse, and the service retries.
+      logger.error({ event: 'webhook_revocation_failed', eventId: envelope.id, type: envelope.type, err }, 'cache purge failed');
+      this.count('failed');
+      return { status: 503, outcome: 'failed', reason: 'revocation_failed' };
     }
 
     metrics.inFlight.inc();
