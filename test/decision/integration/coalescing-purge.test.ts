@@ -262,4 +262,33 @@ describe('DELETE /sidecar/cache', () => {
     expect(await s.metric('consent_sidecar_cache_purged_entries_total', { trigger: 'manual' })).toBe(1);
     expect(await s.metric('consent_sidecar_cache_purged_entries_total', { trigger: 'webhook' })).toBe(1);
   });
+
+  it('purges a user reference with non-ASCII characters, +, & and = by its URL-encoded form', async () => {
+    const { s } = await setup(allowAsked());
+    const odd = 'Zoë+😀 a&b=c';
+    await s.check({ userReference: odd, configKey: KEY });
+    await s.check({ userReference: 'Zoë', configKey: KEY });
+    expect((await s.send('DELETE', `/sidecar/cache?userReference=${encodeURIComponent(odd)}`)).json).toEqual({ purged: 1 });
+    expect((await s.check({ userReference: odd, configKey: KEY })).source).toBe('upstream');
+    expect((await s.check({ userReference: 'Zoë', configKey: KEY })).source).toBe('cache');
+  });
+
+  it('keeps its per-user index right when entries are evicted (--cache-max-entries) or refreshed', async () => {
+    const { s } = await setup(allowAsked(), { 'cache-max-entries': '2' });
+    const a = { userReference: 'user-a', configKey: KEY };
+    const b = { userReference: 'user-b', configKey: KEY };
+    const c = { userReference: 'user-c', configKey: KEY };
+    await s.check(a);
+    await s.check(b);
+    await s.check(c); // evicts a
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(2);
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=user-a')).json).toEqual({ purged: 0 });
+    expect((await s.check(c)).source).toBe('cache');
+    await s.check(b, { 'cache-control': 'no-cache' }); // refreshed in place
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=user-b')).json).toEqual({ purged: 1 });
+    expect((await s.check(b)).source).toBe('upstream');
+    expect((await s.check(a)).source).toBe('upstream'); // evicts c (least recently used)
+    expect((await s.send('DELETE', '/sidecar/cache?userReference=user-a')).json).toEqual({ purged: 1 });
+    expect((await s.check(a)).source).toBe('upstream');
+  });
 });
