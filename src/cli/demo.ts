@@ -71,7 +71,9 @@ async function startDemoApp(address: ListenAddress, print: (line: string) => voi
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new Error(`--app-listen ${formatHostPort(address.host, address.port)}: cannot listen (${err.code ?? err.message})`, { cause: err })),
+    );
     server.listen(address.port, address.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
@@ -145,7 +147,7 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
       apiKey: DEFAULT_SIMULATOR_API_KEY,
       timeScale: options.timeScale,
       logger: logger.child({ component: 'simulator' }),
-    });
+    }, '--simulator-listen');
     cleanups.push(() => simulator.close());
     const app = await startDemoApp(options.appListen, options.print, received);
     cleanups.push(() => closeServer(app.server));

@@ -117,8 +117,8 @@ export function simulatorOptionsFromFlags(flags: SimulateFlags, logger?: Logger)
   };
 }
 
-/** Starts a simulator, turning its option and fixture errors into usage errors that name the flag. */
-export async function startSimulatorForCli(options: Parameters<typeof startSimulator>[0]): Promise<SimulatorHandle> {
+/** Starts a simulator, turning its option, fixture and listen errors into messages that name the flag. */
+export async function startSimulatorForCli(options: Parameters<typeof startSimulator>[0], listenFlag = '--listen'): Promise<SimulatorHandle> {
   try {
     return await startSimulator(options);
   } catch (err) {
@@ -127,7 +127,8 @@ export async function startSimulatorForCli(options: Parameters<typeof startSimul
       throw new CliUsageError(`${flag}: ${err.message}`);
     }
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || (err as NodeJS.ErrnoException).code === 'EACCES') {
-      throw new Error(`--listen: cannot listen (${(err as NodeJS.ErrnoException).code})`, { cause: err });
+      const where = `${options?.host ?? '127.0.0.1'}:${options?.port ?? 0}`;
+      throw new Error(`${listenFlag} ${where}: cannot listen (${(err as NodeJS.ErrnoException).code})`, { cause: err });
     }
     throw err;
   }

@@ -22,7 +22,19 @@ function authorized(req: IncomingMessage, apiKey: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** Serves `/v1/*`: the authorization check, the REDEC listing and evidence. */
+/**
+ * Serves `/v1/*` behind `Authorization: Bearer <apiKey>` (401 `{error:"unauthorized"}` otherwise):
+ *
+ * - `POST /v1/authorization/check`: the document's three answer forms; 400 `{error:"invalid_request"}`
+ *   when `userReference` or `configKey` is not a string (the document does not show this case).
+ * - `GET /v1/redec/notification-requirements?status=&limit=&cursor=`: `{items, nextCursor}` (see
+ *   `NotificationRequirement`); `status` optional (`pending`, `evidence_registered`,
+ *   `sent_by_service`), `limit` 1..500 (default 50), `cursor` the previous page's `nextCursor`.
+ * - `POST /v1/redec/consents/{redecConsentId}/notification-evidence`: body `{}` or
+ *   `{notificationReason: "grant"|"revoke"}`; answers 200 `{redecConsentId, resolved: [records]}`,
+ *   404 for an unknown id, 409 when nothing is pending.
+ * - Operations the document only references: 501; anything else: 404. Errors are JSON.
+ */
 export async function handleService(
   core: SimulatorCore,
   options: ServiceRouteOptions,

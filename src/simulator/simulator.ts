@@ -45,7 +45,10 @@ export interface SimulatorOptions {
   readonly controlToken?: string;
   /** Endpoints registered at start. */
   readonly webhookEndpoints?: readonly WebhookEndpointInput[];
-  /** Epoch-ms clock (decisions, timestamps, timelines). Default `Date.now`. */
+  /**
+   * Epoch-ms clock of decisions, `occurredAt`, timelines and `x-service-timestamp`. Default
+   * `Date.now`. Keep it near real time when deliveries go to a receiver that checks timestamps.
+   */
   readonly now?: () => number;
   /** Default: silent. */
   readonly logger?: Logger;
