@@ -51,7 +51,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   readiness.require('listeners');
 
   const cache = new AllowCache(config.cache, now);
-  const metrics = new DecisionMetrics(registry, () => cache.size);
+  // Sweep before reporting so the gauge never counts entries that can no longer be served.
+  const metrics = new DecisionMetrics(registry, () => (cache.sweep(), cache.size));
   const breaker = new CircuitBreaker({
     ...config.upstream.breaker,
     now,

@@ -2,7 +2,7 @@ import type { CheckRequest } from './types.js';
 
 /** Why a request was refused before the service was asked. `field` names what is wrong. */
 export interface InvalidRequest {
-  readonly field: 'body' | 'userReference' | 'configKey';
+  readonly field: 'body' | 'userReference' | 'configKey' | 'path' | 'method';
   readonly detail: string;
 }
 

@@ -44,6 +44,12 @@ interface Flight {
   readonly promise: Promise<Answer>;
 }
 
+/** Calls in flight for one key, and the newest call sequence a fresh denial has overruled. */
+interface KeyCalls {
+  inFlight: number;
+  deniedThrough: number;
+}
+
 /**
  * Decides one check: the cache when it holds a live ALLOW, else one upstream call per key at a
  * time (concurrent misses join it), parsed by the fail-closed parser. It returns only answers
@@ -52,6 +58,9 @@ interface Flight {
  */
 export class DecisionService {
   private readonly flights = new Map<string, Flight>();
+  /** Only keys with a call in flight, so it stays as small as the concurrency. */
+  private readonly calls = new Map<string, KeyCalls>();
+  private callSeq = 0;
   private inFlight = 0;
   private readonly now: () => number;
 
@@ -101,6 +110,10 @@ export class DecisionService {
     if (!ticket) throw new DecisionError('ERR_CIRCUIT_OPEN', 'circuit breaker open');
 
     this.inFlight++;
+    const seq = ++this.callSeq;
+    let calls = this.calls.get(key);
+    if (!calls) this.calls.set(key, (calls = { inFlight: 0, deniedThrough: 0 }));
+    calls.inFlight++;
     const started = performance.now();
     let parsed;
     try {
@@ -114,19 +127,26 @@ export class DecisionService {
       throw err;
     } finally {
       this.inFlight--;
+      if (--calls.inFlight === 0) this.calls.delete(key);
     }
     this.o.metrics.upstreamCall('ok', (performance.now() - started) / 1000);
     this.o.breaker.success(ticket);
 
     const d = parsed.decision;
     if (d.kind === 'allow') {
-      const now = this.now();
-      const diesAt = deathOf(d.validUntil, now, parsed.serviceNowMs, this.o.cacheConfig);
-      this.o.cache.setAllow(key, req.userReference, decisionAnswer(d, 'cache') as Answer & { decision: 'allow' }, diesAt, generation);
+      // An ALLOW from a call that started before a fresh denial for this key was seen is older
+      // news than that denial: answer it (it was asked earlier) but never cache it.
+      if (seq > calls.deniedThrough) {
+        const diesAt = deathOf(d.validUntil, this.now(), parsed.serviceNowMs, this.o.cacheConfig);
+        this.o.cache.setAllow(key, req.userReference, decisionAnswer(d, 'cache') as Answer & { decision: 'allow' }, diesAt, generation);
+      }
       return decisionAnswer(d, 'upstream');
     }
-    // A fresh denial makes any cached ALLOW for this request stale.
+    // A fresh denial makes any cached ALLOW for this request stale, overrules every call for it
+    // still in flight, and closes the flight later requests could join.
     this.o.cache.delete(key);
+    calls.deniedThrough = this.callSeq;
+    this.flights.delete(key);
     if (d.kind === 'pre_evaluation_denial') {
       this.o.metrics.preEvaluationDenial(d.reason);
       this.o.preEvaluationLog.record(d.reason, req.configKey);

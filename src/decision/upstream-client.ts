@@ -80,8 +80,7 @@ export class UpstreamClient {
           });
           headersReceived = true;
           const text = await readLimited(res.body, MAX_UPSTREAM_BODY_BYTES);
-          const date = res.headers.date;
-          return { status: res.statusCode, date: typeof date === 'string' ? date : undefined, body: text, attempts: attempt };
+          return { status: res.statusCode, date: latestDate(res.headers.date), body: text, attempts: attempt };
         } catch (err) {
           if (timedOut) throw new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${this.cfg.timeoutMs} ms`, { cause: err });
           if (err instanceof DecisionError) throw err;
@@ -111,6 +110,21 @@ async function readLimited(body: AsyncIterable<Buffer> & { destroy(err?: Error):
     chunks.push(chunk);
   }
   return Buffer.concat(chunks, size).toString('utf8');
+}
+
+/**
+ * A repeated `Date` header must not switch the skew rule off: the latest of the values is the one
+ * that makes cache entries die soonest, which is the safe reading.
+ */
+function latestDate(value: string | string[] | undefined): string | undefined {
+  if (value === undefined || typeof value === 'string') return value;
+  let best: string | undefined;
+  let bestMs = -Infinity;
+  for (const v of value) {
+    const ms = Date.parse(v);
+    if (Number.isFinite(ms) && ms > bestMs) [best, bestMs] = [v, ms];
+  }
+  return best;
 }
 
 function codeOf(err: unknown): string {

@@ -119,7 +119,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.json({ purged });
   });
   app.use((req, res, next) => {
-    const path = canonicalPath(req.originalUrl);
+    const { path, ambiguous } = canonicalPath(req.originalUrl);
     // Spelling variants of the check path (query, trailing or doubled slashes, case, escapes)
     // must never reach the service through the passthrough, which would skip the strict parser.
     if (path === CHECK_PATH) {
@@ -127,7 +127,11 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       else send(res, METHOD_NOT_ALLOWED_ANSWER);
       return;
     }
-    if (path.startsWith('/v1/')) {
+    if (ambiguous) {
+      send(res, rejectedAnswer({ field: 'path', detail: 'the path has an invalid or ambiguous escape, a backslash or a ; parameter' }));
+      return;
+    }
+    if (path?.startsWith('/v1/')) {
       o.passthrough.forward(req, res).catch(next);
       return;
     }
@@ -140,14 +144,21 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   });
 }
 
-/** Path with the query dropped, dot segments resolved, escapes decoded, slashes folded, lower case. */
-export function canonicalPath(url: string): string {
-  let path: string;
+/**
+ * The path as a server behind us could read it: query dropped, escapes decoded, dot segments
+ * resolved, slashes folded, lower case (`null` when an escape is invalid). `ambiguous` when the raw
+ * path holds an escaped slash, backslash, dot or NUL, or a `;` parameter, which servers read
+ * differently: such a path is never passed through.
+ */
+export function canonicalPath(url: string): { path: string | null; ambiguous: boolean } {
+  const raw = url.split('?')[0] ?? '';
+  const ambiguous = /%(2f|5c|2e|00)|[;\\]/i.test(raw);
   try {
-    path = new URL(url, 'http://sidecar.invalid').pathname;
-    path = decodeURIComponent(path);
+    // Leading slashes are folded first: `//v1/...` would otherwise parse as a host named v1.
+    const decoded = decodeURIComponent(raw).replace(/\\/g, '/').replace(/^\/+/, '/');
+    const path = new URL(decoded, 'http://sidecar.invalid').pathname;
+    return { path: path.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1').toLowerCase(), ambiguous };
   } catch {
-    path = url.split('?')[0] ?? '';
+    return { path: null, ambiguous: true };
   }
-  return path.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1').toLowerCase();
 }

@@ -1,0 +1,145 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestSidecar, testClock, type TestSidecar } from '../../helpers/sidecar.js';
+import { allow, deny, startUpstream, type ScriptedUpstream } from '../../helpers/upstream.js';
+
+// Regressions: defects the integration suite found in src/, each fixed; every test states the
+// contract behaviour and failed before its fix.
+
+let u: ScriptedUpstream | undefined;
+let s: TestSidecar | undefined;
+afterEach(async () => {
+  await s?.close();
+  await u?.close();
+  s = undefined;
+  u = undefined;
+});
+
+describe('an older in-flight ALLOW never overwrites a newer DENY', () => {
+  it('after a fresh DENY, the ALLOW of a call that started earlier must not be cached', async () => {
+    const KEY = 'flow-race';
+    u = await startUpstream({ body: deny(KEY) });
+    u.enqueue({ delayMs: 300, body: allow(KEY, Date.now() + 60_000) }); // the first call: slow ALLOW
+    s = await startTestSidecar(u.url, { 'upstream-timeout-ms': '2000' });
+    const req = { userReference: 'user-race', configKey: KEY };
+    const old = s.check(req); // miss → flight F1 (slow ALLOW)
+    await u.waitForCount(1);
+    const fresh = await s.check(req, { 'cache-control': 'no-cache' }); // newer answer: DENY
+    expect(fresh.json).toEqual({ decision: 'DENY', configKey: KEY });
+    expect((await old).json?.decision).toBe('ALLOW'); // asked before the DENY: acceptable
+    const after = await s.check(req);
+    // Before the fix: 200 ALLOW from the cache, the stale ALLOW written after the DENY removed it.
+    expect(after.source).toBe('upstream');
+    expect(after.json).toEqual({ decision: 'DENY', configKey: KEY });
+  });
+});
+
+describe('graceful shutdown does not wait out the timeout for keep-alive clients', () => {
+  it('close() ends soon after the in-flight check is answered', async () => {
+    u = await startUpstream({ delayMs: 300, body: allow('k', Date.now() + 60_000) });
+    s = await startTestSidecar(u.url, { 'upstream-timeout-ms': '2000', 'shutdown-timeout-ms': '5000' });
+    const inFlight = s.check({ userReference: 'u', configKey: 'k' });
+    await u.waitForCount(1);
+    const t0 = Date.now();
+    const closing = s.handle.close();
+    const a = await inFlight;
+    expect(a.status).toBe(200);
+    // The app goes idle (as it does when its own pod is terminating). Before the fix the idle
+    // keep-alive socket was only cut when the 5000 ms shutdown timeout fired.
+    await closing;
+    expect(Date.now() - t0).toBeLessThan(2000);
+  });
+});
+
+describe('a repeated Date header keeps the skew rule', () => {
+  it('two Date headers both showing the local clock 30 s behind still shorten the entry (or the answer fails closed)', async () => {
+    const clock = testClock();
+    const t0 = clock.now();
+    const d = new Date(t0 + 30_000).toUTCString();
+    u = await startUpstream({ body: allow('k', t0 + 60_000), headers: { date: [d, d] } });
+    s = await startTestSidecar(u.url, {}, { now: clock.now });
+    const first = await s.check({ userReference: 'u', configKey: 'k' });
+    clock.set(t0 + 40_000); // past validUntil − skew − margin = t0 + 29 s
+    const r = await s.check({ userReference: 'u', configKey: 'k' });
+    // Before the fix: served from the cache at t0 + 40 s (undici gives an array, which was ignored).
+    expect(first.status === 503 || r.source !== 'cache').toBe(true);
+  });
+});
+
+describe('//v1/authorization/check takes the check route', () => {
+  it('answers in the decision API shape with x-consent-decision-source', async () => {
+    u = await startUpstream({ body: { decision: 'ALLOW', configKey: 'k' } });
+    s = await startTestSidecar(u.url);
+    const r = await s.send('POST', '//v1/authorization/check', { body: JSON.stringify({ userReference: 'u', configKey: 'k' }) });
+    // Before the fix: 404 {"error":"not_found"}, no source header (`//v1` parsed as a host).
+    expect(r.source).toBeDefined();
+    expect(r.json?.decision).toBe('DENY');
+  });
+});
+
+describe('consent_sidecar_cache_entries never counts dead entries', () => {
+  it('reads 0 once the only entry is dead', async () => {
+    const clock = testClock();
+    const t0 = clock.now();
+    u = await startUpstream({ body: allow('k', t0 + 10_000), date: t0 });
+    s = await startTestSidecar(u.url, {}, { now: clock.now });
+    await s.check({ userReference: 'u', configKey: 'k' });
+    clock.set(t0 + 20_000);
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
+  });
+});
+
+describe('an older in-flight no-cache ALLOW never overwrites a newer DENY (reverse order)', () => {
+  it('a slow no-cache ALLOW that started first is answered but not cached after a later DENY', async () => {
+    const KEY = 'flow-race-2';
+    u = await startUpstream({ body: deny(KEY) });
+    u.enqueue({ delayMs: 300, body: allow(KEY, Date.now() + 60_000) });
+    s = await startTestSidecar(u.url, { 'upstream-timeout-ms': '2000' });
+    const req = { userReference: 'user-race-2', configKey: KEY };
+    const old = s.check(req, { 'cache-control': 'no-cache' });
+    await u.waitForCount(1);
+    expect((await s.check(req)).json).toEqual({ decision: 'DENY', configKey: KEY });
+    expect((await old).json?.decision).toBe('ALLOW');
+    const after = await s.check(req);
+    expect(after.source).toBe('upstream');
+    expect(after.json).toEqual({ decision: 'DENY', configKey: KEY });
+  });
+
+  it('a request arriving after a DENY does not join a flight that started before it', async () => {
+    const KEY = 'flow-race-3';
+    u = await startUpstream({ body: deny(KEY) });
+    u.enqueue({ delayMs: 400, body: allow(KEY, Date.now() + 60_000) });
+    s = await startTestSidecar(u.url, { 'upstream-timeout-ms': '2000' });
+    const req = { userReference: 'user-race-3', configKey: KEY };
+    const old = s.check(req);
+    await u.waitForCount(1);
+    expect((await s.check(req, { 'cache-control': 'no-cache' })).json?.decision).toBe('DENY');
+    const later = await s.check(req);
+    expect(later.json).toEqual({ decision: 'DENY', configKey: KEY });
+    expect(u.requests.length).toBe(3);
+    await old;
+  });
+});
+
+describe('ambiguous /v1 paths are refused, never passed through', () => {
+  it.each(['/v1/authorization/check%ZZ', '/v1/redec;x=1/notification-requirements', '/v1/a%5Cb', '/v1/redec%2Fnotification-requirements'])(
+    '%s → 400 DENY, the service is not called',
+    async (path) => {
+      u = await startUpstream({ body: allow('k', Date.now() + 60_000) });
+      s = await startTestSidecar(u.url);
+      const r = await s.send('POST', path, { body: JSON.stringify({ userReference: 'u', configKey: 'k' }) });
+      expect(r.status).toBe(400);
+      expect(r.source).toBe('rejected');
+      expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request', field: 'path' });
+      expect(u.requests.length).toBe(0);
+    },
+  );
+
+  it('an escaped path that decodes to the check path takes the strict check route', async () => {
+    u = await startUpstream({ body: { decision: 'ALLOW', configKey: 'k' } });
+    s = await startTestSidecar(u.url);
+    const r = await s.send('POST', '/v1/foo%2F..%2Fauthorization/check', { body: JSON.stringify({ userReference: 'u', configKey: 'k' }) });
+    expect(r.status).toBe(503);
+    expect(r.json).toEqual({ decision: 'DENY', error: 'malformed_response' });
+    expect(u.requests.map((q) => q.url)).toEqual(['/v1/authorization/check']);
+  });
+});
