@@ -4,7 +4,7 @@ const DEFAULT_INITIAL_ACCESS_VALIDITY_MS = 30 * 86_400_000;
 
 /**
  * Data of `consent_action.created`. The document does not show its fields; these are ours:
- * `consentActionId`, `action` (`grant`|`revoke`), `customerId`, `userReference` (whose consent
+ * `consentActionId`, `action` (`grant`|`revoke`|`deny`), `customerId`, `userReference` (whose consent
  * changed, so a cache can purge only that customer), `consentId`, `configKey` (when known),
  * `expiresAt` (grant with expiry, epoch ms).
  */
@@ -27,7 +27,8 @@ export function consentActionData(change: ConsentChange): Record<string, unknown
  */
 export function redecNotificationData(change: ConsentChange): Record<string, unknown> | undefined {
   const redec = change.consent.redec;
-  if (!redec || !change.redecConsentId) return undefined;
+  // The document: the obligation arises from a grant or a revocation only.
+  if (!redec || !change.redecConsentId || change.action === 'deny') return undefined;
   const data: Record<string, unknown> = {
     notification_reason: change.action,
     redec_consent_id: change.redecConsentId,

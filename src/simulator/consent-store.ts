@@ -29,7 +29,7 @@ export interface ConsentTarget {
 
 /** A recorded consent action, the source of `consent_action.created` and REDEC events. */
 export interface ConsentChange {
-  readonly action: 'grant' | 'revoke';
+  readonly action: 'grant' | 'revoke' | 'deny';
   readonly consentActionId: string;
   readonly customer: FixtureCustomer;
   readonly consent: FixtureConsent;
@@ -147,6 +147,25 @@ export class ConsentStore {
       occurredAt: now,
       ...(configKey ? { configKey } : {}),
       ...(current.redecConsentId ? { redecConsentId: current.redecConsentId } : {}),
+    };
+  }
+
+  /**
+   * Records that the customer declined the consent (the document's "denial" consent action). A
+   * current grant cannot be declined (revoke it instead); the state stays without consent.
+   */
+  deny(target: ConsentTarget, now: number): ConsentChange {
+    const { customer, consent, configKey } = this.resolve(target);
+    if (this.record(customer.customerId, consent.consentId)?.status === 'granted') {
+      throw new SimulatorError('ERR_SIMULATOR_CONFLICT', `cannot deny: "${target.userReference}" has granted "${consent.consentId}"; revoke it`);
+    }
+    return {
+      action: 'deny',
+      consentActionId: `cact_${randomUUID()}`,
+      customer,
+      consent,
+      occurredAt: now,
+      ...(configKey ? { configKey } : {}),
     };
   }
 

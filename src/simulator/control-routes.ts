@@ -50,6 +50,7 @@ function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
  * | `GET /_simulator/state` | | customers, Flows, consent states, endpoints, active fault |
  * | `POST /_simulator/consents/grant` | `{userReference, configKey or consentId, ttlMs?, expiresAt?, scopes?}` | grant, emits events |
  * | `POST /_simulator/consents/revoke` | `{userReference, configKey or consentId}` | revoke, emits events |
+ * | `POST /_simulator/consents/deny` | `{userReference, configKey or consentId}` | record a refusal, emits `consent_action.created` |
  * | `POST /_simulator/consents/expire` | `{userReference, configKey or consentId}` | expire now (no event) |
  * | `POST /_simulator/flows/{configKey}/versions` | a Flow version (`version` defaults to next, `published` to true) | publish |
  * | `POST /_simulator/webhook-endpoints` | `{url, secret, types?, header?}` | register |
@@ -95,6 +96,9 @@ export async function handleControl(
     }
     case 'POST /_simulator/consents/revoke':
       sendJson(res, 200, core.revoke(target(await readJsonObject(req))));
+      return;
+    case 'POST /_simulator/consents/deny':
+      sendJson(res, 200, core.deny(target(await readJsonObject(req))));
       return;
     case 'POST /_simulator/consents/expire':
       core.expire(target(await readJsonObject(req)));

@@ -75,6 +75,10 @@ export class SimulatorCore {
     return this.record(this.store.revoke(target, this.options.now()));
   }
 
+  deny(target: ConsentTarget): ConsentActionResult {
+    return this.record(this.store.deny(target, this.options.now()));
+  }
+
   expire(target: ConsentTarget): void {
     this.store.expire(target, this.options.now());
   }
@@ -90,11 +94,11 @@ export class SimulatorCore {
   private record(change: ConsentChange): ConsentActionResult {
     const events = [this.emit('consent_action.created', consentActionData(change))];
     const redec = redecNotificationData(change);
-    if (redec && change.consent.redec && change.redecConsentId) {
+    if (redec && change.consent.redec && change.redecConsentId && change.action !== 'deny') {
       this.requirements.add({
         redecConsentId: change.redecConsentId,
         consentActionId: change.consentActionId,
-        notificationReason: change.action,
+        notificationReason: change.action === 'grant' ? 'grant' : 'revoke',
         deliveryResponsibility: change.consent.redec.deliveryResponsibility,
         customerTenantId: change.customer.userReference,
         createdAt: change.occurredAt,

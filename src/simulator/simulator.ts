@@ -62,6 +62,8 @@ export interface SimulatorHandle {
   /** Grants (or re-grants) a consent; emits `consent_action.created` and, for REDEC, `redec.notification.required`. */
   grantConsent(input: ConsentTarget & GrantOptions): ConsentActionResult;
   revokeConsent(input: ConsentTarget): ConsentActionResult;
+  /** Records that the customer declined (no current grant); emits `consent_action.created` with `action: "deny"`. */
+  denyConsent(input: ConsentTarget): ConsentActionResult;
   /** Ends a grant now; no event (the document has none for an expiry). */
   expireConsent(input: ConsentTarget): void;
   /** Adds a version to a Flow; `version` defaults to the next number, `published` to true. */
@@ -144,6 +146,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     apiKey,
     grantConsent: (input) => core.grant(input, input),
     revokeConsent: (input) => core.revoke(input),
+    denyConsent: (input) => core.deny(input),
     expireConsent: (input) => core.expire(input),
     publishFlowVersion: (configKey, version) => core.publish(configKey, version),
     registerWebhookEndpoint: (input) => core.sender.register(input),

@@ -62,6 +62,7 @@ describe('control surface over HTTP', () => {
 
   it.each([
     ['POST', '/consents/revoke', { userReference: 'erin', configKey: 'marketing-email' }, 409],
+    ['POST', '/consents/deny', { userReference: 'alice', configKey: 'marketing-email' }, 409],
     ['POST', '/consents/grant', { userReference: 'zed', configKey: 'marketing-email' }, 404],
     ['POST', '/consents/grant', { userReference: 'alice' }, 400],
     ['POST', '/consents/grant', { userReference: 'alice', configKey: 'onboarding-bundle' }, 400],
@@ -74,6 +75,20 @@ describe('control surface over HTTP', () => {
     const res = await ctl(method, path, body);
     expect(res.status).toBe(status);
     expect(typeof res.body.error).toBe('string');
+  });
+
+  it('records a denial as consent_action.created with action deny, without a REDEC obligation', async () => {
+    sim = await startSimulator({ apiKey: KEY });
+    const denied = await ctl('POST', '/consents/deny', { userReference: 'erin', configKey: 'credit-report' });
+    expect(denied.status).toBe(200);
+    expect(denied.body.events.map((e: any) => [e.type, e.data.action, e.data.userReference])).toEqual([
+      ['consent_action.created', 'deny', 'erin'],
+    ]);
+    expect(sim.notificationRequirements().items).toEqual([]);
+    expect((await check(sim.url, KEY, { userReference: 'erin', configKey: 'credit-report' })).body).toStrictEqual({
+      decision: 'DENY',
+      configKey: 'credit-report',
+    });
   });
 
   it('requires the control token when one is set', async () => {
