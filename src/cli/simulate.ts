@@ -4,6 +4,7 @@ import { parseListenAddress, type ListenAddress } from '../lib/listen-address.js
 import { createLogger, type Logger } from '../observability/index.js';
 import {
   DEFAULT_DECISION_LIFETIME_MS,
+  DEFAULT_FIXTURE,
   DEFAULT_SIMULATOR_API_KEY,
   DEFAULT_WEBHOOK_ATTEMPT_TIMEOUT_MS,
   EVENT_TYPES,
@@ -70,6 +71,7 @@ interface SimulateFlags {
   webhookAttemptTimeoutMs?: string;
   controlToken?: string;
   logLevel: string;
+  printFixture?: boolean;
 }
 
 /** Turns `simulate` flags into simulator options; throws {@link CliUsageError} naming each bad flag. */
@@ -166,7 +168,12 @@ export function registerSimulate(program: Command): void {
     .option('--webhook-attempt-timeout-ms <ms>', 'deadline of one delivery attempt', String(DEFAULT_WEBHOOK_ATTEMPT_TIMEOUT_MS))
     .option('--control-token <token>', 'require this value in x-simulator-control-token on /_simulator/*')
     .option('--log-level <level>', `one of ${LOG_LEVELS.join(', ')}`, 'info')
+    .option('--print-fixture', 'print the shipped default fixture as JSON (a start for --fixtures) and exit')
     .action(async (flags: SimulateFlags) => {
+      if (flags.printFixture) {
+        process.stdout.write(`${JSON.stringify(DEFAULT_FIXTURE, null, 2)}\n`);
+        return;
+      }
       const options = simulatorOptionsFromFlags(flags);
       const sim = await startSimulatorForCli(options);
       options.logger.info(

@@ -1,4 +1,7 @@
 import { createHmac } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { check, startReceiver, until, type Receiver } from '../simulator/helpers.js';
 import { runCli, startCli } from './cli.js';
@@ -40,6 +43,27 @@ describe('consent-sidecar simulate', () => {
       // only the subscribed type: the REDEC event of that revocation was not sent
       await new Promise((r) => setTimeout(r, 100));
       expect(receiver.received).toHaveLength(1);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+
+  it('prints the default fixture, which loads back through --fixtures', async () => {
+    const printed = await runCli(['simulate', '--print-fixture']);
+    expect(printed.code).toBe(0);
+    const dir = await mkdtemp(join(tmpdir(), 'sim-cli-'));
+    const file = join(dir, 'fixture.json');
+    const fixture = JSON.parse(printed.stdout) as { customers: { userReference: string; customerId: string }[] };
+    fixture.customers.push({ userReference: 'zoe', customerId: 'cus_zoe' });
+    await writeFile(file, JSON.stringify(fixture));
+    const { child, line, exited } = await startCli(['simulate', '--listen', '127.0.0.1:0', '--fixtures', file], /simulate_ready/);
+    try {
+      const { url } = JSON.parse(line) as { url: string };
+      expect((await check(url, 'sim_test_key', { userReference: 'zoe', configKey: 'marketing-email' })).body).toStrictEqual({
+        decision: 'DENY',
+        configKey: 'marketing-email',
+      });
     } finally {
       child.kill('SIGTERM');
     }
