@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -24,13 +24,16 @@ const hmacHex = (ts: string, body: Buffer): string => createHmac('sha256', SECRE
 
 /**
  * Where the sidecar child loads the listener from: `dist/` when `npm run bench` has just built it
- * (production runs compiled JS), else `src/` through tsx. BENCH_WEBHOOK_CODE=src|dist forces one.
+ * (production runs compiled JS), else `src/` through tsx. BENCH_WEBHOOK_CODE=src|dist|<dir> forces one.
  */
 function codeRoot(): string {
   const forced = process.env.BENCH_WEBHOOK_CODE;
   const dist = new URL('../../dist/', import.meta.url);
-  const useDist = forced ? forced === 'dist' : process.env.npm_lifecycle_event === 'bench' && existsSync(new URL('webhooks/index.js', dist));
-  return useDist ? dist.href : new URL('../../src/', import.meta.url).href;
+  const src = new URL('../../src/', import.meta.url);
+  if (forced === 'src') return src.href;
+  if (forced === 'dist') return dist.href;
+  if (forced) return pathToFileURL(`${forced.replace(/\/+$/, '')}/`).href;
+  return process.env.npm_lifecycle_event === 'bench' && existsSync(new URL('webhooks/index.js', dist)) ? dist.href : src.href;
 }
 
 /** Child: the real webhook listener, forwarding to `appUrl`. */
@@ -98,6 +101,10 @@ async function child(role: string, ...args: string[]): Promise<{ proc: ChildProc
       if (m) resolve(Number(m[1]));
     });
     proc.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
+    setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${role} never became ready`));
+    }, 20_000).unref();
   });
   return { proc, port };
 }
@@ -154,12 +161,18 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 export async function benchWebhooks(): Promise<{ sidecarRps: number; baselineRps: number; ratio: number }> {
   const rounds = Number(process.env.BENCH_WEBHOOK_ROUNDS ?? 3);
   const roundS = Math.max(1, Math.round(DURATION_S / rounds));
-  const baseline = await child('--serve-baseline');
-  const app = await child('--serve-app');
-  const sidecar = await child('--serve-sidecar', `http://127.0.0.1:${app.port}/hooks`, codeRoot());
+  const started: ChildProcess[] = [];
+  const start = async (role: string, ...args: string[]): Promise<number> => {
+    const c = await child(role, ...args);
+    started.push(c.proc);
+    return c.port;
+  };
   const runs = { baseline: [] as number[], sidecar: [] as number[] };
   let bad = 0;
   try {
+    const baseline = { port: await start('--serve-baseline') };
+    const app = { port: await start('--serve-app') };
+    const sidecar = { port: await start('--serve-sidecar', `http://127.0.0.1:${app.port}/hooks`, codeRoot()) };
     await measure(baseline.port, 'warmup-b', 1);
     await measure(sidecar.port, 'warmup-s', 1);
     for (let r = 0; r < rounds; r++) {
@@ -170,7 +183,7 @@ export async function benchWebhooks(): Promise<{ sidecarRps: number; baselineRps
       bad += b.non2xx + b.errors + s.non2xx + s.errors;
     }
   } finally {
-    await Promise.all([stop(sidecar.proc), stop(app.proc), stop(baseline.proc)]);
+    await Promise.all(started.map(stop));
   }
   if (process.env.BENCH_VERBOSE) {
     const u = process.cpuUsage();
