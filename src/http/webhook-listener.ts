@@ -66,34 +66,39 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     const path = (req.url ?? '').split('?', 1)[0];
     if (path !== config.path) {
       ingress.rejectRoute('not_found');
-      return answer(res, 404, 'not_found', true);
+      discardRest(req);
+      return answer(res, 404, 'not_found');
     }
     if (req.method !== 'POST') {
       ingress.rejectRoute('method_not_allowed');
       res.setHeader('allow', 'POST');
-      return answer(res, 405, 'method_not_allowed', true);
+      discardRest(req);
+      return answer(res, 405, 'method_not_allowed');
     }
 
     const checked = ingress.checkHeaders(req.headers);
-    if (!('ok' in checked)) return answer(res, checked.status, checked.reason, checked.closeConnection === true);
+    if (!('ok' in checked)) {
+      // Refused on headers alone: the body is never looked at.
+      discardRest(req);
+      return answer(res, checked.status, checked.reason);
+    }
 
     const read = await readBody(req, config.maxBodyBytes);
     if (!read.ok) {
       if (read.reason === 'aborted') return;
       ingress.rejectRoute('body_too_large');
-      answer(res, 413, 'body_too_large', true);
-      res.once('finish', () => setTimeout(() => req.socket.destroy(), DRAIN_GRACE_MS).unref());
-      return;
+      discardRest(req);
+      return answer(res, 413, 'body_too_large');
     }
 
     const result: IngressAnswer = await ingress.receive(req.headers, checked, read.body);
-    answer(res, result.status, result.reason, false);
+    answer(res, result.status, result.reason);
   };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
-      if (!res.headersSent) answer(res, 500, 'internal_error', true);
+      if (!res.headersSent) answer(res, 500, 'internal_error');
       else res.destroy();
     });
   });
@@ -113,13 +118,26 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
   };
 }
 
-function answer(res: ServerResponse, status: number, reason: string, closeConnection: boolean): void {
+function answer(res: ServerResponse, status: number, reason: string): void {
   if (res.headersSent || res.destroyed) return;
   const body = JSON.stringify(status === 200 ? { status: reason } : { error: reason });
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    ...(closeConnection ? { connection: 'close' } : {}),
-  });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+/**
+ * Lets the rest of an unread body flow to nowhere (no buffering) so the client finishes sending and
+ * reads our answer instead of a reset; a client still sending after {@link DRAIN_GRACE_MS} is cut.
+ * The connection is not closed on purpose: closing while the client writes can make its kernel drop
+ * our answer.
+ */
+function discardRest(req: IncomingMessage): void {
+  if (req.complete) return;
+  const cut = setTimeout(() => req.socket.destroy(), DRAIN_GRACE_MS);
+  cut.unref();
+  const done = (): void => clearTimeout(cut);
+  req.once('end', done);
+  req.once('close', done);
+  req.on('error', () => undefined);
+  req.resume();
 }

@@ -24,8 +24,6 @@ export interface IngressAnswer {
   readonly outcome: DeliveryOutcome;
   /** Short machine reason for the response body (`timestamp_too_old`, `app_unavailable`, …). */
   readonly reason: string;
-  /** The connection should not be reused (the body was never read). */
-  readonly closeConnection?: boolean;
 }
 
 export interface WebhookIngressDeps {
@@ -69,7 +67,7 @@ export class WebhookIngress {
     });
     if (checked.skewS !== undefined) this.deps.metrics.timestampSkew.observe(checked.skewS);
     if (checked.ok) return checked;
-    return { ...this.rejectAuth(checked.code, headers), closeConnection: true };
+    return this.rejectAuth(checked.code, headers);
   }
 
   /** Counts a refusal decided by the listener (route, size). */

@@ -245,3 +245,22 @@ describe('sequence', () => {
     expect(await metricValue(sidecar.registry, 'consent_sidecar_webhook_highest_sequence')).toBe(51);
   });
 });
+
+describe('unread bodies', () => {
+  it('a 1 MB unsigned upload gets its 401 and the connection stays usable', async () => {
+    const big = Buffer.alloc(1_000_000, 0x20);
+    const { Client } = await import('undici');
+    const client = new Client(new URL(sidecar.url).origin, { pipelining: 1 });
+    try {
+      const first = await client.request({ path: '/webhooks', method: 'POST', body: big, headers: {} });
+      await first.body.text();
+      expect(first.statusCode).toBe(401);
+      const body = envelope({ id: 'evt_after' });
+      const second = await client.request({ path: '/webhooks', method: 'POST', body, headers: { ...auth, ...deliveryHeaders(SECRET_A, VECTOR_TS, body) } });
+      await second.body.text();
+      expect(second.statusCode).toBe(200);
+    } finally {
+      await client.close();
+    }
+  });
+});
