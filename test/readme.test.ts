@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry } from '../src/observability/index.js';
+import { createWebhookMetrics } from '../src/webhooks/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -14,9 +15,10 @@ describe('README tells the truth', () => {
     }
   });
 
-  it('documents every metric family the decision capability registers', async () => {
+  it('documents every metric family the sidecar registers', async () => {
     const registry = createRegistry({ defaultMetrics: false });
     new DecisionMetrics(registry, () => 0);
+    createWebhookMetrics(registry);
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });
 
