@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 
@@ -79,3 +79,133 @@ export async function load(opts: {
 }
 
 export const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+export interface RateResult {
+  sent: number;
+  errors: number;
+  non2xx: number;
+  achievedRps: number;
+  p50: number;
+  p99: number;
+  p999: number;
+  max: number;
+}
+
+/**
+ * An open-loop load at a truly fixed rate: request i is due at start + i/rate and its latency is
+ * counted from that due time, so a stalled server cannot hide behind a generator that waits for
+ * it (no coordinated omission). autocannon's `overallRate` is not usable for this: each connection
+ * fires its per-second quota back to back at the start of every second, and its latencies are
+ * back-filled against a 1 ms expected interval, so even a bare server shows a p99 of several ms.
+ * Raw keep-alive sockets with pre-built request bytes and a minimal response framer keep the
+ * generator's own allocations (and so its GC pauses, which would show up as server latency) low.
+ * A request due while every connection is busy waits in a queue, and that wait counts.
+ */
+export async function fixedRate(opts: { url: string; body: string; rate: number; durationS: number; connections: number }): Promise<RateResult> {
+  const target = new URL(opts.url);
+  const request = Buffer.from(
+    `POST ${target.pathname} HTTP/1.1\r\nhost: ${target.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(opts.body)}\r\n\r\n${opts.body}`,
+  );
+  const total = Math.round(opts.rate * opts.durationS);
+  const intervalNs = 1e9 / opts.rate;
+  const latenciesMs = new Float64Array(total);
+  let errors = 0;
+  let non2xx = 0;
+  let done = 0;
+  let start = 0n;
+  let resolveAll: () => void = () => undefined;
+  const finished = new Promise<void>((r) => (resolveAll = r));
+
+  interface Conn {
+    socket: Socket;
+    busy: boolean;
+    due: number;
+    index: number;
+    pending: Buffer | null;
+  }
+  const idle: Conn[] = [];
+  const queue: number[] = [];
+  const send = (c: Conn, i: number): void => {
+    c.busy = true;
+    c.index = i;
+    c.due = i * intervalNs;
+    c.socket.write(request);
+  };
+  const complete = (c: Conn, ok: boolean, status: number): void => {
+    // Warm-up exchanges (before start) are not measured and do not free the connection here.
+    if (start === 0n) return;
+    if (c.index >= 0) {
+      latenciesMs[c.index] = ok ? (Number(process.hrtime.bigint() - start) - c.due) / 1e6 : Number.POSITIVE_INFINITY;
+      if (!ok) errors++;
+      else if (status < 200 || status > 299) non2xx++;
+      if (++done === total) resolveAll();
+    }
+    c.busy = false;
+    c.index = -1;
+    const nextIndex = queue.shift();
+    if (nextIndex !== undefined) send(c, nextIndex);
+    else idle.push(c);
+  };
+  const onData = (c: Conn, chunk: Buffer): void => {
+    let buf = c.pending ? Buffer.concat([c.pending, chunk]) : chunk;
+    for (;;) {
+      const headerEnd = buf.indexOf('\r\n\r\n');
+      if (headerEnd < 0) break;
+      const head = buf.toString('latin1', 0, headerEnd);
+      const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+      const end = headerEnd + 4 + (m ? Number(m[1]) : 0);
+      if (buf.length < end) break;
+      complete(c, true, Number(head.slice(9, 12)));
+      buf = buf.subarray(end);
+    }
+    c.pending = buf.length > 0 ? buf : null;
+  };
+
+  const conns = await Promise.all(
+    Array.from(
+      { length: opts.connections },
+      () =>
+        new Promise<Conn>((resolve, reject) => {
+          const socket = connect(Number(target.port), target.hostname, () => resolve(c));
+          socket.setNoDelay(true);
+          const c: Conn = { socket, busy: false, due: 0, index: -1, pending: null };
+          socket.on('data', (chunk: Buffer) => onData(c, chunk));
+          socket.on('error', reject);
+        }),
+    ),
+  );
+  // One warm-up exchange per connection (not counted: start is still 0).
+  await Promise.all(
+    conns.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          const poll = (): void => {
+            if (c.pending === null) resolve();
+            else setImmediate(poll);
+          };
+          c.socket.once('data', () => setImmediate(poll));
+          c.socket.write(request);
+        }),
+    ),
+  );
+  idle.push(...conns);
+  start = process.hrtime.bigint();
+  let next = 0;
+  const tick = (): void => {
+    const elapsed = Number(process.hrtime.bigint() - start);
+    while (next < total && next * intervalNs <= elapsed) {
+      const i = next++;
+      const c = idle.pop();
+      if (c) send(c, i);
+      else queue.push(i);
+    }
+    if (next < total) setImmediate(tick);
+  };
+  tick();
+  await finished;
+  const elapsedS = Number(process.hrtime.bigint() - start) / 1e9;
+  for (const c of conns) c.socket.destroy();
+  const sorted = Float64Array.from(latenciesMs).sort();
+  const q = (p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+  return { sent: total, errors, non2xx, achievedRps: total / elapsedS, p50: q(0.5), p99: q(0.99), p999: q(0.999), max: sorted[sorted.length - 1]! };
+}
