@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { startSimulator } from '../../src/simulator/index.js';
+import { benchWebhooks } from './webhooks.js';
 import { fixedRate, fmt, freePort, load, startChild, stopChild, type LoadResult, type RateResult } from './lib.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
@@ -135,20 +136,11 @@ async function main(): Promise<void> {
   results.coalescing = c;
 
   // --- webhooks ----------------------------------------------------------------------------
-  try {
-    // Resolved at run time so the decision bench runs on its own too.
-    const webhooksModule = './webhooks.js';
-    const { benchWebhooks } = (await import(webhooksModule)) as { benchWebhooks?: () => Promise<{ sidecarRps: number; baselineRps: number; ratio: number }> };
-    if (benchWebhooks) {
-      await sleep(500);
-      const w = await benchWebhooks();
-      console.log('Webhooks: verified deliveries forwarded to a loopback app vs a bare handler that only computes the HMAC');
-      console.log(`  bare HMAC handler ${fmt(w.baselineRps)} req/s, sidecar ${fmt(w.sidecarRps)} req/s, ratio ${fmt(w.ratio, 2)} (target >= 0.50)\n`);
-      results.webhooks = w;
-    }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-  }
+  await sleep(500);
+  const w = await benchWebhooks();
+  console.log('Webhooks: verified deliveries forwarded to a loopback app vs a bare handler that only computes the HMAC');
+  console.log(`  bare HMAC handler ${fmt(w.baselineRps)} req/s, sidecar ${fmt(w.sidecarRps)} req/s, ratio ${fmt(w.ratio, 2)} (target >= 0.50)\n`);
+  results.webhooks = w;
   console.log(`JSON: ${JSON.stringify(results)}`);
 }
 
