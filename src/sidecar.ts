@@ -126,6 +126,10 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     const where = failed ? `${failed.flag} ${failed.address.host}:${failed.address.port}` : 'listener';
     throw new Error(`${where}: cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
   }
+  if (config.redisUrl) {
+    // Accepted so deployments can set it ahead of time; shared dedup and invalidation are planned.
+    logger.warn({ event: 'redis_unused' }, '--redis-url is set but this version keeps dedup and the cache per replica');
+  }
   readiness.satisfy('listeners');
   logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null }, 'consent-sidecar started');
 
