@@ -78,9 +78,10 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     }
   };
 
+  const max = o.maxRequestBytes;
+  const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
+
   const check = (req: IncomingMessage, res: ServerResponse): void => {
-    const max = o.maxRequestBytes;
-    const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
     const declared = Number(req.headers['content-length']);
     if (declared > max) {
       send(res, oversize, true);
