@@ -25,6 +25,8 @@ describe('README tells the truth', () => {
   it('has the install-and-run and the test commands', () => {
     expect(readme).toContain('npm ci && npm run build && node dist/cli.js demo');
     expect(readme).toContain('npm ci && npm test');
+    expect(readme).toContain('bash test/setup.sh && npm ci && npm test');
+    expect(readFileSync(new URL('../.ci/run', import.meta.url), 'utf8')).toContain('bash test/setup.sh && npm ci && npm test');
   });
 
   it('has no unfilled placeholders', () => {

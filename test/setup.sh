@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs the programs the test suite starts for real, where it can, and says what is missing
+# where it cannot. Part of the README's test command: `bash test/setup.sh && npm ci && npm test`.
+#
+#   promtool     (Debian: prometheus)    checks the metrics exposition and the chart's alert rules
+#   redis-server (Debian: redis-server)  the shared store of several replicas, spawned per test file
+#                                        on a free port (or set REDIS_URL, or run Docker for testcontainers)
+#   nginx        (Debian: nginx-light)   a real proxy in front of the app for forward-auth
+#   libfaketime  (Debian: faketime)      steps a live process's wall clock
+#   wrk          (Debian: wrk)           load generator of `npm run bench` (optional for the tests)
+set -euo pipefail
+
+# command-or-file to look for → Debian package
+declare -a WANT=(
+  "promtool:prometheus"
+  "redis-server:redis-server"
+  "nginx:nginx-light"
+  "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1:faketime"
+  "wrk:wrk"
+)
+
+present() {
+  case "$1" in
+    /*) [ -e "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
+  esac
+}
+
+missing=()
+for entry in "${WANT[@]}"; do
+  what=${entry%%:*}
+  pkg=${entry##*:}
+  present "$what" || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "test/setup.sh: promtool, redis-server, nginx, libfaketime and wrk are installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; fi
+if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo" ]; }; then
+  echo "test/setup.sh: installing ${missing[*]} with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # No recommends: the packages' own services are not wanted, the tests start their own servers.
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  exit 0
+fi
+
+cat >&2 <<EOF
+test/setup.sh: missing: ${missing[*]}
+Install them with your package manager (Debian/Ubuntu: apt-get install ${missing[*]}),
+or for Redis alone set REDIS_URL=redis://host:port, or run a Docker engine (testcontainers).
+EOF
+exit 1
