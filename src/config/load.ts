@@ -23,6 +23,8 @@ import {
   DEFAULT_WEBHOOK_MAX_BODY_BYTES,
   DEFAULT_WEBHOOK_PATH,
   DEFAULT_WEBHOOK_TOLERANCE_S,
+  DEFAULT_WEBHOOK_BODY_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES,
   LOG_LEVELS,
   WEBHOOK_DELIVERY_MODES,
   envName,
@@ -220,6 +222,13 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   const delivery = r.oneOf<WebhookDeliveryMode>('webhook-delivery', WEBHOOK_DELIVERY_MODES, 'passthrough');
   const dedupRetentionMs = r.int('webhook-dedup-retention-ms', DEFAULT_WEBHOOK_DEDUP_RETENTION_MS, 60_000, 30 * 86_400_000);
   const dedupMaxEntries = r.int('webhook-dedup-max-entries', DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES, 1000, 100_000_000);
+  // --- unauthenticated load (issue 8) ---
+  const maxUnverifiedBytes = r.int('webhook-max-unverified-bytes', DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES, 1024, 4 * 1024 * 1024 * 1024);
+  const bodyTimeoutMs = r.int('webhook-body-timeout-ms', DEFAULT_WEBHOOK_BODY_TIMEOUT_MS, 1, 600_000);
+  if (maxUnverifiedBytes < maxBodyBytes) {
+    r.problem('--webhook-max-unverified-bytes', `must be at least --webhook-max-body-bytes (${maxBodyBytes}), or no delivery of the largest size could ever be read`);
+  }
+  // --- end ---
 
   if (!appUrl) {
     if (secrets || requiredHeader) {
@@ -247,6 +256,8 @@ function readWebhooks(r: Reader): WebhookConfig | null {
     delivery,
     dedupRetentionMs,
     dedupMaxEntries,
+    maxUnverifiedBytes,
+    bodyTimeoutMs,
   };
 }
 

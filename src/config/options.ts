@@ -44,6 +44,15 @@ export const DEFAULT_WEBHOOK_PATH = '/webhooks';
 /** Timestamp tolerance of webhook signatures, both directions (s). */
 export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
 export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
+// --- unauthenticated load on the webhook ingress (issue 8) ---
+/**
+ * Bytes held at once, across all connections, for deliveries whose signature is not verified yet
+ * (16 MiB); beyond it deliveries get 503 and the connection is closed.
+ */
+export const DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES = 16_777_216;
+/** Time a delivery's body has to arrive once its headers passed (ms); beyond it, 503 `body_timeout`. */
+export const DEFAULT_WEBHOOK_BODY_TIMEOUT_MS = 10_000;
+// --- end ---
 /** Time the app has to accept one forwarded event (ms). */
 export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 /** How long an accepted event id is remembered (ms); the service retries for about an hour. */
@@ -159,6 +168,20 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'larger webhook bodies get 413',
     defaultText: String(DEFAULT_WEBHOOK_MAX_BODY_BYTES),
   },
+  // --- unauthenticated load on the webhook ingress (issue 8) ---
+  {
+    name: 'webhook-max-unverified-bytes',
+    arg: '<bytes>',
+    description: 'bytes buffered at once, across all connections, for deliveries not verified yet; beyond, 503',
+    defaultText: String(DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES),
+  },
+  {
+    name: 'webhook-body-timeout-ms',
+    arg: '<ms>',
+    description: "time a delivery's body has to arrive once its headers passed; beyond, 503",
+    defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
+  },
+  // --- end ---
   { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)' },
   { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
   {

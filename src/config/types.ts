@@ -54,6 +54,11 @@ export interface WebhookConfig {
   readonly delivery: WebhookDeliveryMode;
   readonly dedupRetentionMs: number;
   readonly dedupMaxEntries: number;
+  // --- unauthenticated load (issue 8) ---
+  /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
+  readonly maxUnverifiedBytes: number;
+  /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
+  readonly bodyTimeoutMs: number;
 }
 
 /** Everything `serve` needs, validated and frozen. */

@@ -55,6 +55,8 @@ async function serveSidecar(appUrl: string, root: string): Promise<void> {
       delivery: 'passthrough',
       dedupRetentionMs: 86_400_000,
       dedupMaxEntries: 1_000_000,
+      maxUnverifiedBytes: 16_777_216,
+      bodyTimeoutMs: 10_000,
     },
     // As `serve --log-level warn` in the decision bench: no line per accepted event.
     logger: createLogger('warn'),

@@ -120,6 +120,8 @@ export interface SidecarOptions {
   toleranceS?: number;
   maxBodyBytes?: number;
   forwardTimeoutMs?: number;
+  maxUnverifiedBytes?: number;
+  bodyTimeoutMs?: number;
   now?: () => number;
 }
 
@@ -135,6 +137,8 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,
+    maxUnverifiedBytes: o.maxUnverifiedBytes ?? 16_777_216,
+    bodyTimeoutMs: o.bodyTimeoutMs ?? 10_000,
   };
 }
 
