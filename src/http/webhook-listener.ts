@@ -137,7 +137,8 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     server,
     async close() {
       await closeGracefully(server, options.shutdownTimeoutMs ?? config.forwardTimeoutMs + 1000);
-      await forwarder.close();
+      // The drain had its time: a forward still hanging on the app must not outlive it.
+      await forwarder.destroy();
       await dedup.close();
     },
   };
