@@ -215,3 +215,24 @@ describe('an exception while answering a check', () => {
     }
   });
 });
+
+describe('an upstream body with a duplicated member (issue 8, item 1)', () => {
+  const future = () => Date.now() + 60_000;
+  it.each([
+    ['decision DENY then ALLOW', () => `{"decision":"DENY","decision":"ALLOW","configKey":"k","validUntil":${future()}}`],
+    ['configKey "other" then "k"', () => `{"decision":"ALLOW","configKey":"other","configKey":"k","validUntil":${future()}}`],
+    ['validUntil 1 then a future one', () => `{"decision":"ALLOW","configKey":"k","validUntil":1,"validUntil":${future()}}`],
+  ])('%s → 503 contradictory_response, and nothing is cached', async (_name, body) => {
+    u = await startUpstream({ body: body() });
+    s = await startTestSidecar(u.url);
+    // Before the fix: 200 ALLOW (source upstream), then 200 ALLOW from the cache.
+    for (let i = 0; i < 2; i++) {
+      const r = await s.check({ userReference: 'u', configKey: 'k' });
+      expect(r.status).toBe(503);
+      expect(r.source).toBe('fail-closed');
+      expect(r.json).toEqual({ decision: 'DENY', error: 'contradictory_response' });
+    }
+    expect(u.checks).toBe(2);
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
+  });
+});
