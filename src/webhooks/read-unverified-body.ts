@@ -33,7 +33,7 @@ export function readUnverifiedBody(req: IncomingMessage, o: ReadUnverifiedOption
     taken = declared;
   }
 
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     let chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
@@ -45,16 +45,23 @@ export function readUnverifiedBody(req: IncomingMessage, o: ReadUnverifiedOption
       req.off('end', onEnd);
       req.off('aborted', onAborted);
       req.off('error', onAborted);
-      const r = typeof result === 'function' ? result() : result;
+      let r: UnverifiedBodyResult | { readonly ok: false; readonly reason: 'error'; readonly err: unknown };
+      try {
+        r = typeof result === 'function' ? result() : result;
+      } catch (err) {
+        r = { ok: false, reason: 'error', err };
+      }
       chunks = [];
       o.budget.give(taken);
       taken = 0;
       req.on('error', () => undefined);
-      // too_large: the rest flows to nowhere so the client reads its 413. Over budget or too
-      // slow: nothing more is read; the listener answers and closes.
+      // too_large: the rest flows to nowhere so the client reads its 413. Over budget, too slow or
+      // failed: nothing more is read; the listener answers and closes.
       if (!r.ok && r.reason === 'too_large') req.resume();
       else if (!r.ok) req.pause();
-      resolve(r);
+      // Thrown inside a stream event it would crash the process: the caller gets it instead.
+      if (!r.ok && r.reason === 'error') reject(r.err);
+      else resolve(r);
     };
     const onData = (chunk: Buffer): void => {
       size += chunk.length;
@@ -63,7 +70,13 @@ export function readUnverifiedBody(req: IncomingMessage, o: ReadUnverifiedOption
         if (!o.budget.tryTake(chunk.length)) return done({ ok: false, reason: 'over_budget' });
         taken += chunk.length;
       }
-      o.verifier.update(chunk);
+      try {
+        o.verifier.update(chunk);
+      } catch (err) {
+        return done(() => {
+          throw err;
+        });
+      }
       chunks.push(chunk);
     };
     const onEnd = (): void =>

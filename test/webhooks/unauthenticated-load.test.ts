@@ -158,3 +158,37 @@ describe('a crash inside the handler', () => {
     expect((await post(s.url, body, deliveryHeaders(SECRET_A, nowS(), body))).status).toBe(200);
   });
 });
+
+describe('readUnverifiedBody', () => {
+  it('a verifier that throws rejects the read (no crash from inside a stream event) and gives the bytes back', async () => {
+    const { createServer } = await import('node:http');
+    const { readUnverifiedBody, UnverifiedBudget } = await import('../../src/webhooks/index.js');
+    const budget = new UnverifiedBudget(4096);
+    for (const where of ['update', 'finish'] as const) {
+      const outcome = await new Promise<string>((resolve) => {
+        const server = createServer((req, res) => {
+          const verifier = {
+            update: () => {
+              if (where === 'update') throw new Error('update exploded');
+            },
+            finish: (): never => {
+              throw new Error('finish exploded');
+            },
+          };
+          readUnverifiedBody(req, { maxBytes: 4096, budget, timeoutMs: 5000, verifier }).then(
+            () => resolve('resolved'),
+            (err: Error) => resolve(`rejected: ${err.message}`),
+          );
+          res.on('close', () => server.close());
+          setTimeout(() => res.end(), 10);
+        });
+        server.listen(0, '127.0.0.1', () => {
+          const { port } = server.address() as { port: number };
+          void fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'x'.repeat(100) }).catch(() => undefined);
+        });
+      });
+      expect(outcome).toBe(`rejected: ${where} exploded`);
+      expect(budget.used).toBe(0);
+    }
+  });
+});
