@@ -19,7 +19,7 @@ export {
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
 export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
 export { readBody, type ReadBodyResult } from './read-body.js';
-export { applyRevocation, type RevocationEffect } from './revocations.js';
+export { applyRevocation, revocationOf, type RevocationEffect } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,

@@ -132,6 +132,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     maxBodyBytes: o.maxBodyBytes ?? 65_536,
     requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
+    dedupLeaseMs: (o.forwardTimeoutMs ?? 2000) + 5000,
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,
