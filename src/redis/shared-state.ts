@@ -56,8 +56,8 @@ export async function startSharedState(options: SharedStateOptions): Promise<Sha
       })
     : null;
   connection.start();
-  await bus.start();
-  await dedup?.start();
+  // Each waits for its subscription at most --redis-command-timeout-ms: a Redis that is away does not hold the start.
+  await Promise.all([bus.start(), dedup?.start()]);
   return {
     connection,
     keyspace,

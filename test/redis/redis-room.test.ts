@@ -250,3 +250,31 @@ describe('InvalidationBus', () => {
     expect(await count(metrics.reconnectPurges)).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('RedisConnection follows a rotated URL', () => {
+  it('moves to the new URL read from the secret, and subscriptions follow', async () => {
+    const dead = await spawnRedisServer();
+    await dead.stop();
+    let url = dead.url;
+    const registry = createRegistry({ defaultMetrics: false });
+    const metrics = createRedisMetrics(registry);
+    const conn = new RedisConnection({ url: () => url, commandTimeoutMs: 300, logger: silentLogger(), metrics, healthIntervalMs: 100 });
+    opened.push(conn);
+    conn.start();
+    const got: string[] = [];
+    const channel = `${redis.prefix()}rotation`;
+    await conn.subscribe(channel, (m) => got.push(m));
+    expect(conn.isUp).toBe(false);
+
+    url = redis.url; // what a re-read --redis-url-file would give
+    await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
+    expect(await conn.call('get', (c) => c.sendCommand(['PING']))).toBe('PONG');
+    await vi.waitFor(
+      async () => {
+        await admin.publish(channel, 'hello');
+        expect(got).toContain('hello');
+      },
+      { timeout: 5000, interval: 100 },
+    );
+  });
+});
