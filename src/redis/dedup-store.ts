@@ -14,6 +14,8 @@ export const DEDUP_KEY_OWNER = 'dedup';
 /** Slack after a remote claim's lease before a waiter gives up on it (ms). */
 const LEASE_SLACK_MS = 50;
 const FALLBACK_LOG_INTERVAL_MS = 30_000;
+/** Ids accepted while Redis was away, kept to be written once it is back (oldest dropped beyond). */
+const MAX_UNSHARED = 100_000;
 
 export interface RedisDedupStoreOptions {
   readonly connection: RedisConnection;
@@ -47,13 +49,17 @@ interface Held {
  * - a copy in flight on another replica waits for that announcement on the `dedup-settled` channel
  *   (no polling), and at most until the holder's lease ends (a holder that died never announces);
  * - Redis unreachable or slow: the step is decided by the local store alone and counted in
- *   `consent_sidecar_webhook_dedup_fallbacks_total`; a webhook is never refused for it.
+ *   `consent_sidecar_webhook_dedup_fallbacks_total`; a webhook is never refused for it. Ids accepted
+ *   meanwhile are written to Redis when it is back.
  */
 export class RedisDedupStore implements DedupStore {
   private readonly held = new Map<string, Held>();
   private readonly waiters = new Map<string, Set<(outcome: InFlightOutcome) => void>>();
   private readonly channel: string;
   private readonly fallbackLog = new RateLimiter(FALLBACK_LOG_INTERVAL_MS);
+  /** Accepted while Redis did not answer: id → end of retention (epoch ms), written when Redis is back. */
+  private readonly unshared = new Map<string, number>();
+  private flushing = false;
   private closed = false;
 
   constructor(private readonly options: RedisDedupStoreOptions) {
@@ -63,6 +69,7 @@ export class RedisDedupStore implements DedupStore {
 
   /** Subscribes to the settlement channel; call once before use. */
   async start(): Promise<void> {
+    this.options.connection.onRestored(() => void this.flushUnshared());
     await this.options.connection.subscribe(this.channel, (message) => this.onSettled(message));
   }
 
@@ -121,8 +128,11 @@ export class RedisDedupStore implements DedupStore {
         this.options.logger.warn({ event: 'webhook_dedup_lease_lapsed', eventId: id }, 'the claim lapsed before the app answered; raise --webhook-dedup-lease-ms');
       }
     } catch (err) {
-      // The app accepted it: that stands. Only other replicas may not learn it (counted).
+      // The app accepted it: that stands. The other replicas learn it once Redis is back.
       this.fallback('accept', err);
+      this.unshared.delete(id);
+      this.unshared.set(id, Date.now() + this.options.retentionMs);
+      if (this.unshared.size > MAX_UNSHARED) this.unshared.delete(this.unshared.keys().next().value!);
     } finally {
       await this.options.local.markAccepted(id, token);
     }
@@ -149,6 +159,28 @@ export class RedisDedupStore implements DedupStore {
     this.waiters.clear();
     this.held.clear();
     await this.options.local.close();
+  }
+
+  /** Writes what was accepted during an outage, so a retry on another replica is a duplicate too. */
+  private async flushUnshared(): Promise<void> {
+    if (this.flushing || this.closed) return;
+    this.flushing = true;
+    let written = 0;
+    try {
+      for (const [id, until] of [...this.unshared]) {
+        const remainingMs = until - Date.now();
+        if (remainingMs > 0) {
+          await this.options.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), 'accepted', 'PX', String(remainingMs)]));
+          written++;
+        }
+        this.unshared.delete(id);
+      }
+    } catch {
+      // Redis went away again: the rest waits for the next restore.
+    } finally {
+      this.flushing = false;
+      if (written > 0) this.options.logger.info({ event: 'webhook_dedup_backfilled', events: written }, 'events accepted during the Redis outage recorded in Redis');
+    }
   }
 
   private key(id: string): string {

@@ -157,6 +157,36 @@ describe('RedisDedupStore against real Redis', () => {
   });
 });
 
+describe('RedisDedupStore across an outage', () => {
+  it('an event accepted while Redis was away is a duplicate on the other replicas once it is back', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const prefix = redis.prefix();
+    const a = await replica(prefix, { url: own.url });
+    const b = await replica(prefix, { url: own.url });
+    await vi.waitFor(() => expect(a.conn.isUp && b.conn.isUp).toBe(true), { timeout: 5000 });
+
+    await own.stop();
+    await vi.waitFor(() => expect(a.conn.isUp).toBe(false), { timeout: 5000 });
+    const claim = await a.store.claim('evt_outage');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    await a.store.markAccepted('evt_outage', claim.token);
+    expect(await count(a.metrics.dedupFallbacks, { op: 'accept' })).toBe(1);
+
+    await own.start();
+    await vi.waitFor(() => expect(a.conn.isUp && b.conn.isUp).toBe(true), { timeout: 10_000 });
+    const look = createClient({ url: own.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      await vi.waitFor(async () => expect(await look.get(`${prefix}dedup:evt_outage`)).toBe('accepted'), { timeout: 5000 });
+    } finally {
+      await look.close();
+    }
+    expect((await b.store.claim('evt_outage')).kind).toBe('duplicate');
+  });
+});
+
 describe('RedisConnection', () => {
   it('turns failures into typed errors: reply, timeout, unavailable, closed', async () => {
     const { conn, metrics } = await upConnection(redis.url, 200);
