@@ -121,6 +121,8 @@ export interface SidecarOptions {
   maxBodyBytes?: number;
   forwardTimeoutMs?: number;
   now?: () => number;
+  /** Defaults to a fresh {@link RecordingRevocations}. */
+  revocations?: RecordingRevocations;
 }
 
 export function webhookConfig(o: SidecarOptions): WebhookConfig {
@@ -141,7 +143,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
 
 export async function startSidecar(o: SidecarOptions): Promise<SidecarUnderTest> {
   const registry = createRegistry({ defaultMetrics: false });
-  const revocations = new RecordingRevocations();
+  const revocations = o.revocations ?? new RecordingRevocations();
   const listener = createWebhookListener({
     config: webhookConfig(o),
     logger: silentLogger(),
