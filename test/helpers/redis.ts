@@ -1,6 +1,8 @@
+import { createClient } from '@redis/client';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 
 /**
@@ -27,8 +29,11 @@ const freshPrefix = (): string => `test-${randomBytes(6).toString('hex')}:`;
 
 export async function getTestRedis(): Promise<TestRedis> {
   const fromEnv = process.env.REDIS_URL;
-  if (fromEnv) return { url: fromEnv, source: 'env', prefix: freshPrefix, stop: async () => undefined };
-  if (dockerMayAnswer()) {
+  if (fromEnv) {
+    await mustAnswer(fromEnv);
+    return { url: fromEnv, source: 'env', prefix: freshPrefix, stop: async () => undefined };
+  }
+  if (await dockerAnswers()) {
     const started = await tryTestcontainers();
     if (started) return started;
   }
@@ -37,6 +42,20 @@ export async function getTestRedis(): Promise<TestRedis> {
     return { url: server.url, source: 'redis-server', prefix: freshPrefix, stop: () => server.stop() };
   }
   throw new Error(HOW_TO_GET_ONE);
+}
+
+/** Fails at once, naming REDIS_URL, when the Redis it points at does not answer PING. */
+async function mustAnswer(url: string): Promise<void> {
+  const client = createClient({ url, socket: { connectTimeout: 3000, reconnectStrategy: false } });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.ping();
+  } catch (err) {
+    throw new Error(`REDIS_URL is set but that Redis does not answer (${(err as Error).message}); unset it to use testcontainers or redis-server`);
+  } finally {
+    if (client.isOpen) client.destroy();
+  }
 }
 
 /** A `redis-server` process of our own, which a test can stop and start again on the same port. */
@@ -115,10 +134,33 @@ function freePort(): Promise<number> {
   });
 }
 
-/** A cheap look for a Docker engine, so machines without one do not wait on testcontainers' discovery. */
-function dockerMayAnswer(): boolean {
-  if (process.env.DOCKER_HOST) return true;
-  return existsSync('/var/run/docker.sock') || existsSync(`${process.env.HOME ?? ''}/.docker/run/docker.sock`);
+/**
+ * Whether a Docker engine answers `GET /_ping` within 2 s (DOCKER_HOST tcp://, or the usual unix
+ * sockets), so machines without one never wait on testcontainers' own discovery.
+ */
+async function dockerAnswers(): Promise<boolean> {
+  const host = process.env.DOCKER_HOST;
+  const targets: ({ socketPath: string } | { host: string; port: number })[] = [];
+  if (host?.startsWith('unix://')) targets.push({ socketPath: host.slice('unix://'.length) });
+  else if (host?.startsWith('tcp://')) {
+    const u = new URL(host.replace(/^tcp:/, 'http:'));
+    targets.push({ host: u.hostname, port: Number(u.port || 2375) });
+  } else {
+    for (const p of ['/var/run/docker.sock', `${process.env.HOME ?? ''}/.docker/run/docker.sock`]) if (existsSync(p)) targets.push({ socketPath: p });
+  }
+  for (const target of targets) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const req = httpRequest({ ...target, path: '/_ping', method: 'GET', timeout: 2000 }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+    if (ok) return true;
+  }
+  return false;
 }
 
 async function tryTestcontainers(): Promise<TestRedis | null> {

@@ -189,10 +189,13 @@ describe('RedisDedupStore across an outage', () => {
 
 describe('RedisConnection', () => {
   it('turns failures into typed errors: reply, timeout, unavailable, closed', async () => {
-    const { conn, metrics } = await upConnection(redis.url, 200);
+    // A Redis of its own: CLIENT PAUSE stops every client, and REDIS_URL may be shared with other tests.
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const { conn, metrics } = await upConnection(own.url, 200);
     await expect(conn.call('bad', (c) => c.sendCommand(['NO_SUCH_COMMAND']))).rejects.toMatchObject({ code: 'ERR_REDIS_REPLY' });
 
-    const pauser = createClient({ url: redis.url });
+    const pauser = createClient({ url: own.url });
     pauser.on('error', () => undefined);
     await pauser.connect();
     try {
