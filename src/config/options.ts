@@ -59,6 +59,14 @@ export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
 /** Accepted event ids remembered at most (oldest forgotten first). */
 export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
+// --- Several replicas (Redis) ---
+/** Prefix of every Redis key and channel, so several deployments can share one Redis. */
+export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
+/** Deadline of every Redis call (ms); beyond it the call counts as failed (dedup falls back). */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+/** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
+export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;
+// --- end Several replicas ---
 /** Time given to in-flight work after SIGTERM (ms). */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
@@ -208,7 +216,23 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'accepted event ids remembered at most',
     defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
   },
-  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue)' },
+  // --- Several replicas (Redis) ---
+  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue); redis:// or rediss:// (TLS)' },
+  { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
+  { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
+  {
+    name: 'redis-command-timeout-ms',
+    arg: '<ms>',
+    description: 'deadline of every Redis call',
+    defaultText: String(DEFAULT_REDIS_COMMAND_TIMEOUT_MS),
+  },
+  {
+    name: 'webhook-dedup-lease-ms',
+    arg: '<ms>',
+    description: 'with Redis: how long a replica holds an event it forwards (must exceed --webhook-forward-timeout-ms)',
+    defaultText: `forward timeout + ${DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS}`,
+  },
+  // --- end Several replicas ---
   { name: 'log-level', arg: '<level>', description: `one of ${LOG_LEVELS.join(', ')}`, defaultText: 'info' },
   {
     name: 'shutdown-timeout-ms',

@@ -59,6 +59,18 @@ export interface WebhookConfig {
   readonly maxUnverifiedBytes: number;
   /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
   readonly bodyTimeoutMs: number;
+  /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
+  readonly dedupLeaseMs: number;
+}
+
+/** Redis, for state shared by replicas (`--redis-url` / `--redis-url-file`). */
+export interface RedisConfig {
+  /** `redis://` or `rediss://`, credentials inside; a file-backed secret follows rotation. */
+  readonly url: Secret<URL>;
+  /** `--redis-key-prefix`: every key and channel starts with it. */
+  readonly keyPrefix: string;
+  /** `--redis-command-timeout-ms`: deadline of every call. */
+  readonly commandTimeoutMs: number;
 }
 
 /** Everything `serve` needs, validated and frozen. */
@@ -73,7 +85,8 @@ export interface SidecarConfig {
   readonly decisionApi: DecisionApiConfig;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
-  readonly redisUrl: URL | null;
+  /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */
+  readonly redis: RedisConfig | null;
   readonly logLevel: LogLevel;
   readonly shutdownTimeoutMs: number;
   readonly secretPollIntervalMs: number;

@@ -21,7 +21,7 @@ export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from 
 export { readBody, type ReadBodyResult } from './read-body.js';
 export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
 export { UnverifiedBudget } from './unverified-budget.js';
-export { applyRevocation, type RevocationEffect } from './revocations.js';
+export { applyRevocation, revocationOf, type RevocationEffect } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,

@@ -7,7 +7,7 @@ import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-import { applyRevocation } from './revocations.js';
+import { applyRevocation, revocationOf } from './revocations.js';
 import { SequenceTracker } from './sequence-tracker.js';
 import { checkDeliveryHeaders, verifyBodySignature, type CheckedHeaders, type DeliveryHeaders, type VerifyResult } from './verify.js';
 
@@ -112,11 +112,24 @@ export class WebhookIngress {
     }
     const envelope = parsed.envelope;
 
+    // Whether the other replicas learned of a revocation; settled before we answer.
+    let shared: Promise<boolean> = Promise.resolve(true);
     try {
       const scope = applyRevocation(envelope, this.deps.revocations);
       if (scope !== 'none') {
         metrics.revocations.inc({ scope });
         logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope }, 'cached decisions purged');
+        const revocation = revocationOf(envelope);
+        const share = this.deps.revocations.share?.bind(this.deps.revocations);
+        if (revocation && share) {
+          shared = share(revocation).then(
+            () => true,
+            (err: unknown) => {
+              logger.warn({ event: 'webhook_revocation_not_shared', eventId: envelope.id, type: envelope.type, err }, 'revocation not shared with the other replicas');
+              return false;
+            },
+          );
+        }
       }
     } catch (err) {
       // A revocation that did not reach the cache must come back: refuse, and the service retries.
@@ -127,7 +140,12 @@ export class WebhookIngress {
 
     metrics.inFlight.inc();
     try {
-      return await this.deliver(envelope, headers, rawBody);
+      const answer = await this.deliver(envelope, headers, rawBody);
+      // The event still went its way (a revocation is also news for the app), but the other
+      // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
+      // a duplicate by then, shares it again before it is answered 200.
+      if (!(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
+      return answer;
     } catch (err) {
       // A store failure (later: Redis down) means we cannot promise "at most once"; the service retries.
       logger.error({ event: 'webhook_failed', eventId: envelope.id, err }, 'webhook delivery failed inside the sidecar');

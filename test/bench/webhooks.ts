@@ -52,6 +52,7 @@ async function serveSidecar(appUrl: string, root: string): Promise<void> {
       maxBodyBytes: 1_048_576,
       requiredHeader: null,
       forwardTimeoutMs: 10_000,
+      dedupLeaseMs: 15_000,
       delivery: 'passthrough',
       dedupRetentionMs: 86_400_000,
       dedupMaxEntries: 1_000_000,

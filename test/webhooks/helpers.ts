@@ -123,6 +123,8 @@ export interface SidecarOptions {
   maxUnverifiedBytes?: number;
   bodyTimeoutMs?: number;
   now?: () => number;
+  /** Defaults to a fresh {@link RecordingRevocations}. */
+  revocations?: RecordingRevocations;
 }
 
 export function webhookConfig(o: SidecarOptions): WebhookConfig {
@@ -134,6 +136,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     maxBodyBytes: o.maxBodyBytes ?? 65_536,
     requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
+    dedupLeaseMs: (o.forwardTimeoutMs ?? 2000) + 5000,
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,
@@ -144,7 +147,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
 
 export async function startSidecar(o: SidecarOptions): Promise<SidecarUnderTest> {
   const registry = createRegistry({ defaultMetrics: false });
-  const revocations = new RecordingRevocations();
+  const revocations = o.revocations ?? new RecordingRevocations();
   const listener = createWebhookListener({
     config: webhookConfig(o),
     logger: silentLogger(),
