@@ -16,7 +16,8 @@ export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
 export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export type RouteRejection = 'not_found' | 'method_not_allowed' | 'body_too_large';
+export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large'] as const;
+export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
 /** What the listener answers the service. */
 export interface IngressAnswer {

@@ -323,3 +323,12 @@ their files are re-read live when the Secret rotates.
 {{- define "consent-sidecar.jobName" -}}
 {{- default .fullname .v.monitoring.jobName -}}
 {{- end -}}
+
+{{/*
+The reason label values of consent_sidecar_webhook_rejections_total that mean a delivery failed
+authentication (401), as a regex alternation. test/packaging/runbooks.test.ts ties it to the codes
+in src/webhooks/errors.ts.
+*/}}
+{{- define "consent-sidecar.authRejectionReasons" -}}
+required_header_missing|required_header_mismatch|timestamp_missing|signature_missing|signature_scheme|timestamp_invalid|timestamp_too_old|timestamp_too_new|signature_mismatch
+{{- end -}}
