@@ -482,6 +482,20 @@ describe('include in your own chart', () => {
     for (const [k, v] of Object.entries(selector)) expect(service.metadata.labels?.[k]).toBe(v);
   });
 
+  it('the example\'s ServiceMonitor selects its Service under any release name (the selector is templated)', async () => {
+    const vendored = await vendoredExampleChart();
+    try {
+      const objects = await render({ chart: vendored.dir, release: 'storefront', apiVersions: [MONITORING_API] });
+      const service = mustFind(objects, 'Service', 'storefront');
+      const sm = mustFind(objects, 'ServiceMonitor');
+      const selector = (sm.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+      expect(selector['app.kubernetes.io/instance']).toBe('storefront');
+      for (const [k, v] of Object.entries(selector)) expect(service.metadata.labels?.[k], k).toBe(v);
+    } finally {
+      await vendored.cleanup();
+    }
+  });
+
   it('the example in classic mode puts the sidecar first among the containers', () => {
     const pod = podSpec(mustFind(example.nativeClassic, 'Deployment', 'shop'));
     expect(pod.initContainers ?? []).toEqual([]);
