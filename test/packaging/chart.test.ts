@@ -156,7 +156,7 @@ describe('native sidecar (default)', () => {
   it('runs the image with serve and gives the app the decision URL on loopback', () => {
     const pod = podSpec(mustFind(rendered(s), 'Deployment'));
     const sidecar = sidecarOf(pod);
-    expect(sidecar.image).toBe('consent-sidecar:0.1.0');
+    expect(sidecar.image).toBe('registry.example.com/consent-sidecar:0.1.0');
     expect(sidecar.args).toEqual(['serve']);
     expect(env(sidecar).CONSENT_SIDECAR_LISTEN).toBe('127.0.0.1:7700');
     expect(env(pod.containers[0]!).CONSENT_SIDECAR_URL).toBe('http://127.0.0.1:7700');

@@ -149,6 +149,7 @@ describe('values to environment', () => {
 
   it.each([
     ['no upstream URL', 'config:\n  upstreamUrl: ""\n', /config\.upstreamUrl is required/],
+    ['no sidecar image repository (none is published)', 'image:\n  repository: ""\n', /image\.repository is required/],
     ['no API key', 'secrets:\n  apiKey:\n    value: ""\n', /secrets\.apiKey: the API key is required/],
     ['an API key twice', 'secrets:\n  apiKey:\n    existingSecret: k\n', /set existingSecret or value, not both/],
     ['webhook ingress without secrets', 'secrets:\n  webhookSecrets:\n    values: []\n', /needs the signing secrets/],
@@ -209,9 +210,13 @@ describe('values.yaml', () => {
     expect(undocumented).toEqual([]);
   });
 
-  it('the defaults alone do not render: upstream URL, API key and app image are the operator\'s to give', async () => {
+  it('the defaults alone do not render, and one run names every missing value: image, upstream URL, API key, app image', async () => {
     const result = await helmTemplateRaw({});
     expect(result.code).not.toBe(0);
-    expect(result.stderr).toMatch(/config\.upstreamUrl is required|the API key is required|deployment\.app\.image is required/);
+    expect(result.stderr).toContain('4 problem(s)');
+    expect(result.stderr).toMatch(/image\.repository is required/);
+    expect(result.stderr).toMatch(/config\.upstreamUrl is required/);
+    expect(result.stderr).toMatch(/the API key is required/);
+    expect(result.stderr).toMatch(/deployment\.app\.image is required/);
   });
 });

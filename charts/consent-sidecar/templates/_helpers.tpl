@@ -37,6 +37,48 @@ dependency is aliased.
 {{- $_ = set . "v" $v -}}
 {{- $_ = set . "name" $name -}}
 {{- $_ = set . "fullname" $fullname -}}
+{{- include "consent-sidecar.validate" . -}}
+{{- end -}}
+
+{{/*
+Every missing or conflicting value, reported together in one failure (as the CLI reports its flags),
+so an operator fixes them all after one helm template run. Runs in "consent-sidecar.resolve", before
+any template uses the values.
+*/}}
+{{- define "consent-sidecar.validate" -}}
+{{- $v := .v -}}
+{{- $p := list -}}
+{{- if not $v.image.repository -}}
+{{- $p = append $p "image.repository is required: the registry path of the sidecar image built from this repository's Dockerfile (e.g. registry.example.com/consent-sidecar)" -}}
+{{- end -}}
+{{- if not (or $v.image.tag $v.image.digest) -}}
+{{- $p = append $p "image.tag is required (or image.digest)" -}}
+{{- end -}}
+{{- if not $v.config.upstreamUrl -}}
+{{- $p = append $p "config.upstreamUrl is required: the consent service's base URL" -}}
+{{- end -}}
+{{- $s := $v.secrets -}}
+{{- if and $s.apiKey.existingSecret $s.apiKey.value -}}
+{{- $p = append $p "secrets.apiKey: set existingSecret or value, not both" -}}
+{{- else if not (or $s.apiKey.existingSecret $s.apiKey.value) -}}
+{{- $p = append $p "secrets.apiKey: the API key is required: set secrets.apiKey.existingSecret (a Secret with key secrets.apiKey.key) or secrets.apiKey.value" -}}
+{{- end -}}
+{{- if $v.config.appWebhookUrl -}}
+{{- if and $s.webhookSecrets.existingSecret $s.webhookSecrets.values -}}
+{{- $p = append $p "secrets.webhookSecrets: set existingSecret or values, not both" -}}
+{{- else if not (or $s.webhookSecrets.existingSecret $s.webhookSecrets.values) -}}
+{{- $p = append $p "secrets.webhookSecrets: config.appWebhookUrl turns the webhook ingress on, which needs the signing secrets: set secrets.webhookSecrets.existingSecret or secrets.webhookSecrets.values" -}}
+{{- end -}}
+{{- if and $s.webhookRequiredHeader.existingSecret $s.webhookRequiredHeader.value -}}
+{{- $p = append $p "secrets.webhookRequiredHeader: set existingSecret or value, not both" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
+{{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
+{{- end -}}
+{{- if $p -}}
+{{- fail (printf "\n%d problem(s) with the consent-sidecar values:\n  - %s" (len $p) (join "\n  - " $p)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Chart label value: name-version (this chart's own renders only). */}}
