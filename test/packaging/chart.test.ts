@@ -16,6 +16,8 @@ import { MONITORING_API, SCENARIOS, valuesPath, type Scenario } from './scenario
 import { schemaProblems, unknownFieldProblems } from './validate.js';
 
 const FULLNAME = 'shop-consent-sidecar';
+/** The standalone Deployment and its Service are the application's: named after the release (or deployment.name). */
+const APP_NAME = 'shop';
 const SECRET_DIR = '/var/run/secrets/consent-sidecar';
 
 interface Container {
@@ -209,12 +211,39 @@ describe('native sidecar (default)', () => {
   });
 
   it('exposes the webhook and metrics ports through the Service, beside the app port', () => {
-    const service = mustFind(rendered(s), 'Service', FULLNAME);
+    const service = mustFind(rendered(s), 'Service', APP_NAME);
     expect((service.spec as { ports: unknown[] }).ports).toEqual([
       { name: 'consent-webhook', port: 7701, targetPort: 'consent-webhook', protocol: 'TCP' },
       { name: 'consent-metrics', port: 7702, targetPort: 'consent-metrics', protocol: 'TCP' },
       { name: 'http', port: 80, targetPort: 'http' },
     ]);
+  });
+});
+
+describe('standalone Deployment naming', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+
+  it('the Deployment, its pods and its Service are named and labelled after the application, not the sidecar', () => {
+    const objects = rendered(s);
+    const deployment = mustFind(objects, 'Deployment');
+    expect(deployment.metadata.name).toBe(APP_NAME);
+    expect(deployment.metadata.labels?.['app.kubernetes.io/name']).toBe(APP_NAME);
+    const spec = deployment.spec as { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> } } };
+    expect(spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': APP_NAME, 'app.kubernetes.io/instance': 'shop' });
+    expect(spec.template.metadata.labels).toMatchObject(spec.selector.matchLabels);
+    const service = mustFind(objects, 'Service', APP_NAME);
+    expect((service.spec as { selector: Record<string, string> }).selector).toEqual(spec.selector.matchLabels);
+    // The sidecar's own objects keep the sidecar's name.
+    expect(mustFind(objects, 'Secret').metadata.name).toBe(FULLNAME);
+  });
+
+  it('deployment.name names them', async () => {
+    const objects = await render({ valuesFiles: [valuesPath(s)], set: ['deployment.name=storefront'] });
+    expect(mustFind(objects, 'Deployment').metadata.name).toBe('storefront');
+    const service = mustFind(objects, 'Service', 'storefront');
+    expect((service.spec as { selector: Record<string, string> }).selector['app.kubernetes.io/name']).toBe('storefront');
+    const ingress = mustFind(objects, 'Ingress');
+    expect(JSON.stringify(ingress.spec)).toContain('"name":"storefront"');
   });
 });
 
@@ -234,7 +263,7 @@ describe('webhook Ingress', () => {
               {
                 path: '/webhooks',
                 pathType: 'Exact',
-                backend: { service: { name: FULLNAME, port: { name: 'consent-webhook' } } },
+                backend: { service: { name: APP_NAME, port: { name: 'consent-webhook' } } },
               },
             ],
           },
@@ -412,7 +441,7 @@ describe('monitoring', () => {
     const sm = mustFind(objects, 'ServiceMonitor');
     expect(sm.metadata.labels?.release).toBe('kube-prometheus-stack');
     const spec = sm.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Record<string, unknown>[] };
-    const service = mustFind(objects, 'Service', FULLNAME);
+    const service = mustFind(objects, 'Service', APP_NAME);
     for (const [k, v] of Object.entries(spec.selector.matchLabels)) expect(service.metadata.labels?.[k]).toBe(v);
     expect((service.spec as { ports: { name: string }[] }).ports.map((p) => p.name)).toContain('consent-metrics');
     expect(spec.endpoints[0]).toMatchObject({ port: 'consent-metrics', path: '/metrics' });

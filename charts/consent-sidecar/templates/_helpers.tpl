@@ -101,6 +101,24 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/component: consent-sidecar
 {{- end -}}
 
+{{/* Name of the standalone Deployment and its Service: the application's (deployment.name, else the release name). */}}
+{{- define "consent-sidecar.appName" -}}
+{{- default .root.Release.Name .v.deployment.name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of the standalone Deployment's pods: the application's name, not the sidecar's. */}}
+{{- define "consent-sidecar.appSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "consent-sidecar.appName" . }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* Labels of the standalone Deployment and its Service. */}}
+{{- define "consent-sidecar.appLabels" -}}
+helm.sh/chart: {{ include "consent-sidecar.chart" . }}
+{{ include "consent-sidecar.appSelectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
 {{/* The sidecar image reference: repository@digest, or repository:tag. */}}
 {{- define "consent-sidecar.image" -}}
 {{- if .v.image.digest -}}
