@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
-import type { SecretEvent, SidecarConfig } from './config/index.js';
+import { watchSecrets, type SidecarConfig } from './config/index.js';
 import {
   AllowCache,
   CircuitBreaker,
@@ -102,11 +102,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   servers.push({ name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) });
 
-  const onSecret = (e: SecretEvent): void => {
-    logger[e.kind === 'reloaded' ? 'info' : 'warn']({ event: `secret_${e.kind}`, origin: e.origin, detail: e.detail }, `secret ${e.kind.replace('_', ' ')}`);
-  };
   const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined].filter((s) => s !== undefined);
-  for (const s of secrets) s.watch(config.secretPollIntervalMs, onSecret);
+  watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
 

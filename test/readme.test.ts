@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { envName, SERVE_OPTIONS } from '../src/config/index.js';
+import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry } from '../src/observability/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
@@ -19,6 +19,7 @@ describe('README tells the truth', () => {
     const registry = createRegistry({ defaultMetrics: false });
     new DecisionMetrics(registry, () => 0);
     createWebhookMetrics(registry);
+    createSecretMetrics(registry);
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });
 

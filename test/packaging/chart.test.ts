@@ -459,6 +459,7 @@ describe('monitoring', () => {
       'ConsentSidecarDown',
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
+      'ConsentSidecarSecretReloadFailing',
       'ConsentSidecarWebhookForwardFailures',
       'ConsentSidecarWebhookRejectionsRising',
     ]);
@@ -477,7 +478,8 @@ describe('monitoring', () => {
     const rule = mustFind(objects, 'PrometheusRule');
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
-    expect(names).toHaveLength(5);
+    // 7 alerts since ConsentSidecarSecretReloadFailing, less the one switched off.
+    expect(names).toHaveLength(6);
   });
 });
 

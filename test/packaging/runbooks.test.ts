@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
 import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
 import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
 import { reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
@@ -28,6 +29,8 @@ const LABEL_VALUES: Record<string, ReadonlySet<string>> = {
   consent_sidecar_webhook_rejections_total: REJECTION_REASONS,
   consent_sidecar_fail_closed_total: new Set(FAIL_CLOSED_CAUSES),
   consent_sidecar_pre_evaluation_denials_total: new Set([...PRE_EVALUATION_REASONS, 'other']),
+  // One role per secret file flag.
+  consent_sidecar_secret_reload_failures_total: new Set(SERVE_OPTIONS.filter((o) => o.name.endsWith('-file')).map((o) => secretRoleOf(`--${o.name}`))),
 };
 
 let rules: Rule[];
