@@ -247,6 +247,52 @@ describe('standalone Deployment naming', () => {
   });
 });
 
+describe('opt-in PodDisruptionBudget and NetworkPolicy', () => {
+  const s = SCENARIOS.find((x) => x.file === 'policies-values.yaml')!;
+
+  it('are off by default', () => {
+    const kinds = rendered(SCENARIOS.find((x) => x.file === 'native-values.yaml')!).map((o) => o.kind);
+    expect(kinds).not.toContain('PodDisruptionBudget');
+    expect(kinds).not.toContain('NetworkPolicy');
+  });
+
+  it('the PodDisruptionBudget covers the Deployment\'s pods', () => {
+    const objects = rendered(s);
+    const pdb = mustFind(objects, 'PodDisruptionBudget');
+    const deployment = mustFind(objects, 'Deployment');
+    expect(pdb.spec).toEqual({
+      maxUnavailable: 1,
+      selector: { matchLabels: (deployment.spec as { selector: { matchLabels: unknown } }).selector.matchLabels },
+    });
+  });
+
+  it('the NetworkPolicy opens the webhook, metrics and app ports to the given peers and never the decision port', () => {
+    const objects = rendered(s);
+    const np = mustFind(objects, 'NetworkPolicy');
+    const spec = np.spec as { podSelector: { matchLabels: unknown }; policyTypes: string[]; ingress: { ports: { port: string | number }[]; from?: unknown[] }[] };
+    expect(spec.podSelector.matchLabels).toEqual((mustFind(objects, 'Deployment').spec as { selector: { matchLabels: unknown } }).selector.matchLabels);
+    expect(spec.policyTypes).toEqual(['Ingress']);
+    const ports = spec.ingress.flatMap((r) => r.ports.map((p) => p.port));
+    expect(ports).toEqual(['consent-webhook', 'consent-metrics', 'http']);
+    const sidecar = sidecarOf(podSpec(mustFind(objects, 'Deployment')));
+    // The decision port is not a named container port, and no rule names its number.
+    expect(sidecar.ports?.map((p) => p.name)).not.toContain('consent-decision');
+    expect(ports).not.toContain(7700);
+    expect(spec.ingress[0]!.from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }]);
+  });
+
+  it('need a podSelector without the standalone Deployment, said with the other problems', async () => {
+    const result = await helmTemplateRaw({
+      valuesFiles: [valuesPath(SCENARIOS.find((x) => x.file === 'include-values.yaml')!)],
+      set: ['podDisruptionBudget.enabled=true', 'networkPolicy.enabled=true'],
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/2 problem\(s\)/);
+    expect(result.stderr).toMatch(/podDisruptionBudget\.podSelector is required/);
+    expect(result.stderr).toMatch(/networkPolicy\.podSelector is required/);
+  });
+});
+
 describe('webhook Ingress', () => {
   const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
 

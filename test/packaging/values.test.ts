@@ -42,6 +42,9 @@ const PASSTHROUGH = new Set([
   '$defs.probe.httpGet',
   '$defs.probe.tcpSocket',
   '$defs.probe.grpc',
+  // Kubernetes LabelSelectors of NetworkPolicy peers.
+  '$defs.networkPolicyPeers[].podSelector',
+  '$defs.networkPolicyPeers[].namespaceSelector',
 ]);
 
 const camel = (flag: string): string => flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());

@@ -76,6 +76,12 @@ any template uses the values.
 {{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
 {{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
 {{- end -}}
+{{- range $k := list "podDisruptionBudget" "networkPolicy" -}}
+{{- $pol := index $v $k -}}
+{{- if and $pol $pol.enabled (not $v.deployment.enabled) (not $pol.podSelector) -}}
+{{- $p = append $p (printf "%s.podSelector is required when deployment.enabled is false: the labels of your application's pods" $k) -}}
+{{- end -}}
+{{- end -}}
 {{- if $p -}}
 {{- fail (printf "\n%d problem(s) with the consent-sidecar values:\n  - %s" (len $p) (join "\n  - " $p)) -}}
 {{- end -}}
@@ -117,6 +123,15 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 helm.sh/chart: {{ include "consent-sidecar.chart" . }}
 {{ include "consent-sidecar.appSelectorLabels" . }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{/* Pod labels a policy covers (map entries): its podSelector value, else the standalone Deployment's pods. */}}
+{{- define "consent-sidecar.policyPodSelector" -}}
+{{- if .podSelector -}}
+{{- toYaml .podSelector -}}
+{{- else -}}
+{{- include "consent-sidecar.appSelectorLabels" .c -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The sidecar image reference: repository@digest, or repository:tag. */}}
