@@ -4,3 +4,4 @@ export { createSecretMetrics, watchSecrets, type SecretMetrics } from './metrics
 export * from './options.js';
 export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';
 export type * from './types.js';
+export { ENV_PREFIX, unknownEnvVariables, type UnknownVariable } from './unknown-env.js';

@@ -45,7 +45,7 @@ export function watchSecrets(
     if (e.kind === 'reloaded') metrics.lastReload.set({ secret }, options.now() / 1000);
     else metrics.reloadFailures.inc({ secret });
     options.logger[e.kind === 'reloaded' ? 'info' : 'warn'](
-      { event: `secret_${e.kind}`, origin: e.origin, secret, detail: e.detail },
+      { event: `secret_${e.kind}`, origin: e.origin, role: secret, detail: e.detail },
       e.kind === 'reloaded' ? 'secret reloaded' : 'secret reload failed; the last good value stays in use',
     );
   };
