@@ -1,4 +1,4 @@
-export { createLogger, silentLogger, type Logger } from './logger.js';
+export { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from './logger.js';
 export { createRegistry, METRIC_PREFIX } from './registry.js';
 export { Readiness } from './readiness.js';
 export { RateLimiter } from './rate-limited-log.js';
