@@ -16,7 +16,7 @@ import { createWebhookListener } from './http/webhook-listener.js';
 import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
-import { createLogger, createRegistry, Readiness, type Logger } from './observability/index.js';
+import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { VERSION } from './version.js';
 
 /** How often dead cache entries are swept out (ms); serving never depends on it. */
@@ -49,6 +49,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const now = deps.now ?? Date.now;
   const readiness = new Readiness();
   readiness.require('listeners');
+  registerBuildInfo(registry, VERSION);
 
   const cache = new AllowCache(config.cache, now);
   // Sweep before reporting so the gauge never counts entries that can no longer be served.

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
-import { createRegistry } from '../src/observability/index.js';
+import { createRegistry, registerBuildInfo } from '../src/observability/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -20,6 +20,7 @@ describe('README tells the truth', () => {
     new DecisionMetrics(registry, () => 0);
     createWebhookMetrics(registry);
     createSecretMetrics(registry);
+    registerBuildInfo(registry, 'x');
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });
 

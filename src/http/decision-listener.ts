@@ -36,8 +36,10 @@ export interface DecisionListenerOptions {
 export function createDecisionListener(o: DecisionListenerOptions): Server {
   const failLog = new RateLimiter(1000);
 
-  const send = (res: ServerResponse, a: Answer, close = false): void => {
+  /** `t0`: performance.now() when the request arrived, for the decision duration. */
+  const send = (res: ServerResponse, a: Answer, close = false, t0?: number): void => {
     o.metrics.answered(a);
+    if (t0 !== undefined) o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
     if (res.headersSent || res.destroyed) return;
     const headers = [
       'content-type', 'application/json',
@@ -50,7 +52,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
-  const failClosed = (res: ServerResponse, err: unknown): void => {
+  const failClosed = (res: ServerResponse, err: unknown, t0?: number): void => {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = failLog.admit(cause);
@@ -58,23 +60,23 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    send(res, failClosedAnswer(cause));
+    send(res, failClosedAnswer(cause), false, t0);
   };
 
-  const decide = (res: ServerResponse, body: string, noCache: boolean): void => {
+  const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number): void => {
     try {
       const req = parseCheckRequest(body);
-      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req));
+      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req), false, t0);
       if (!noCache) {
         const hit = o.service.cached(req);
-        if (hit) return send(res, hit);
+        if (hit) return send(res, hit, false, t0);
       }
       o.service.decide(req, noCache).then(
-        (a) => send(res, a),
-        (err: unknown) => failClosed(res, err),
+        (a) => send(res, a, false, t0),
+        (err: unknown) => failClosed(res, err, t0),
       );
     } catch (err) {
-      failClosed(res, err);
+      failClosed(res, err, t0);
     }
   };
 
@@ -82,9 +84,10 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
 
   const check = (req: IncomingMessage, res: ServerResponse): void => {
+    const t0 = performance.now();
     const declared = Number(req.headers['content-length']);
     if (declared > max) {
-      send(res, oversize, true);
+      send(res, oversize, true, t0);
       req.resume();
       return;
     }
@@ -94,14 +97,14 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > max) {
-        if (!res.headersSent) send(res, oversize, true);
+        if (!res.headersSent) send(res, oversize, true, t0);
         return;
       }
       chunks.push(chunk);
     });
     req.on('end', () => {
       if (size > max) return;
-      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache);
+      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache, t0);
     });
     req.on('error', () => undefined);
   };

@@ -2,3 +2,5 @@ export { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from 
 export { createRegistry, METRIC_PREFIX } from './registry.js';
 export { Readiness } from './readiness.js';
 export { RateLimiter } from './rate-limited-log.js';
+export { registerBuildInfo } from './build-info.js';
+export { FastHistogram } from './fast-histogram.js';
