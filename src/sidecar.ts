@@ -4,6 +4,7 @@ import { watchSecrets, type SidecarConfig } from './config/index.js';
 import {
   AllowCache,
   CircuitBreaker,
+  DecisionLog,
   DecisionMetrics,
   DecisionService,
   Passthrough,
@@ -87,12 +88,14 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     },
   };
 
+  const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: metrics.decisionLogDropped, now }) : null;
+
   const servers: { name: string; flag: string; server: Server; address: ListenAddress }[] = [];
   servers.push({
     name: 'decision',
     flag: '--listen',
     address: config.listeners.decision,
-    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes }),
+    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes, decisionLog }),
   });
 
   // webhook ingress
@@ -103,7 +106,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   servers.push({ name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) });
 
-  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined].filter((s) => s !== undefined);
+  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined, config.decisionLog?.hashKey ?? undefined].filter((s) => s !== undefined);
   watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
@@ -111,7 +114,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const release = async (): Promise<void> => {
     clearInterval(sweeper);
     for (const s of secrets) s.close();
-    await Promise.allSettled([client.close(), passthrough.close(), webhooks?.close()]);
+    await Promise.allSettled([client.close(), passthrough.close(), webhooks?.close(), decisionLog?.close()]);
   };
 
   const urls: Record<string, string> = {};

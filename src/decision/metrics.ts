@@ -36,6 +36,8 @@ export class DecisionMetrics {
   private readonly breakerState: Gauge<'state'>;
   readonly coalesced: Inc;
   readonly purged: Counter<'trigger'>;
+  /** Decision log lines not written (buffer full or destination broken). */
+  readonly decisionLogDropped: Counter;
   private readonly decisionDuration: FastHistogram<string>;
   private readonly durationIndex = new Map<DecisionSource, number>();
 
@@ -103,6 +105,11 @@ export class DecisionMetrics {
     this.coalesced = new Counter({
       name: `${METRIC_PREFIX}upstream_coalesced_total`,
       help: 'Cache misses that joined an upstream call already in flight for the same request.',
+      registers: [registry],
+    });
+    this.decisionLogDropped = new Counter({
+      name: `${METRIC_PREFIX}decision_log_dropped_total`,
+      help: 'Decision log lines dropped because the buffer was full or the destination failed.',
       registers: [registry],
     });
     this.purged = new Counter({

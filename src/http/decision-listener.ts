@@ -10,6 +10,7 @@ import {
   rejectedAnswer,
   type AllowCache,
   type Answer,
+  type DecisionLog,
   type DecisionMetrics,
   type DecisionService,
   type Passthrough,
@@ -26,6 +27,8 @@ export interface DecisionListenerOptions {
   readonly passthrough: Passthrough;
   readonly logger: Logger;
   readonly maxRequestBytes: number;
+  /** The optional decision log (`--decision-log`). */
+  readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
 }
 
 /**
@@ -52,7 +55,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
-  const failClosed = (res: ServerResponse, err: unknown, t0?: number): void => {
+  const failClosed = (res: ServerResponse, err: unknown, t0?: number): Answer => {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = failLog.admit(cause);
@@ -60,20 +63,33 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    send(res, failClosedAnswer(cause), false, t0);
+    const answer = failClosedAnswer(cause);
+    send(res, answer, false, t0);
+    return answer;
   };
 
+  const log = o.decisionLog ?? null;
   const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number): void => {
     try {
       const req = parseCheckRequest(body);
       if (isInvalidRequest(req)) return send(res, rejectedAnswer(req), false, t0);
       if (!noCache) {
         const hit = o.service.cached(req);
-        if (hit) return send(res, hit, false, t0);
+        if (hit) {
+          send(res, hit, false, t0);
+          log?.record(req, hit);
+          return;
+        }
       }
       o.service.decide(req, noCache).then(
-        (a) => send(res, a, false, t0),
-        (err: unknown) => failClosed(res, err, t0),
+        (a) => {
+          send(res, a, false, t0);
+          log?.record(req, a);
+        },
+        (err: unknown) => {
+          const a = failClosed(res, err, t0);
+          log?.record(req, a);
+        },
       );
     } catch (err) {
       failClosed(res, err, t0);

@@ -27,6 +27,8 @@ const CHART_OWNED_FLAGS = new Set([
   'webhook-secret-file',
   'webhook-required-header',
   'webhook-required-header-file',
+  // A secret: never a values key; its file form is config.decisionLogHashKeyFile.
+  'decision-log-hash-key',
 ]);
 
 /** Kubernetes objects the schema passes through whole (too large to restate); Kubernetes validates them. */
@@ -131,6 +133,7 @@ describe('values to environment', () => {
       const types = ([] as string[]).concat(s.type ?? []);
       if (s.enum) config[key] = s.enum.find((x) => x !== null);
       else if (types.includes('integer')) config[key] = 1_000_000;
+      else if (types.includes('number')) config[key] = 0.5;
       else if (key.endsWith('Url')) config[key] = key === 'redisUrl' ? 'redis://redis:6379' : 'http://127.0.0.1:8080/x';
       else if (key === 'webhookPath') config[key] = '/hooks';
       else config[key] = 'x';
