@@ -127,6 +127,12 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
 
   const app = express();
   app.disable('x-powered-by');
+  // Every answer says where it came from, as the README promises: anything the sidecar answers
+  // itself without a decision (404, 400, the cache purge) is `rejected` unless a route says otherwise.
+  app.use((_req, res, next) => {
+    res.setHeader(SOURCE_HEADER, 'rejected');
+    next();
+  });
   app.delete('/sidecar/cache', (req, res) => {
     const user = req.query.userReference;
     if (user !== undefined && (typeof user !== 'string' || user === '')) {
@@ -144,7 +150,10 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     // must never reach the service through the passthrough, which would skip the strict parser.
     if (path === CHECK_PATH) {
       if (req.method === 'POST') check(req, res);
-      else send(res, METHOD_NOT_ALLOWED_ANSWER);
+      else {
+        res.setHeader('allow', 'POST');
+        send(res, METHOD_NOT_ALLOWED_ANSWER);
+      }
       return;
     }
     if (ambiguous) {
@@ -152,6 +161,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       return;
     }
     if (path?.startsWith('/v1/')) {
+      // The service's own answer (the passthrough marks its 502/504 fail-closed).
+      res.setHeader(SOURCE_HEADER, 'upstream');
       o.passthrough.forward(req, res).catch(next);
       return;
     }
