@@ -151,8 +151,10 @@ function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null
     `  ${cli} webhook resend <id printed above> --simulator ${sim.url}`,
     ...(webhookUrl
       ? [
-          'Sign a delivery yourself with the secret above and send it to the sidecar:',
-          `  echo '{"id":"evt_by_hand","sequence":1,"type":"consent_action.created","occurredAt":${Date.now()},"data":{}}' | ${cli} webhook sign --secret ${secret} --curl ${webhookUrl}`,
+          'Sign a delivery yourself with the secret above and send it to the sidecar (sign prints the',
+          'headers, then the curl line, which the last command runs):',
+          `  echo '{"id":"evt_by_hand","sequence":1,"type":"consent_action.created","occurredAt":${Date.now()},"data":{}}' > event.json`,
+          `  ${cli} webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`,
         ]
       : []),
     `Webhook deliveries and their attempts: curl -s ${sim.url}/_simulator/deliveries`,

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDemo, type DemoHandle } from '../../src/cli/demo.js';
 import { silentLogger } from '../../src/observability/index.js';
@@ -87,7 +90,21 @@ describe('consent-sidecar demo', () => {
     const ts = Math.floor(Date.now() / 1000);
     expect((await fetch(webhookUrl, { method: 'POST', headers: deliveryHeaders(secret, ts, body, 'evt_by_hand'), body })).status).toBe(200);
     expect(demo.received.map((e) => e.id)).toContain('evt_by_hand');
-    expect(guide).toContain(`webhook sign --secret ${secret} --curl ${webhookUrl}`);
+    // The guide's sign line, run as printed (the body file it writes first), its headers sent with the file.
+    const dir = mkdtempSync(join(tmpdir(), 'cs-demo-'));
+    const bodyLine = guide.split('\n').find((l) => l.includes('> event.json'))!;
+    writeFileSync(join(dir, 'event.json'), `${/echo '([^']+)'/.exec(bodyLine)![1]!}\n`);
+    const signLine = guide.split('\n').find((l) => l.includes('webhook sign'))!.trim();
+    expect(signLine).toBe(`node dist/cli.js webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`);
+    const signed = await runCli(['webhook', 'sign', '--secret', secret, '--body-file', join(dir, 'event.json'), '--curl', webhookUrl]);
+    expect(signed.code, signed.stderr).toBe(0);
+    const out = signed.stdout.trim().split('\n');
+    expect(out.at(-1)).toMatch(/^curl .* --data-binary '@.*event\.json' /);
+    const hdrs = Object.fromEntries(out.slice(0, -1).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
+    const fileBody = readFileSync(join(dir, 'event.json'));
+    const byHand = await fetch(webhookUrl, { method: 'POST', headers: { ...hdrs, 'x-service-event-id': 'evt_by_hand_2' }, body: fileBody });
+    // Already accepted above under the same envelope id: a duplicate, answered 200 (the signature held).
+    expect(byHand.status).toBe(200);
 
     // Every CLI line is the form that runs after `npm ci && npm run build`.
     const cliLines = guide.split('\n').filter((l) => /\b(redec pending|check --via|webhook (trigger|resend|sign))\b/.test(l));
