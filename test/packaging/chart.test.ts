@@ -281,6 +281,15 @@ describe('opt-in PodDisruptionBudget and NetworkPolicy', () => {
     expect(spec.ingress[0]!.from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }]);
   });
 
+  it('every values problem, including the Ingress and ServiceMonitor ones, is named in the same run', async () => {
+    const result = await helmTemplateRaw({ set: ['monitoring.mode=always', 'deployment.enabled=false', 'ingress.enabled=true'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('5 problem(s)');
+    for (const key of ['image.repository', 'config.upstreamUrl', 'secrets.apiKey', 'ingress.enabled', 'monitoring.serviceMonitor.selector']) {
+      expect(result.stderr).toContain(`  - ${key}`);
+    }
+  });
+
   it('need a podSelector without the standalone Deployment, said with the other problems', async () => {
     const result = await helmTemplateRaw({
       valuesFiles: [valuesPath(SCENARIOS.find((x) => x.file === 'include-values.yaml')!)],

@@ -76,6 +76,13 @@ any template uses the values.
 {{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
 {{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
 {{- end -}}
+{{- if and $v.ingress $v.ingress.enabled (not (and $v.deployment.enabled $v.service.enabled $v.config.appWebhookUrl)) -}}
+{{- $p = append $p "ingress.enabled: the Ingress routes to this chart's Service's consent-webhook port, which needs deployment.enabled, service.enabled and config.appWebhookUrl" -}}
+{{- end -}}
+{{- $sm := $v.monitoring.serviceMonitor -}}
+{{- if and $sm.enabled (not $sm.selector) (include "consent-sidecar.monitoringOn" .) (not (and $v.deployment.enabled $v.service.enabled $v.service.metrics)) -}}
+{{- $p = append $p "monitoring.serviceMonitor.selector: this chart renders no Service with the consent-metrics port (deployment.enabled, service.enabled or service.metrics is false); set the selector to the labels of your Service that includes \"consent-sidecar.servicePorts\", or disable the ServiceMonitor" -}}
+{{- end -}}
 {{- range $k := list "podDisruptionBudget" "networkPolicy" -}}
 {{- $pol := index $v $k -}}
 {{- if and $pol $pol.enabled (not $v.deployment.enabled) (not $pol.podSelector) -}}
