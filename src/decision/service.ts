@@ -138,7 +138,7 @@ export class DecisionService {
       // news than that denial: answer it (it was asked earlier) but never cache it.
       if (seq > calls.deniedThrough) {
         const diesAt = deathOf(d.validUntil, this.now(), parsed.serviceNowMs, this.o.cacheConfig);
-        this.o.cache.setAllow(key, req.userReference, decisionAnswer(d, 'cache') as Answer & { decision: 'allow' }, diesAt, generation);
+        this.o.cache.setAllow(key, req.userReference, d, diesAt, generation);
       }
       return decisionAnswer(d, 'upstream');
     }

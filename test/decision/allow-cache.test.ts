@@ -1,14 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AllowCache, cacheKey, deathOf, decisionAnswer } from '../../src/decision/index.js';
-import type { Answer } from '../../src/decision/index.js';
+import type { AllowDecision } from '../../src/decision/index.js';
 
 const cfg = { maxEntries: 100, safetyMarginMs: 1000, maxTtlMs: 3_600_000 };
 const T0 = 1_800_000_000_000;
 
-function allow(configKey: string, validUntil: number): Answer & { decision: 'allow' } {
-  return decisionAnswer({ kind: 'allow', configKey, validUntil }, 'cache') as Answer & { decision: 'allow' };
+function allow(configKey: string, validUntil: number): AllowDecision {
+  return { kind: 'allow', configKey, validUntil };
 }
+
+const K = (userReference: string, configKey: string): string => cacheKey({ userReference, configKey });
 
 function clock(start = T0) {
   let t = start;
@@ -55,7 +57,7 @@ describe('AllowCache', () => {
   it('refuses an entry born dead', () => {
     const c = clock();
     const cache = new AllowCache(cfg, c.now);
-    expect(cache.setAllow('k', 'u', allow('k', T0 + 500), T0, cache.generation)).toBe(false);
+    expect(cache.setAllow(K('u', 'k'), 'u', allow('k', T0 + 500), T0, cache.generation)).toBe(false);
     expect(cache.size).toBe(0);
   });
 
@@ -63,8 +65,8 @@ describe('AllowCache', () => {
     const cache = new AllowCache(cfg, clock().now);
     const before = cache.generation;
     cache.revokeUser('u');
-    expect(cache.setAllow('k', 'u', allow('k', T0 + 60_000), T0 + 59_000, before)).toBe(false);
-    expect(cache.get('k')).toBeUndefined();
+    expect(cache.setAllow(K('u', 'k'), 'u', allow('k', T0 + 60_000), T0 + 59_000, before)).toBe(false);
+    expect(cache.get(K('u', 'k'))).toBeUndefined();
   });
 
   it('purges by user, leaving others, and everything with revokeAll', () => {
@@ -84,9 +86,9 @@ describe('AllowCache', () => {
   it('keeps the user index right through LRU eviction', () => {
     const cache = new AllowCache({ ...cfg, maxEntries: 2 }, clock().now);
     const g = cache.generation;
-    cache.setAllow('k1', 'u1', allow('a', T0 + 60_000), T0 + 59_000, g);
-    cache.setAllow('k2', 'u2', allow('a', T0 + 60_000), T0 + 59_000, g);
-    cache.setAllow('k3', 'u3', allow('a', T0 + 60_000), T0 + 59_000, g);
+    cache.setAllow(K('u1', 'k1'), 'u1', allow('a', T0 + 60_000), T0 + 59_000, g);
+    cache.setAllow(K('u2', 'k2'), 'u2', allow('a', T0 + 60_000), T0 + 59_000, g);
+    cache.setAllow(K('u3', 'k3'), 'u3', allow('a', T0 + 60_000), T0 + 59_000, g);
     expect(cache.size).toBe(2);
     expect(cache.revokeUser('u1')).toBe(0);
     expect(cache.revokeUser('u3')).toBe(1);
@@ -94,18 +96,147 @@ describe('AllowCache', () => {
 
   it('is off with maxEntries 0', () => {
     const cache = new AllowCache({ ...cfg, maxEntries: 0 }, clock().now);
-    expect(cache.setAllow('k', 'u', allow('k', T0 + 60_000), T0 + 59_000, cache.generation)).toBe(false);
-    expect(cache.get('k')).toBeUndefined();
+    expect(cache.setAllow(K('u', 'k'), 'u', allow('k', T0 + 60_000), T0 + 59_000, cache.generation)).toBe(false);
+    expect(cache.get(K('u', 'k'))).toBeUndefined();
   });
 
   it('sweeps dead entries', () => {
     const c = clock();
     const cache = new AllowCache(cfg, c.now);
-    cache.setAllow('k1', 'u', allow('a', T0 + 5_000), T0 + 4_000, cache.generation);
-    cache.setAllow('k2', 'u', allow('b', T0 + 60_000), T0 + 59_000, cache.generation);
+    cache.setAllow(K('u', 'k1'), 'u', allow('a', T0 + 5_000), T0 + 4_000, cache.generation);
+    cache.setAllow(K('u', 'k2'), 'u', allow('b', T0 + 60_000), T0 + 59_000, cache.generation);
     c.advance(4_000);
     expect(cache.sweep()).toBe(1);
     expect(cache.size).toBe(1);
+  });
+});
+
+describe('AllowCache: the compact store', () => {
+  it('serves the very bytes decisionAnswer would write, any configKey', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 40, unit: 'binary' }), fc.integer({ min: T0 + 10_000, max: Number.MAX_SAFE_INTEGER }), (k, validUntil) => {
+        const cache = new AllowCache(cfg, clock().now);
+        cache.setAllow(K('u', 'key'), 'u', allow(k, validUntil), T0 + 5_000, cache.generation);
+        const expected = decisionAnswer(allow(k, validUntil), 'cache');
+        expect(cache.get(K('u', 'key'))).toEqual({ ...expected });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("refuses a key that is not the user's (a user purge could not find it)", () => {
+    const cache = new AllowCache(cfg, clock().now);
+    expect(cache.setAllow(K('u2', 'k'), 'u', allow('k', T0 + 60_000), T0 + 59_000, cache.generation)).toBe(false);
+    expect(cache.size).toBe(0);
+  });
+
+  it('evicts the least recently used when full; a read makes an entry recent', () => {
+    const cache = new AllowCache({ ...cfg, maxEntries: 3 }, clock().now);
+    const g = cache.generation;
+    for (const k of ['a', 'b', 'c']) cache.setAllow(K(k, k), k, allow(k, T0 + 60_000), T0 + 59_000, g);
+    expect(cache.get(K('a', 'a'))).toBeDefined();
+    cache.setAllow(K('d', 'd'), 'd', allow('d', T0 + 60_000), T0 + 59_000, g);
+    expect(cache.size).toBe(3);
+    expect(cache.get(K('b', 'b'))).toBeUndefined();
+    expect(['a', 'c', 'd'].map((k) => cache.get(K(k, k))?.decision)).toEqual(['allow', 'allow', 'allow']);
+  });
+
+  it('when full, a dead entry goes before a live least recently used one', () => {
+    const c = clock();
+    const cache = new AllowCache({ ...cfg, maxEntries: 2 }, c.now);
+    const g = cache.generation;
+    cache.setAllow(K('u1', 'old'), 'u1', allow('a', T0 + 60_000), T0 + 59_000, g);
+    cache.setAllow(K('u2', 'short'), 'u2', allow('a', T0 + 3_000), T0 + 2_000, g);
+    c.advance(2_000);
+    cache.setAllow(K('u3', 'new'), 'u3', allow('a', T0 + 60_000), T0 + 59_000, g);
+    expect(cache.get(K('u1', 'old'))).toBeDefined();
+    expect(cache.get(K('u3', 'new'))).toBeDefined();
+  });
+
+  it('a user purge takes exactly that user, whatever shares its hash bucket (random model check)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('u', 'uu', 'u1', 'x', '1:u'), fc.constantFrom('a', 'b', 'ua')), { maxLength: 30 }),
+        fc.constantFrom('u', 'uu', 'u1', 'x', '1:u'),
+        (writes, victim) => {
+          // 2 user buckets: users share them.
+          const big = new AllowCache({ ...cfg, maxEntries: 64 }, clock().now, undefined, 2);
+          const model = new Map<string, string>();
+          for (const [u, k] of writes) {
+            const key = cacheKey({ userReference: u, configKey: k });
+            big.setAllow(key, u, allow(k, T0 + 60_000), T0 + 59_000, big.generation);
+            model.set(key, u);
+          }
+          const expected = [...model].filter(([, u]) => u === victim).length;
+          expect(big.revokeUser(victim)).toBe(expected);
+          for (const [key, u] of model) expect(big.get(key) !== undefined).toBe(u !== victim);
+          expect(big.size).toBe(model.size - expected);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('stays consistent under random writes, reads, deletes, purges and time (model check)', () => {
+    type Op = { op: 'set' | 'get' | 'del' | 'revokeUser' | 'sweep' | 'revokeAll' | 'advance'; u: number; k: number; life: number };
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            op: fc.constantFrom<Op['op']>('set', 'set', 'set', 'get', 'get', 'del', 'revokeUser', 'sweep', 'revokeAll', 'advance'),
+            u: fc.integer({ min: 0, max: 5 }),
+            k: fc.integer({ min: 0, max: 3 }),
+            life: fc.integer({ min: 1, max: 5_000 }),
+          }),
+          { maxLength: 120 },
+        ),
+        (ops: Op[]) => {
+          const c = clock();
+          // Both clocks advance together here (the monotonic one as an offset of the wall one).
+          const cache = new AllowCache({ ...cfg, maxEntries: 1000 }, c.now, () => c.now() - T0);
+          const model = new Map<string, { u: string; diesAt: number }>();
+          for (const o of ops) {
+            const u = `user${o.u}`;
+            const key = cacheKey({ userReference: u, configKey: `k${o.k}` });
+            if (o.op === 'set') {
+              expect(cache.setAllow(key, u, allow(`k${o.k}`, c.now() + o.life + 1_000), c.now() + o.life, cache.generation)).toBe(true);
+              model.set(key, { u, diesAt: c.now() + o.life });
+            } else if (o.op === 'get') {
+              const m = model.get(key);
+              const live = m !== undefined && m.diesAt > c.now();
+              expect(cache.get(key) !== undefined).toBe(live);
+              if (!live) model.delete(key);
+            } else if (o.op === 'del') {
+              cache.delete(key);
+              model.delete(key);
+            } else if (o.op === 'revokeUser') {
+              const n = [...model].filter(([, m]) => m.u === u).length;
+              expect(cache.revokeUser(u)).toBe(n);
+              for (const [k2, m] of model) if (m.u === u) model.delete(k2);
+            } else if (o.op === 'sweep') {
+              const dead = [...model].filter(([, m]) => m.diesAt <= c.now());
+              expect(cache.sweep()).toBe(dead.length);
+              for (const [k2] of dead) model.delete(k2);
+            } else if (o.op === 'revokeAll') {
+              expect(cache.revokeAll()).toBe(model.size);
+              model.clear();
+            } else c.advance(o.life);
+            expect(cache.size).toBe(model.size);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a sweep deletes at most its budget, soonest deaths first', () => {
+    const c = clock();
+    const cache = new AllowCache({ ...cfg, maxEntries: 1000 }, c.now);
+    for (let i = 0; i < 100; i++) cache.setAllow(K(`u${i}`, 'k'), `u${i}`, allow('a', T0 + 60_000), T0 + 1_000 + i, cache.generation);
+    c.advance(50_000);
+    expect(cache.sweep(30)).toBe(30);
+    expect(cache.size).toBe(70);
+    expect(cache.sweep()).toBe(70);
   });
 });
 
