@@ -91,7 +91,15 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     name: 'decision',
     flag: '--listen',
     address: config.listeners.decision,
-    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes }),
+    server: createDecisionListener({
+      service,
+      cache,
+      metrics,
+      passthrough,
+      logger,
+      maxRequestBytes: config.decisionApi.maxRequestBytes,
+      forwardAuthUserHeader: config.forwardAuth.userHeader,
+    }),
   });
 
   // webhook ingress

@@ -50,6 +50,8 @@ export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
 /** Accepted event ids remembered at most (oldest forgotten first). */
 export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
+/** Forward-auth: the request header that carries the user reference (lower case). */
+export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
 /** Time given to in-flight work after SIGTERM (ms). */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
@@ -137,6 +139,12 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: 'at most one warn log per (reason, configKey) per interval',
     defaultText: String(DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS),
+  },
+  {
+    name: 'forward-auth-user-header',
+    arg: '<name>',
+    description: 'forward-auth: the request header that carries the user reference (the proxy sets it; it must strip the client\'s)',
+    defaultText: DEFAULT_FORWARD_AUTH_USER_HEADER,
   },
   { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go (webhook ingress off without it)' },
   { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },

@@ -15,6 +15,7 @@ import {
   type Passthrough,
 } from '../decision/index.js';
 import { RateLimiter } from '../observability/index.js';
+import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
 
 export const CHECK_PATH = '/v1/authorization/check';
 export const SOURCE_HEADER = 'x-consent-decision-source';
@@ -26,6 +27,8 @@ export interface DecisionListenerOptions {
   readonly passthrough: Passthrough;
   readonly logger: Logger;
   readonly maxRequestBytes: number;
+  /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
+  readonly forwardAuthUserHeader?: string;
 }
 
 /**
@@ -50,7 +53,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
-  const failClosed = (res: ServerResponse, err: unknown): void => {
+  const failClosed = (res: ServerResponse, err: unknown): void => send(res, failClosedOf(err));
+  function failClosedOf(err: unknown): Answer {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = failLog.admit(cause);
@@ -58,8 +62,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    send(res, failClosedAnswer(cause));
-  };
+    return failClosedAnswer(cause);
+  }
 
   const decide = (res: ServerResponse, body: string, noCache: boolean): void => {
     try {
@@ -139,8 +143,17 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${path}` });
   });
 
+  // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
+  const forwardAuth = createForwardAuth({
+    service: o.service,
+    metrics: o.metrics,
+    userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
+    failClosed: failClosedOf,
+  });
+
   return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
+    else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
     else app(req, res);
   });
 }
