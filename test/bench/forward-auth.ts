@@ -9,7 +9,8 @@
  * Alone: `npm run build && node --import tsx test/bench/forward-auth.ts` (BENCH_DURATION_S,
  * BENCH_CONNECTIONS, BENCH_FA_ROUNDS).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -25,6 +26,22 @@ const USER = 'alice';
 const KEY = 'marketing-email';
 
 type LoadOptions = Parameters<typeof load>[0];
+
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/**
+ * CPU seconds (user + system) a process has used so far, from /proc (Linux), or NaN elsewhere.
+ * CPU per request is far less sensitive than req/s to other work on a shared machine.
+ */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  } catch {
+    return Number.NaN;
+  }
+}
 
 /** One autocannon run in a process of its own; the result comes back as JSON on stdout. */
 async function loadInChild(opts: LoadOptions): Promise<LoadResult> {
@@ -43,6 +60,8 @@ export interface ForwardAuthBench {
   ratio: number;
   /** The ratio of each round (forward-auth over the check run next to it), to show the noise. */
   roundRatios: number[];
+  /** The sidecar's CPU time per answered request (µs), all rounds (NaN without /proc). */
+  cpuMicrosPerRequest: { check: number; forwardAuth: number };
 }
 
 export async function benchForwardAuth(): Promise<ForwardAuthBench> {
@@ -74,10 +93,15 @@ export async function benchForwardAuth(): Promise<ForwardAuthBench> {
 
     const slice = Math.max(2, Math.round(DURATION_S / ROUNDS));
     const runs: { check: LoadResult[]; fa: LoadResult[] } = { check: [], fa: [] };
+    const cpu = { check: 0, fa: 0 };
     for (let i = 0; i < ROUNDS; i++) {
       // Alternate which goes first so neither always follows the other's GC debt.
       const order = i % 2 === 0 ? (['check', 'fa'] as const) : (['fa', 'check'] as const);
-      for (const which of order) runs[which].push(await loadInChild({ ...(which === 'check' ? checkOpts : faOpts), durationS: slice }));
+      for (const which of order) {
+        const before = cpuSeconds(child.pid!);
+        runs[which].push(await loadInChild({ ...(which === 'check' ? checkOpts : faOpts), durationS: slice }));
+        cpu[which] += cpuSeconds(child.pid!) - before;
+      }
     }
     const sum = (rs: LoadResult[]): LoadResult => ({
       rps: rs.reduce((a, r) => a + r.rps, 0) / rs.length,
@@ -90,7 +114,8 @@ export async function benchForwardAuth(): Promise<ForwardAuthBench> {
     const check = sum(runs.check);
     const forwardAuth = sum(runs.fa);
     const roundRatios = runs.fa.map((r, i) => r.rps / runs.check[i]!.rps);
-    return { check, forwardAuth, ratio: forwardAuth.rps / check.rps, roundRatios };
+    const cpuMicrosPerRequest = { check: (cpu.check * 1e6) / check.total, forwardAuth: (cpu.fa * 1e6) / forwardAuth.total };
+    return { check, forwardAuth, ratio: forwardAuth.rps / check.rps, roundRatios, cpuMicrosPerRequest };
   } finally {
     await stopChild(child);
     await sim.close();
@@ -105,6 +130,7 @@ export function forwardAuthLines(r: ForwardAuthBench): string[] {
     line('POST /v1/authorization/check', r.check),
     line('GET /sidecar/forward-auth', r.forwardAuth),
     `  throughput ratio forward-auth/check: ${fmt(r.ratio, 2)} (target >= 0.95); per round ${r.roundRatios.map((x) => fmt(x, 2)).join(', ')}`,
+    `  sidecar CPU per request: check ${fmt(r.cpuMicrosPerRequest.check, 1)} µs, forward-auth ${fmt(r.cpuMicrosPerRequest.forwardAuth, 1)} µs`,
   ];
 }
 
