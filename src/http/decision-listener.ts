@@ -53,8 +53,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
-  const failClosed = (res: ServerResponse, err: unknown): void => send(res, failClosedOf(err));
-  function failClosedOf(err: unknown): Answer {
+  const failClosed = (res: ServerResponse, err: unknown): void => {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = failLog.admit(cause);
@@ -62,8 +61,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    return failClosedAnswer(cause);
-  }
+    send(res, failClosedAnswer(cause));
+  };
 
   const decide = (res: ServerResponse, body: string, noCache: boolean): void => {
     try {
@@ -148,7 +147,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     service: o.service,
     metrics: o.metrics,
     userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
-    failClosed: failClosedOf,
+    logger: o.logger,
+    failLog,
   });
 
   return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

@@ -1,5 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import {
+  causeOf,
+  failClosedAnswer,
   MAX_FIELD_LENGTH,
   rejectedAnswer,
   type Answer,
@@ -8,6 +11,7 @@ import {
   type DecisionService,
   type InvalidRequest,
 } from '../decision/index.js';
+import type { RateLimiter } from '../observability/index.js';
 
 /** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
 export const FORWARD_AUTH_PATH = '/sidecar/forward-auth';
@@ -22,8 +26,9 @@ export interface ForwardAuthOptions {
   readonly metrics: DecisionMetrics;
   /** Lower-case name of the header carrying the user reference (`--forward-auth-user-header`). */
   readonly userHeader: string;
-  /** Turns an error into the 503 answer of its cause (and counts and logs it): the listener's one boundary. */
-  readonly failClosed: (err: unknown) => Answer;
+  readonly logger: Logger;
+  /** The decision listener's limiter of fail-closed log lines, shared so both routes count against it. */
+  readonly failLog: RateLimiter;
 }
 
 /** The proxy's view of one decision, rendered once per decision answer. */
@@ -142,9 +147,16 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
     res.writeHead(r.status, r.headers as string[]);
     res.end(r.body);
   };
+  // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
   const failClosed = (res: ServerResponse, err: unknown): void => {
-    // A fail-closed answer is never a reason to skip the reply; rendering it cannot yield 200.
-    send(res, o.failClosed(err));
+    const cause = causeOf(err);
+    o.metrics.failedClosed(cause);
+    const suppressed = o.failLog.admit(cause);
+    if (suppressed !== undefined) {
+      const level = cause === 'internal_error' ? 'error' : 'warn';
+      o.logger[level]({ event: 'fail_closed', route: 'forward_auth', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
+    }
+    send(res, failClosedAnswer(cause));
   };
 
   return (req, res) => {

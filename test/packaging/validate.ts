@@ -1,8 +1,10 @@
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
-import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import ts from 'typescript';
+// The example chart's nginx config (forward-auth).
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { ROOT, type K8sObject } from './helm.js';
 
 interface Validatable {
@@ -22,13 +24,13 @@ const BUILTIN: Record<string, { make: (o: K8sObject) => Validatable; typeImport:
     typeName: 'IIngress',
   },
   'v1/Service': { make: (o) => new Service(o as never), typeImport: 'kubernetes-models/v1/Service', typeName: 'IService' },
-  'v1/ConfigMap': { make: (o) => new ConfigMap(o as never), typeImport: 'kubernetes-models/v1/ConfigMap', typeName: 'IConfigMap' },
   'v1/Secret': { make: (o) => new Secret(o as never), typeImport: 'kubernetes-models/v1/Secret', typeName: 'ISecret' },
   'v1/ServiceAccount': {
     make: (o) => new ServiceAccount(o as never),
     typeImport: 'kubernetes-models/v1/ServiceAccount',
     typeName: 'IServiceAccount',
   },
+  'v1/ConfigMap': { make: (o) => new ConfigMap(o as never), typeImport: 'kubernetes-models/v1/ConfigMap', typeName: 'IConfigMap' },
 };
 
 const CRDS = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);
