@@ -31,7 +31,7 @@ import {
   type WebhookDeliveryMode,
 } from './options.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
-import type { ForwardAuthConfig, RawEnv, RawFlags, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
+import type { RawEnv, RawFlags, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
 
 /** Headers the service will not let the portal replace, so they can never be the custom header. */
 const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
@@ -208,6 +208,19 @@ function readUpstream(r: Reader): UpstreamConfig | null {
   return { baseUrl, apiKey, timeoutMs };
 }
 
+// --- Forward-auth ---
+/** Headers a proxy or node itself owns, or that carry something else: never the user reference. */
+const FORBIDDEN_USER_HEADER = /^(host|content-length|content-type|transfer-encoding|connection|keep-alive|upgrade|te|trailer|cookie|cache-control|x-consent-config-key)$/;
+
+function readForwardAuth(r: Reader): SidecarConfig['forwardAuth'] {
+  const raw = r.raw('forward-auth-user-header');
+  const name = raw ? raw.value.trim().toLowerCase() : DEFAULT_FORWARD_AUTH_USER_HEADER;
+  if (raw && !HEADER_NAME.test(name)) r.problem(raw.label, `must be an HTTP header name, got "${raw.value}"`);
+  else if (raw && FORBIDDEN_USER_HEADER.test(name)) r.problem(raw.label, `"${name}" cannot carry the user reference`);
+  return Object.freeze({ userHeader: name });
+}
+// --- end Forward-auth ---
+
 function readWebhooks(r: Reader): WebhookConfig | null {
   const appUrl = r.url('app-webhook-url', false);
   const path = r.raw('webhook-path');
@@ -251,17 +264,6 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   };
 }
 
-/** Headers a proxy or node itself owns, or that carry something else: never the user reference. */
-const FORBIDDEN_USER_HEADER = /^(host|content-length|content-type|transfer-encoding|connection|keep-alive|upgrade|te|trailer|cookie|cache-control|x-consent-config-key)$/;
-
-function readForwardAuth(r: Reader): ForwardAuthConfig {
-  const raw = r.raw('forward-auth-user-header');
-  const name = raw ? raw.value.trim().toLowerCase() : DEFAULT_FORWARD_AUTH_USER_HEADER;
-  if (raw && !HEADER_NAME.test(name)) r.problem(raw.label, `must be an HTTP header name, got "${raw.value}"`);
-  else if (raw && FORBIDDEN_USER_HEADER.test(name)) r.problem(raw.label, `"${name}" cannot carry the user reference`);
-  return Object.freeze({ userHeader: name });
-}
-
 /**
  * Resolves the upstream flags shared by `check` and `redec pending`.
  * @throws ConfigError listing every problem.
@@ -295,8 +297,8 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const maxTtlMs = r.int('cache-max-ttl-ms', DEFAULT_CACHE_MAX_TTL_MS, 1, 7 * 86_400_000);
   const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
   const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
-  const webhooks = readWebhooks(r);
   const forwardAuth = readForwardAuth(r);
+  const webhooks = readWebhooks(r);
   const redisUrl = r.raw('redis-url');
   let redis: URL | null = null;
   if (redisUrl) {

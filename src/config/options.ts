@@ -40,6 +40,8 @@ export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
 /** At most one warn log per (reason, configKey) per this interval (ms). */
 export const DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS = 60_000;
+/** Forward-auth: the request header that carries the user reference (lower case). */
+export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
 export const DEFAULT_WEBHOOK_PATH = '/webhooks';
 /** Timestamp tolerance of webhook signatures, both directions (s). */
 export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
@@ -50,8 +52,6 @@ export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
 /** Accepted event ids remembered at most (oldest forgotten first). */
 export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
-/** Forward-auth: the request header that carries the user reference (lower case). */
-export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
 /** Time given to in-flight work after SIGTERM (ms). */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
