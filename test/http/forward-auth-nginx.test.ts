@@ -57,7 +57,7 @@ beforeAll(async () => {
   const conf = renderShippedConf({
     '.Values.nginx.port': String(port),
     '.Values.nginx.appPort': String((app.address() as AddressInfo).port),
-    'include "consent-sidecar.decisionUrl" .': sidecar.handle.urls.decision,
+    'include "consent-sidecar.decisionUrl" . | trimPrefix "http://"': sidecar.handle.urls.decision.replace('http://', ''),
     '.Values.nginx.configKey | urlquery': encodeURIComponent(KEY),
   });
   nginx = await startNginx(conf, port);

@@ -45,7 +45,7 @@ describe('shop example: nginx forward-auth in the pod', () => {
     const expected = renderShippedConf({
       '.Values.nginx.port': '8081',
       '.Values.nginx.appPort': '8080',
-      'include "consent-sidecar.decisionUrl" .': 'http://127.0.0.1:7700',
+      'include "consent-sidecar.decisionUrl" . | trimPrefix "http://"': '127.0.0.1:7700',
       '.Values.nginx.configKey | urlquery': encodeURIComponent('checkout emails&more').replace(/%20/g, '+'),
     });
     expect(cm.data['default.conf']).toBe(expected);
