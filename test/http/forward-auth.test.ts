@@ -180,6 +180,20 @@ describe('forward-auth request forms', () => {
     },
   );
 
+  it('Traefik ForwardAuth form: GET on the configured address with X-Forwarded-*; the original URI is never read', async () => {
+    const { u } = await start();
+    u.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const r = await fa(`/sidecar/forward-auth?configKey=${KEY}`, [
+      'x-user-reference', 'lena',
+      'x-forwarded-method', 'DELETE',
+      'x-forwarded-proto', 'https',
+      'x-forwarded-host', 'shop.example.com',
+      'x-forwarded-uri', '/sidecar/forward-auth?configKey=evil',
+    ]);
+    expect(r.status).toBe(200);
+    expect(asked(u)).toEqual([{ userReference: 'lena', configKey: KEY }]);
+  });
+
   it('a trailing slash and a body sent along are fine; the connection stays usable', async () => {
     const { u } = await start();
     u.reply({ body: deny(KEY) });
