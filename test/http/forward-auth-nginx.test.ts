@@ -58,6 +58,7 @@ beforeAll(async () => {
     '.Values.nginx.port': String(port),
     '.Values.nginx.appPort': String((app.address() as AddressInfo).port),
     'include "consent-sidecar.decisionUrl" . | trimPrefix "http://"': sidecar.handle.urls.decision.replace('http://', ''),
+    '.Values.nginx.identityHeader | lower | replace "-" "_"': 'x_forwarded_user',
     '.Values.nginx.configKey | urlquery': encodeURIComponent(KEY),
   });
   nginx = await startNginx(conf, port);

@@ -23,15 +23,17 @@ const podSpec = (d: K8sObject): PodSpec => (d.spec as { template: { spec: PodSpe
 
 let on: K8sObject[];
 let off: K8sObject[];
+let otherIdentity: K8sObject[];
 let dir: string;
 let cleanup: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   const vendored = await vendoredExampleChart();
   [dir, cleanup] = [vendored.dir, vendored.cleanup];
-  [on, off] = await Promise.all([
+  [on, off, otherIdentity] = await Promise.all([
     render({ chart: dir, set: ['nginx.enabled=true', 'nginx.configKey=checkout emails&more'] }),
     render({ chart: dir }),
+    render({ chart: dir, set: ['nginx.enabled=true', 'nginx.identityHeader=X-Auth-Request-User'] }),
   ]);
 }, 60_000);
 
@@ -46,10 +48,17 @@ describe('shop example: nginx forward-auth in the pod', () => {
       '.Values.nginx.port': '8081',
       '.Values.nginx.appPort': '8080',
       'include "consent-sidecar.decisionUrl" . | trimPrefix "http://"': '127.0.0.1:7700',
-      '.Values.nginx.configKey | urlquery': encodeURIComponent('checkout emails&more').replace(/%20/g, '+'),
+      '.Values.nginx.identityHeader | lower | replace "-" "_"': 'x_forwarded_user',
+    '.Values.nginx.configKey | urlquery': encodeURIComponent('checkout emails&more').replace(/%20/g, '+'),
     });
     expect(cm.data['default.conf']).toBe(expected);
     expect(cm.data['default.conf']).not.toContain('{{');
+  });
+
+  it('reads the identity from nginx.identityHeader, in the check and towards the app', () => {
+    const conf = (mustFind(otherIdentity, 'ConfigMap', 'shop-nginx') as K8sObject & { data: Record<string, string> }).data['default.conf']!;
+    expect(conf.match(/proxy_set_header X-User-Reference \$http_x_auth_request_user;/g)).toHaveLength(2);
+    expect(conf).not.toContain('x_forwarded_user');
   });
 
   it('adds an nginx container with the config mounted read-only, a writable /tmp, and the Service through it', () => {
