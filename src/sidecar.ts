@@ -91,15 +91,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     name: 'decision',
     flag: '--listen',
     address: config.listeners.decision,
-    server: createDecisionListener({
-      service,
-      cache,
-      metrics,
-      passthrough,
-      logger,
-      maxRequestBytes: config.decisionApi.maxRequestBytes,
-      forwardAuthUserHeader: config.forwardAuth.userHeader,
-    }),
+    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes, forwardAuthUserHeader: config.forwardAuth.userHeader }),
   });
 
   // webhook ingress
