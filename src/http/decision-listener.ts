@@ -26,9 +26,9 @@ export interface DecisionListenerOptions {
   readonly metrics: DecisionMetrics;
   readonly passthrough: Passthrough;
   readonly logger: Logger;
-  readonly maxRequestBytes: number;
   /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
   readonly forwardAuthUserHeader?: string;
+  readonly maxRequestBytes: number;
 }
 
 /**
