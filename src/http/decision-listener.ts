@@ -109,6 +109,15 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     req.on('error', () => undefined);
   };
 
+  // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
+  const forwardAuth = createForwardAuth({
+    service: o.service,
+    metrics: o.metrics,
+    userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
+    logger: o.logger,
+    failLog,
+  });
+
   const app = express();
   app.disable('x-powered-by');
   app.delete('/sidecar/cache', (req, res) => {
@@ -140,15 +149,6 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       return;
     }
     res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${path}` });
-  });
-
-  // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
-  const forwardAuth = createForwardAuth({
-    service: o.service,
-    metrics: o.metrics,
-    userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
-    logger: o.logger,
-    failLog,
   });
 
   return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
