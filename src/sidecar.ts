@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import type { SecretEvent, SidecarConfig } from './config/index.js';
 import {
@@ -17,6 +18,7 @@ import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, type Logger } from './observability/index.js';
+import { startSharedState, type SharedState } from './redis/index.js';
 import { VERSION } from './version.js';
 
 /** How often dead cache entries are swept out (ms); serving never depends on it. */
@@ -73,7 +75,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     now,
   });
   const passthrough = new Passthrough(config.upstream, config.upstream.passthroughTimeoutMs);
-  const revocations: RevocationHook = {
+  const localRevocations: RevocationHook = {
     revokeUser: (userReference) => {
       const n = cache.revokeUser(userReference);
       metrics.purged.labels('webhook').inc(n);
@@ -86,6 +88,12 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     },
   };
 
+  // Several replicas: with --redis-url, revocations fan out and webhook dedup is shared (src/redis/).
+  const shared: SharedState | null = config.redis
+    ? await startSharedState({ redis: config.redis, webhooks: config.webhooks, local: localRevocations, registry, logger, now })
+    : null;
+  const revocations: RevocationHook = shared?.revocations ?? localRevocations;
+
   const servers: { name: string; flag: string; server: Server; address: ListenAddress }[] = [];
   servers.push({
     name: 'decision',
@@ -96,7 +104,15 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   // webhook ingress
   const webhooks = config.webhooks
-    ? createWebhookListener({ config: config.webhooks, logger, registry, revocations, now, shutdownTimeoutMs: config.shutdownTimeoutMs })
+    ? createWebhookListener({
+        config: config.webhooks,
+        logger,
+        registry,
+        revocations,
+        now,
+        shutdownTimeoutMs: config.shutdownTimeoutMs,
+        ...(shared?.dedup ? { dedup: shared.dedup } : {}),
+      })
     : null;
   if (webhooks) servers.push({ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server });
 
@@ -105,7 +121,9 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const onSecret = (e: SecretEvent): void => {
     logger[e.kind === 'reloaded' ? 'info' : 'warn']({ event: `secret_${e.kind}`, origin: e.origin, detail: e.detail }, `secret ${e.kind.replace('_', ' ')}`);
   };
-  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined].filter((s) => s !== undefined);
+  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined, config.redis?.url].filter(
+    (s) => s !== undefined,
+  );
   for (const s of secrets) s.watch(config.secretPollIntervalMs, onSecret);
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
@@ -113,7 +131,10 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const release = async (): Promise<void> => {
     clearInterval(sweeper);
     for (const s of secrets) s.close();
-    await Promise.allSettled([client.close(), passthrough.close(), webhooks?.close()]);
+    // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
+    // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
+    await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close()]);
+    await shared?.close();
   };
 
   const urls: Record<string, string> = {};
@@ -126,12 +147,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     const where = failed ? `${failed.flag} ${failed.address.host}:${failed.address.port}` : 'listener';
     throw new Error(`${where}: cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
   }
-  if (config.redisUrl) {
-    // Accepted so deployments can set it ahead of time; shared dedup and invalidation are planned.
-    logger.warn({ event: 'redis_unused' }, '--redis-url is set but this version keeps dedup and the cache per replica');
-  }
   readiness.satisfy('listeners');
-  logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null }, 'consent-sidecar started');
+  logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null, redis: config.redis !== null }, 'consent-sidecar started');
 
   let closing: Promise<void> | undefined;
   return {
@@ -142,9 +159,12 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     close() {
       closing ??= (async () => {
         readiness.startDraining();
+        // One budget for everything: what is still in flight when it runs out is cut.
+        const deadline = performance.now() + config.shutdownTimeoutMs;
+        const left = (): number => Math.max(0, deadline - performance.now());
         const traffic = servers.filter((s) => s.name !== 'admin');
-        await Promise.all(traffic.map((s) => closeGracefully(s.server, config.shutdownTimeoutMs)));
-        await Promise.all(servers.filter((s) => s.name === 'admin').map((s) => closeGracefully(s.server, 1000)));
+        await Promise.all(traffic.map((s) => closeGracefully(s.server, left())));
+        await Promise.all(servers.filter((s) => s.name === 'admin').map((s) => closeGracefully(s.server, Math.min(1000, left()))));
         await release();
         logger.info({ event: 'stopped' }, 'consent-sidecar stopped');
       })();

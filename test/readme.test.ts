@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry } from '../src/observability/index.js';
+import { createRedisMetrics } from '../src/redis/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -19,6 +20,7 @@ describe('README tells the truth', () => {
     const registry = createRegistry({ defaultMetrics: false });
     new DecisionMetrics(registry, () => 0);
     createWebhookMetrics(registry);
+    createRedisMetrics(registry);
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });
 

@@ -12,6 +12,9 @@ import {
   DEFAULT_MAX_REQUEST_BYTES,
   DEFAULT_PASSTHROUGH_TIMEOUT_MS,
   DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS,
+  DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+  DEFAULT_REDIS_KEY_PREFIX,
+  DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS,
   DEFAULT_SECRET_POLL_INTERVAL_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   DEFAULT_UPSTREAM_CONNECTIONS,
@@ -24,6 +27,8 @@ import {
   DEFAULT_WEBHOOK_MAX_BODY_BYTES,
   DEFAULT_WEBHOOK_PATH,
   DEFAULT_WEBHOOK_TOLERANCE_S,
+  DEFAULT_WEBHOOK_BODY_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES,
   LOG_LEVELS,
   WEBHOOK_DELIVERY_MODES,
   envName,
@@ -31,7 +36,7 @@ import {
   type WebhookDeliveryMode,
 } from './options.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
-import type { RawEnv, RawFlags, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
+import type { RawEnv, RawFlags, RedisConfig, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
 
 /** Headers the service will not let the portal replace, so they can never be the custom header. */
 const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
@@ -234,6 +239,14 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   const delivery = r.oneOf<WebhookDeliveryMode>('webhook-delivery', WEBHOOK_DELIVERY_MODES, 'passthrough');
   const dedupRetentionMs = r.int('webhook-dedup-retention-ms', DEFAULT_WEBHOOK_DEDUP_RETENTION_MS, 60_000, 30 * 86_400_000);
   const dedupMaxEntries = r.int('webhook-dedup-max-entries', DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES, 1000, 100_000_000);
+  // --- unauthenticated load (issue 8) ---
+  const maxUnverifiedBytes = r.int('webhook-max-unverified-bytes', DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES, 1024, 4 * 1024 * 1024 * 1024);
+  const bodyTimeoutMs = r.int('webhook-body-timeout-ms', DEFAULT_WEBHOOK_BODY_TIMEOUT_MS, 1, 600_000);
+  if (maxUnverifiedBytes < maxBodyBytes) {
+    r.problem('--webhook-max-unverified-bytes', `must be at least --webhook-max-body-bytes (${maxBodyBytes}), or no delivery of the largest size could ever be read`);
+  }
+  // --- end ---
+  const dedupLeaseMs = readDedupLease(r, forwardTimeoutMs);
 
   if (!appUrl) {
     if (secrets || requiredHeader) {
@@ -261,8 +274,44 @@ function readWebhooks(r: Reader): WebhookConfig | null {
     delivery,
     dedupRetentionMs,
     dedupMaxEntries,
+    maxUnverifiedBytes,
+    bodyTimeoutMs,
+    dedupLeaseMs,
   };
 }
+
+// --- Several replicas (Redis) ---
+/** `redis://` or `rediss://`; the message never repeats the URL (it may hold a password). */
+export const parseRedisUrl: SecretParser<URL> = (text) => {
+  let url: URL;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    return { error: 'is not a valid URL' };
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: `must be a redis:// or rediss:// URL, got "${url.protocol}"` };
+  return { value: url };
+};
+
+function readRedis(r: Reader): RedisConfig | null {
+  const url = r.secret('redis-url', parseRedisUrl);
+  const prefix = r.raw('redis-key-prefix');
+  const keyPrefix = prefix?.value ?? DEFAULT_REDIS_KEY_PREFIX;
+  if (prefix && !/^[\x21-\x7e]{0,128}$/.test(keyPrefix)) r.problem(prefix.label, 'must be at most 128 printable characters without spaces');
+  const commandTimeoutMs = r.int('redis-command-timeout-ms', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, 1, 60_000);
+  return url ? { url, keyPrefix, commandTimeoutMs } : null;
+}
+
+/** The claim must outlive a forward, or a second replica could forward the same event meanwhile. */
+function readDedupLease(r: Reader, forwardTimeoutMs: number): number {
+  const raw = r.raw('webhook-dedup-lease-ms');
+  const leaseMs = r.int('webhook-dedup-lease-ms', forwardTimeoutMs + DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS, 1, 3_600_000);
+  if (raw && leaseMs <= forwardTimeoutMs && !r.problems.some((p) => p.startsWith(raw.label))) {
+    r.problem(raw.label, `must exceed --webhook-forward-timeout-ms (${forwardTimeoutMs}), got ${leaseMs}`);
+  }
+  return leaseMs;
+}
+// --- end Several replicas ---
 
 /**
  * Resolves the upstream flags shared by `check` and `redec pending`.
@@ -299,18 +348,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
   const forwardAuth = readForwardAuth(r);
   const webhooks = readWebhooks(r);
-  const redisUrl = r.raw('redis-url');
-  let redis: URL | null = null;
-  if (redisUrl) {
-    try {
-      redis = new URL(redisUrl.value);
-      if (redis.protocol !== 'redis:' && redis.protocol !== 'rediss:') {
-        r.problem(redisUrl.label, `must be a redis:// or rediss:// URL, got "${redis.protocol}"`);
-      }
-    } catch {
-      r.problem(redisUrl.label, 'is not a valid URL');
-    }
-  }
+  const redis = readRedis(r);
   const logLevel = r.oneOf<LogLevel>('log-level', LOG_LEVELS, 'info');
   const shutdownTimeoutMs = r.int('shutdown-timeout-ms', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 600_000);
   const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
@@ -344,7 +382,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     decisionApi: Object.freeze({ maxRequestBytes, preEvaluationLogIntervalMs }),
     forwardAuth,
     webhooks: webhooks ? Object.freeze(webhooks) : null,
-    redisUrl: redis,
+    redis: redis ? Object.freeze(redis) : null,
     logLevel,
     shutdownTimeoutMs,
     secretPollIntervalMs,

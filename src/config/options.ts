@@ -46,12 +46,29 @@ export const DEFAULT_WEBHOOK_PATH = '/webhooks';
 /** Timestamp tolerance of webhook signatures, both directions (s). */
 export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
 export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
+// --- unauthenticated load on the webhook ingress (issue 8) ---
+/**
+ * Bytes held at once, across all connections, for deliveries whose signature is not verified yet
+ * (16 MiB); beyond it deliveries get 503 and the connection is closed.
+ */
+export const DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES = 16_777_216;
+/** Time a delivery's body has to arrive once its headers passed (ms); beyond it, 503 `body_timeout`. */
+export const DEFAULT_WEBHOOK_BODY_TIMEOUT_MS = 10_000;
+// --- end ---
 /** Time the app has to accept one forwarded event (ms). */
 export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 /** How long an accepted event id is remembered (ms); the service retries for about an hour. */
 export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
 /** Accepted event ids remembered at most (oldest forgotten first). */
 export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
+// --- Several replicas (Redis) ---
+/** Prefix of every Redis key and channel, so several deployments can share one Redis. */
+export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
+/** Deadline of every Redis call (ms); beyond it the call counts as failed (dedup falls back). */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+/** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
+export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;
+// --- end Several replicas ---
 /** Time given to in-flight work after SIGTERM (ms). */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
@@ -167,6 +184,20 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'larger webhook bodies get 413',
     defaultText: String(DEFAULT_WEBHOOK_MAX_BODY_BYTES),
   },
+  // --- unauthenticated load on the webhook ingress (issue 8) ---
+  {
+    name: 'webhook-max-unverified-bytes',
+    arg: '<bytes>',
+    description: 'bytes buffered at once, across all connections, for deliveries not verified yet; beyond, 503',
+    defaultText: String(DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES),
+  },
+  {
+    name: 'webhook-body-timeout-ms',
+    arg: '<ms>',
+    description: "time a delivery's body has to arrive once its headers passed; beyond, 503",
+    defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
+  },
+  // --- end ---
   { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)' },
   { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
   {
@@ -193,7 +224,23 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'accepted event ids remembered at most',
     defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
   },
-  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue)' },
+  // --- Several replicas (Redis) ---
+  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue); redis:// or rediss:// (TLS)' },
+  { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
+  { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
+  {
+    name: 'redis-command-timeout-ms',
+    arg: '<ms>',
+    description: 'deadline of every Redis call',
+    defaultText: String(DEFAULT_REDIS_COMMAND_TIMEOUT_MS),
+  },
+  {
+    name: 'webhook-dedup-lease-ms',
+    arg: '<ms>',
+    description: 'with Redis: how long a replica holds an event it forwards (must exceed --webhook-forward-timeout-ms)',
+    defaultText: `forward timeout + ${DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS}`,
+  },
+  // --- end Several replicas ---
   { name: 'log-level', arg: '<level>', description: `one of ${LOG_LEVELS.join(', ')}`, defaultText: 'info' },
   {
     name: 'shutdown-timeout-ms',

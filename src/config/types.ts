@@ -60,6 +60,23 @@ export interface WebhookConfig {
   readonly delivery: WebhookDeliveryMode;
   readonly dedupRetentionMs: number;
   readonly dedupMaxEntries: number;
+  // --- unauthenticated load (issue 8) ---
+  /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
+  readonly maxUnverifiedBytes: number;
+  /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
+  readonly bodyTimeoutMs: number;
+  /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
+  readonly dedupLeaseMs: number;
+}
+
+/** Redis, for state shared by replicas (`--redis-url` / `--redis-url-file`). */
+export interface RedisConfig {
+  /** `redis://` or `rediss://`, credentials inside; a file-backed secret follows rotation. */
+  readonly url: Secret<URL>;
+  /** `--redis-key-prefix`: every key and channel starts with it. */
+  readonly keyPrefix: string;
+  /** `--redis-command-timeout-ms`: deadline of every call. */
+  readonly commandTimeoutMs: number;
 }
 
 /** Everything `serve` needs, validated and frozen. */
@@ -75,7 +92,8 @@ export interface SidecarConfig {
   readonly forwardAuth: ForwardAuthConfig;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
-  readonly redisUrl: URL | null;
+  /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */
+  readonly redis: RedisConfig | null;
   readonly logLevel: LogLevel;
   readonly shutdownTimeoutMs: number;
   readonly secretPollIntervalMs: number;

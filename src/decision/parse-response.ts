@@ -1,3 +1,4 @@
+import { findDuplicateMember } from '../lib/duplicate-member.js';
 import { DecisionError } from './errors.js';
 import type { ServiceDecision } from './types.js';
 
@@ -19,7 +20,8 @@ const has = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.c
 /**
  * The fail-closed parser. The only way out with `kind: 'allow'` is: status 200, a JSON object,
  * `decision` exactly `"ALLOW"`, `configKey` equal to the key asked, `validUntil` a safe integer
- * later than both the local clock and the service's `Date`, and no `reason`. Everything else is a
+ * later than both the local clock and the service's `Date`, no `reason`, and no member name twice in
+ * any object of the body. Everything else is a
  * well-formed DENY (kept in its shape) or a {@link DecisionError}.
  */
 export function parseCheckResponse(res: UpstreamResponse, askedConfigKey: string, nowMs: number): ParsedDecision {
@@ -37,6 +39,10 @@ export function parseCheckResponse(res: UpstreamResponse, askedConfigKey: string
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new DecisionError('ERR_UPSTREAM_MALFORMED', 'body is not a JSON object');
   }
+  // JSON.parse keeps the last of duplicated members: `{"decision":"DENY","decision":"ALLOW"}` would
+  // read as ALLOW. The document says an ambiguous state yields DENY; two answers in one body are one.
+  const duplicate = findDuplicateMember(res.body);
+  if (duplicate !== undefined) throw new DecisionError('ERR_UPSTREAM_CONTRADICTORY', `member "${duplicate.slice(0, 64)}" appears twice`);
   const o = value as Record<string, unknown>;
   const dateMs = res.date === undefined ? Number.NaN : Date.parse(res.date);
   const serviceNowMs = Number.isFinite(dateMs) ? dateMs : undefined;

@@ -73,4 +73,9 @@ export class Passthrough {
   async close(): Promise<void> {
     await this.pool.close();
   }
+
+  /** Aborts whatever is still in flight and closes every connection (shutdown past its budget). */
+  async destroy(): Promise<void> {
+    await this.pool.destroy();
+  }
 }

@@ -96,6 +96,11 @@ export class UpstreamClient {
   async close(): Promise<void> {
     await this.pool.close();
   }
+
+  /** Aborts whatever is still in flight and closes every connection (shutdown past its budget). */
+  async destroy(): Promise<void> {
+    await this.pool.destroy();
+  }
 }
 
 async function readLimited(body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown }, limit: number): Promise<string> {

@@ -18,6 +18,7 @@ import { RateLimiter } from '../observability/index.js';
 import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
 
 export const CHECK_PATH = '/v1/authorization/check';
+const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
 export const SOURCE_HEADER = 'x-consent-decision-source';
 
 export interface DecisionListenerOptions {
@@ -72,12 +73,39 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
         const hit = o.service.cached(req);
         if (hit) return send(res, hit);
       }
-      o.service.decide(req, noCache).then(
-        (a) => send(res, a),
-        (err: unknown) => failClosed(res, err),
-      );
+      o.service
+        .decide(req, noCache)
+        .then(
+          (a) => send(res, a),
+          (err: unknown) => failClosed(res, err),
+        )
+        // send itself failed (metrics, headers): fail closed; and if that fails too, the last resort.
+        .catch((err: unknown) => failClosed(res, err))
+        .catch((err: unknown) => lastResort(res, err));
     } catch (err) {
-      failClosed(res, err);
+      try {
+        failClosed(res, err);
+      } catch (again) {
+        lastResort(res, again);
+      }
+    }
+  };
+
+  /** Answers 503 DENY with nothing that could throw again (no metrics, no logger call that can fail). */
+  const lastResort = (res: ServerResponse, err: unknown): void => {
+    try {
+      o.logger.error({ event: 'fail_closed', cause: 'internal_error', err }, 'answering failed; last-resort 503');
+    } catch {
+      // nothing left to tell
+    }
+    try {
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(503, { 'content-type': 'application/json', 'content-length': LAST_RESORT_BODY.length, 'cache-control': 'no-store', [SOURCE_HEADER]: 'fail-closed' });
+        res.end(LAST_RESORT_BODY);
+      }
+    } catch {
+      res.destroy();
     }
   };
 
@@ -151,10 +179,16 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${path}` });
   });
 
+  const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
   return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
     else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
-    else app(req, res);
+    // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service with
+    // our API key added: only origin-form passes, before any route sees it.
+    else if (!req.url?.startsWith('/')) {
+      send(res, notOriginForm);
+      req.resume();
+    } else app(req, res);
   });
 }
 

@@ -7,7 +7,9 @@ import {
   createWebhookMetrics,
   Forwarder,
   MemoryDedupStore,
-  readBody,
+  readUnverifiedBody,
+  startBodyVerification,
+  UnverifiedBudget,
   WebhookIngress,
   type DedupStore,
   type IngressAnswer,
@@ -52,10 +54,13 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
   const now = options.now ?? ((): number => Date.now());
   const dedup = options.dedup ?? new MemoryDedupStore({ retentionMs: config.dedupRetentionMs, maxEntries: config.dedupMaxEntries, now });
   const forwarder = new Forwarder({ appUrl: config.appUrl, timeoutMs: config.forwardTimeoutMs });
+  const metrics = createWebhookMetrics(options.registry);
+  // Shared by every connection: what an unauthenticated sender can make us hold, in all.
+  const budget = new UnverifiedBudget(config.maxUnverifiedBytes, (n) => metrics.unverifiedBytes.set(n));
   const ingress = new WebhookIngress({
     config,
     logger,
-    metrics: createWebhookMetrics(options.registry),
+    metrics,
     dedup,
     forwarder,
     revocations: options.revocations,
@@ -63,42 +68,62 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
   });
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const remote = req.socket.remoteAddress;
     const path = (req.url ?? '').split('?', 1)[0];
     if (path !== config.path) {
-      ingress.rejectRoute('not_found');
+      ingress.rejectRoute('not_found', remote);
       discardRest(req);
       return answer(res, 404, 'not_found');
     }
     if (req.method !== 'POST') {
-      ingress.rejectRoute('method_not_allowed');
+      ingress.rejectRoute('method_not_allowed', remote);
       res.setHeader('allow', 'POST');
       discardRest(req);
       return answer(res, 405, 'method_not_allowed');
     }
 
-    const checked = ingress.checkHeaders(req.headers);
+    const checked = ingress.checkHeaders(req.headers, remote);
     if (!('ok' in checked)) {
       // Refused on headers alone: the body is never looked at.
       discardRest(req);
       return answer(res, checked.status, checked.reason);
     }
 
-    const read = await readBody(req, config.maxBodyBytes);
+    // The HMAC runs over the chunks as they arrive; every byte held until the verdict is taken
+    // from the budget shared by all connections.
+    const read = await readUnverifiedBody(req, {
+      maxBytes: config.maxBodyBytes,
+      budget,
+      timeoutMs: config.bodyTimeoutMs,
+      verifier: startBodyVerification(checked, config.secrets.current()),
+    });
     if (!read.ok) {
-      if (read.reason === 'aborted') return;
-      ingress.rejectRoute('body_too_large');
-      discardRest(req);
-      return answer(res, 413, 'body_too_large');
+      switch (read.reason) {
+        case 'aborted':
+          return;
+        case 'too_large':
+          ingress.rejectRoute('body_too_large', remote);
+          discardRest(req);
+          return answer(res, 413, 'body_too_large');
+        case 'over_budget':
+          // 503: the service retries later, when the unauthenticated load has gone.
+          ingress.rejectRoute('unverified_budget_exhausted', remote);
+          return answerAndClose(res, 503, 'unverified_budget_exhausted');
+        case 'body_timeout':
+          ingress.rejectRoute('body_timeout', remote);
+          return answerAndClose(res, 503, 'body_timeout');
+      }
     }
 
-    const result: IngressAnswer = await ingress.receive(req.headers, checked, read.body);
+    const result: IngressAnswer = await ingress.receiveVerified(req.headers, read.verified, read.body, remote);
     answer(res, result.status, result.reason);
   };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
-      if (!res.headersSent) answer(res, 500, 'internal_error');
+      // 503, not 500: the contract's table has no 500, and the service retries a 503.
+      if (!res.headersSent) answerAndClose(res, 503, 'internal_error');
       else res.destroy();
     });
   });
@@ -112,7 +137,8 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     server,
     async close() {
       await closeGracefully(server, options.shutdownTimeoutMs ?? config.forwardTimeoutMs + 1000);
-      await forwarder.close();
+      // The drain had its time: a forward still hanging on the app must not outlive it.
+      await forwarder.destroy();
       await dedup.close();
     },
   };
@@ -123,6 +149,19 @@ function answer(res: ServerResponse, status: number, reason: string): void {
   const body = JSON.stringify(status === 200 ? { status: reason } : { error: reason });
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+/**
+ * Answers and closes the connection once the answer is out, without reading the rest of the body:
+ * a sender refused for load or slowness gets nothing more from us, its socket included.
+ */
+function answerAndClose(res: ServerResponse, status: number, reason: string): void {
+  if (res.headersSent || res.destroyed) return;
+  res.shouldKeepAlive = false;
+  res.once('finish', () => res.socket?.destroy());
+  answer(res, status, reason);
+  const cut = setTimeout(() => res.socket?.destroy(), DRAIN_GRACE_MS);
+  cut.unref();
 }
 
 /**

@@ -96,4 +96,9 @@ export class Forwarder {
   close(): Promise<void> {
     return this.pool.close();
   }
+
+  /** Aborts forwards still in flight and closes every connection (shutdown past its budget). */
+  destroy(): Promise<void> {
+    return this.pool.destroy();
+  }
 }

@@ -19,12 +19,16 @@ export {
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
 export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
 export { readBody, type ReadBodyResult } from './read-body.js';
-export { applyRevocation, type RevocationEffect } from './revocations.js';
+export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
+export { UnverifiedBudget } from './unverified-budget.js';
+export { applyRevocation, revocationOf, type RevocationEffect } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,
+  startBodyVerification,
   verifyBodySignature,
   verifyDelivery,
+  type BodyVerifier,
   type CheckedHeaders,
   type DeliveryHeaders,
   type HeaderCheckOptions,

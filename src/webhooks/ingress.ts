@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { WebhookConfig } from '../config/index.js';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
@@ -6,9 +7,9 @@ import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-import { applyRevocation } from './revocations.js';
+import { applyRevocation, revocationOf } from './revocations.js';
 import { SequenceTracker } from './sequence-tracker.js';
-import { checkDeliveryHeaders, verifyBodySignature, type CheckedHeaders, type DeliveryHeaders } from './verify.js';
+import { checkDeliveryHeaders, verifyBodySignature, type CheckedHeaders, type DeliveryHeaders, type VerifyResult } from './verify.js';
 
 /** Added to every forwarded event: the sidecar checked the signature. */
 export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
@@ -16,7 +17,10 @@ export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
 export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export type RouteRejection = 'not_found' | 'method_not_allowed' | 'body_too_large';
+export type RouteRejection = 'not_found' | 'method_not_allowed' | 'body_too_large' | 'unverified_budget_exhausted' | 'body_timeout';
+
+/** At most one `webhook_rejected` log line per reason per interval (ms); the rest are counted. */
+export const REJECTION_LOG_INTERVAL_MS = 1000;
 
 /** What the listener answers the service. */
 export interface IngressAnswer {
@@ -49,16 +53,19 @@ const deliveryIdOf = (headers: DeliveryHeaders): string | undefined => {
  */
 export class WebhookIngress {
   private readonly sequences: SequenceTracker;
+  /** Unauthenticated senders choose how often they are refused: the logs must not follow them. */
+  private readonly rejectionLog: RateLimiter;
 
   constructor(private readonly deps: WebhookIngressDeps) {
     this.sequences = new SequenceTracker(deps.metrics);
+    this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS);
   }
 
   /**
    * The checks that need no body. A failure is final (401) and counted here, so the listener can
    * answer without reading a byte of an unauthenticated body.
    */
-  checkHeaders(headers: DeliveryHeaders): CheckedHeaders | IngressAnswer {
+  checkHeaders(headers: DeliveryHeaders, remoteAddress?: string): CheckedHeaders | IngressAnswer {
     const { config, now } = this.deps;
     const checked = checkDeliveryHeaders(headers, {
       toleranceS: config.toleranceS,
@@ -67,21 +74,29 @@ export class WebhookIngress {
     });
     if (checked.skewS !== undefined) this.deps.metrics.timestampSkew.observe(checked.skewS);
     if (checked.ok) return checked;
-    return this.rejectAuth(checked.code, headers);
+    return this.rejectAuth(checked.code, headers, remoteAddress);
   }
 
-  /** Counts a refusal decided by the listener (route, size). */
-  rejectRoute(reason: RouteRejection): void {
+  /** Counts a refusal decided by the listener (route, size, unverified budget, body deadline). */
+  rejectRoute(reason: RouteRejection, remoteAddress?: string): void {
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
-    this.deps.logger.warn({ event: 'webhook_rejected', reason }, 'webhook delivery rejected');
+    this.logRejection({ event: 'webhook_rejected', reason, remoteAddress }, 'webhook delivery rejected');
   }
 
   /** Verifies the raw body against the checked headers, then handles the event. Never throws. */
-  async receive(headers: DeliveryHeaders, checked: CheckedHeaders, rawBody: Buffer): Promise<IngressAnswer> {
-    const { config, metrics, logger } = this.deps;
-    const verified = verifyBodySignature(checked, rawBody, config.secrets.current());
-    if (!verified.ok) return this.rejectAuth(verified.code, headers);
+  receive(headers: DeliveryHeaders, checked: CheckedHeaders, rawBody: Buffer, remoteAddress?: string): Promise<IngressAnswer> {
+    return this.receiveVerified(headers, verifyBodySignature(checked, rawBody, this.deps.config.secrets.current()), rawBody, remoteAddress);
+  }
+
+  /**
+   * Handles a body whose signature was checked as it arrived (`verified`, from
+   * {@link startBodyVerification}): refused unless verified, then envelope, revocation, dedup,
+   * forward. Never throws.
+   */
+  async receiveVerified(headers: DeliveryHeaders, verified: VerifyResult, rawBody: Buffer, remoteAddress?: string): Promise<IngressAnswer> {
+    const { metrics, logger } = this.deps;
+    if (!verified.ok) return this.rejectAuth(verified.code, headers, remoteAddress);
     metrics.secretMatches.inc({ index: secretIndexLabel(verified.secretIndex) });
 
     // Only now may the body be read as JSON: it is authentic.
@@ -97,11 +112,24 @@ export class WebhookIngress {
     }
     const envelope = parsed.envelope;
 
+    // Whether the other replicas learned of a revocation; settled before we answer.
+    let shared: Promise<boolean> = Promise.resolve(true);
     try {
       const scope = applyRevocation(envelope, this.deps.revocations);
       if (scope !== 'none') {
         metrics.revocations.inc({ scope });
         logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope }, 'cached decisions purged');
+        const revocation = revocationOf(envelope);
+        const share = this.deps.revocations.share?.bind(this.deps.revocations);
+        if (revocation && share) {
+          shared = share(revocation).then(
+            () => true,
+            (err: unknown) => {
+              logger.warn({ event: 'webhook_revocation_not_shared', eventId: envelope.id, type: envelope.type, err }, 'revocation not shared with the other replicas');
+              return false;
+            },
+          );
+        }
       }
     } catch (err) {
       // A revocation that did not reach the cache must come back: refuse, and the service retries.
@@ -112,7 +140,12 @@ export class WebhookIngress {
 
     metrics.inFlight.inc();
     try {
-      return await this.deliver(envelope, headers, rawBody);
+      const answer = await this.deliver(envelope, headers, rawBody);
+      // The event still went its way (a revocation is also news for the app), but the other
+      // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
+      // a duplicate by then, shares it again before it is answered 200.
+      if (!(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
+      return answer;
     } catch (err) {
       // A store failure (later: Redis down) means we cannot promise "at most once"; the service retries.
       logger.error({ event: 'webhook_failed', eventId: envelope.id, err }, 'webhook delivery failed inside the sidecar');
@@ -143,7 +176,7 @@ export class WebhookIngress {
     let settled = false;
     try {
       const outOfOrder = this.sequences.observe(envelope.sequence);
-      const result = await this.forward(rawBody, headers, outOfOrder);
+      const result = await this.forward(rawBody, headers, outOfOrder, envelope.id);
       if (result.ok) {
         await dedup.markAccepted(envelope.id, claim.token);
         settled = true;
@@ -160,12 +193,15 @@ export class WebhookIngress {
     }
   }
 
-  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean) {
+  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {
     const out: Record<string, string> = {};
     for (const name of FORWARDED_HEADERS) {
       const v = headers[name];
       if (typeof v === 'string') out[name] = v;
     }
+    // The header is not signed, the body is: the app must see the id we deduplicated on, not
+    // whatever a sender put in the header.
+    out['x-service-event-id'] = eventId;
     out['content-type'] ??= 'application/json';
     out[VERIFIED_HEADER] = 'v1';
     if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
@@ -182,12 +218,18 @@ export class WebhookIngress {
     return { status: 200, outcome: 'duplicate', reason: 'duplicate' };
   }
 
-  private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders): IngressAnswer {
+  private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders, remoteAddress?: string): IngressAnswer {
     const reason = reasonLabel(code);
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
-    this.deps.logger.warn({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers) }, 'webhook delivery not authenticated');
+    this.logRejection({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers), remoteAddress }, 'webhook delivery not authenticated');
     return { status: 401, outcome: 'rejected', reason };
+  }
+
+  /** One line per reason per {@link REJECTION_LOG_INTERVAL_MS}, saying how many were held back. */
+  private logRejection(fields: { reason: string } & Record<string, unknown>, message: string): void {
+    const suppressed = this.rejectionLog.admit(fields.reason);
+    if (suppressed !== undefined) this.deps.logger.warn({ ...fields, suppressedSinceLast: suppressed }, message);
   }
 
   private count(outcome: DeliveryOutcome): void {

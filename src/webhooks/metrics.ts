@@ -21,6 +21,8 @@ export interface WebhookMetrics {
   readonly outOfOrder: Counter;
   readonly secretMatches: Counter<'index'>;
   readonly revocations: Counter<'scope'>;
+  /** Bytes of not-yet-verified bodies held right now, across all connections. */
+  readonly unverifiedBytes: Gauge;
 }
 
 /** Label of a secret's position: `"0"`, `"1"`, … up to `"9+"`. */
@@ -87,6 +89,11 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       name: `${METRIC_PREFIX}webhook_revocations_total`,
       help: 'Cache purges triggered by verified events, by scope (user, all).',
       labelNames: ['scope'],
+      registers,
+    }),
+    unverifiedBytes: new Gauge({
+      name: `${METRIC_PREFIX}webhook_unverified_bytes`,
+      help: 'Bytes of webhook bodies held right now whose signature is not verified yet (bounded by --webhook-max-unverified-bytes).',
       registers,
     }),
   };

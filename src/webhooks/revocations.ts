@@ -1,4 +1,4 @@
-import type { RevocationHook } from '../lib/revocation-hook.js';
+import type { Revocation, RevocationHook } from '../lib/revocation-hook.js';
 import type { WebhookEnvelope } from './envelope.js';
 
 /** What a verified event did to cached decisions. */
@@ -17,20 +17,24 @@ const nonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !
  *   revocation, so the customer it names (`data.userReference`) or, failing that, everything.
  */
 export function applyRevocation(envelope: WebhookEnvelope, hook: RevocationHook): RevocationEffect {
+  const revocation = revocationOf(envelope);
+  if (!revocation) return 'none';
+  if (revocation.scope === 'user') hook.revokeUser(revocation.userReference);
+  else hook.revokeAll();
+  return revocation.scope;
+}
+
+/** The revocation an event carries (see {@link applyRevocation}), or null. */
+export function revocationOf(envelope: WebhookEnvelope): Revocation | null {
   const { type, data } = envelope;
   let customer: unknown;
   if (type === 'redec.notification.required') {
-    if (data['notification_reason'] !== 'revoke') return 'none';
+    if (data['notification_reason'] !== 'revoke') return null;
     customer = data['customer_tenant_id'];
   } else if (type === 'consent_action.created') {
     customer = data['userReference'];
   } else {
-    return 'none';
+    return null;
   }
-  if (nonEmptyString(customer)) {
-    hook.revokeUser(customer);
-    return 'user';
-  }
-  hook.revokeAll();
-  return 'all';
+  return nonEmptyString(customer) ? { scope: 'user', userReference: customer } : { scope: 'all' };
 }

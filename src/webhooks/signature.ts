@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, type Hmac } from 'node:crypto';
 
 /** The only signature scheme the document defines (Versioning: "identified by the prefix `v1=`"). */
 export const SIGNATURE_SCHEME_PREFIX = 'v1=';
@@ -14,11 +14,15 @@ const DOT = Buffer.from('.');
  * @example hmacHex('whsec_abc', '1767225600', Buffer.from('{"id":"evt_1"}')) // 64 hex chars
  */
 export function hmacHex(secret: string, timestamp: string, rawBody: Buffer): string {
-  return createHmac('sha256', Buffer.from(secret, 'utf8'))
-    .update(Buffer.from(timestamp, 'utf8'))
-    .update(DOT)
-    .update(rawBody)
-    .digest('hex');
+  return hmacStart(secret, timestamp).update(rawBody).digest('hex');
+}
+
+/**
+ * An HMAC over `<timestamp>.` ready to take the raw body chunk by chunk, as it arrives, so a body
+ * never has to be joined before it can be verified.
+ */
+export function hmacStart(secret: string, timestamp: string): Hmac {
+  return createHmac('sha256', Buffer.from(secret, 'utf8')).update(Buffer.from(timestamp, 'utf8')).update(DOT);
 }
 
 /** The headers the service sends with a body signed by `secret` at `timestampS` (epoch seconds). */

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequiredHeader } from '../config/index.js';
 import type { WebhookAuthErrorCode } from './errors.js';
-import { hmacHex, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+import { hmacStart, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 
 /** Request headers as `node:http` gives them (lower-case names). */
 export type DeliveryHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
@@ -90,25 +90,48 @@ export function checkDeliveryHeaders(headers: DeliveryHeaders, options: HeaderCh
   return { ok: true, timestamp, timestampS, skewS, signatureHex: signature.slice(SIGNATURE_SCHEME_PREFIX.length) };
 }
 
+/** Verifies a raw body as it arrives: feed every chunk, in order, then {@link BodyVerifier.finish}. */
+export interface BodyVerifier {
+  update(chunk: Buffer): void;
+  /** The verdict over every byte fed; call once. */
+  finish(): VerifyResult;
+}
+
 /**
- * HMAC of `<timestamp>.<raw body>` under each secret, compared in constant time. Every secret is
- * tried even after a match so the time taken does not tell which one (or whether any) matched.
+ * HMAC of `<timestamp>.<raw body>` under each secret, computed chunk by chunk and compared in
+ * constant time. Every secret is tried even after a match so the time taken does not tell which one
+ * (or whether any) matched.
  */
+export function startBodyVerification(checked: CheckedHeaders, secrets: readonly string[]): BodyVerifier {
+  const hmacs = secrets.map((secret) => hmacStart(secret, checked.timestamp));
+  return {
+    update(chunk) {
+      for (const h of hmacs) h.update(chunk);
+    },
+    finish() {
+      const given = Buffer.from(checked.signatureHex, 'utf8');
+      let matched = -1;
+      hmacs.forEach((h, index) => {
+        const expected = Buffer.from(h.digest('hex'), 'utf8');
+        // timingSafeEqual throws on unequal lengths; a wrong length is simply a mismatch.
+        const equal = given.length === expected.length && timingSafeEqual(given, expected);
+        if (equal && matched < 0) matched = index;
+      });
+      if (matched < 0) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISMATCH', skewS: checked.skewS };
+      return { ok: true, secretIndex: matched, timestampS: checked.timestampS, skewS: checked.skewS };
+    },
+  };
+}
+
+/** {@link startBodyVerification} over a whole body at once. */
 export function verifyBodySignature(
   checked: CheckedHeaders,
   rawBody: Buffer,
   secrets: readonly string[],
 ): VerifyResult {
-  const given = Buffer.from(checked.signatureHex, 'utf8');
-  let matched = -1;
-  secrets.forEach((secret, index) => {
-    const expected = Buffer.from(hmacHex(secret, checked.timestamp, rawBody), 'utf8');
-    // timingSafeEqual throws on unequal lengths; a wrong length is simply a mismatch.
-    const equal = given.length === expected.length && timingSafeEqual(given, expected);
-    if (equal && matched < 0) matched = index;
-  });
-  if (matched < 0) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISMATCH', skewS: checked.skewS };
-  return { ok: true, secretIndex: matched, timestampS: checked.timestampS, skewS: checked.skewS };
+  const v = startBodyVerification(checked, secrets);
+  v.update(rawBody);
+  return v.finish();
 }
 
 /** Everything a delivery must pass before its body may be parsed; used by the listener and the CLI. */

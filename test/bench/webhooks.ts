@@ -52,9 +52,12 @@ async function serveSidecar(appUrl: string, root: string): Promise<void> {
       maxBodyBytes: 1_048_576,
       requiredHeader: null,
       forwardTimeoutMs: 10_000,
+      dedupLeaseMs: 15_000,
       delivery: 'passthrough',
       dedupRetentionMs: 86_400_000,
       dedupMaxEntries: 1_000_000,
+      maxUnverifiedBytes: 16_777_216,
+      bodyTimeoutMs: 10_000,
     },
     // As `serve --log-level warn` in the decision bench: no line per accepted event.
     logger: createLogger('warn'),

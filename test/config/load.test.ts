@@ -64,6 +64,10 @@ describe('loadServeConfig', () => {
     ['queue mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'queue' }, {}, ['--webhook-delivery: queue mode is not available']],
     ['an unknown delivery mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'kafka' }, {}, ['--webhook-delivery: must be one of passthrough, queue']],
     ['a non-redis URL', { ...base, 'redis-url': 'http://r:6379' }, {}, ['--redis-url: must be a redis:// or rediss:// URL']],
+    ['Redis URL and URL file', { ...base, 'redis-url': 'redis://r:6379', 'redis-url-file': '/x' }, {}, ['--redis-url: give the secret as --redis-url or --redis-url-file, not both']],
+    ['a dedup lease not above the forward timeout', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-forward-timeout-ms': '3000', 'webhook-dedup-lease-ms': '3000' }, {}, ['--webhook-dedup-lease-ms: must exceed --webhook-forward-timeout-ms (3000)']],
+    ['a Redis command timeout of 0', { ...base, 'redis-url': 'redis://r:6379', 'redis-command-timeout-ms': '0' }, {}, ['--redis-command-timeout-ms: must be an integer from 1']],
+    ['a key prefix with a space', { ...base, 'redis-url': 'redis://r:6379', 'redis-key-prefix': 'a b' }, {}, ['--redis-key-prefix: must be at most 128 printable characters']],
   ])('%s → names the flag', (_name, flags, env, expected) => {
     const found = problems(flags, env);
     for (const e of expected) expect(found.some((p) => p.startsWith(e)), `${JSON.stringify(found)} should contain "${e}"`).toBe(true);
@@ -86,6 +90,28 @@ describe('loadServeConfig', () => {
     expect(w.maxBodyBytes).toBe(1_048_576);
     expect(w.forwardTimeoutMs).toBe(10_000);
     expect(w.delivery).toBe('passthrough');
+  });
+
+  it('reads Redis from a URL or a mounted file (re-read on rotation), with defaults; never echoes the URL', async () => {
+    expect(loadServeConfig(base, {}).redis).toBeNull();
+    const c = loadServeConfig({ ...base, 'redis-url': 'rediss://:pw@r:6380/0' }, {});
+    expect(c.redis?.url.current().href).toBe('rediss://:pw@r:6380/0');
+    expect(c.redis?.keyPrefix).toBe('consent-sidecar:');
+    expect(c.redis?.commandTimeoutMs).toBe(500);
+    const file = tempFile('redis://:first@r:6379\n');
+    const f = loadServeConfig({ ...base, 'redis-url-file': file, 'redis-key-prefix': 'tenant-a:' }, {}).redis!;
+    expect(f.url.current().password).toBe('first');
+    expect(f.keyPrefix).toBe('tenant-a:');
+    f.url.watch(20, () => undefined);
+    writeFileSync(file, 'redis://:second@r:6379\n');
+    await expect.poll(() => f.url.current().password, { timeout: 2000 }).toBe('second');
+    f.url.close();
+    expect(problems({ ...base, 'redis-url': 'http://:hunter2@r:6379' }).join('\n')).not.toContain('hunter2');
+  });
+
+  it('gives the dedup lease the forward timeout + 5 s by default', () => {
+    const w = loadServeConfig({ ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-forward-timeout-ms': '3000' }, {}).webhooks!;
+    expect(w.dedupLeaseMs).toBe(8000);
   });
 
   it('parses the required header, lower-casing its name', () => {

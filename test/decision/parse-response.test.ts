@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DecisionError, parseCheckResponse } from '../../src/decision/index.js';
+import { answers, FAULTS } from './answer-gen.js';
 
 const NOW = 1_800_000_000_000;
 const KEY = 'flow-marketing';
@@ -161,5 +162,53 @@ describe('parseCheckResponse: property', () => {
       { numRuns: 2000, seed: 42 },
     );
     expect(allows).toBeGreaterThan(20);
+  });
+});
+
+describe('parseCheckResponse: duplicated members are no decision', () => {
+  const future = NOW + 60_000;
+  it.each([
+    ['decision DENY then ALLOW', `{"decision":"DENY","decision":"ALLOW","configKey":"${KEY}","validUntil":${future}}`],
+    ['decision ALLOW then DENY', `{"decision":"ALLOW","decision":"DENY","configKey":"${KEY}"}`],
+    ['configKey other then asked', `{"decision":"ALLOW","configKey":"other","configKey":"${KEY}","validUntil":${future}}`],
+    ['validUntil 1 then future', `{"decision":"ALLOW","configKey":"${KEY}","validUntil":1,"validUntil":${future}}`],
+    ['an escaped spelling of decision', `{"decisio\\u006e":"DENY","decision":"ALLOW","configKey":"${KEY}","validUntil":${future}}`],
+    ['an unknown member twice', `{"decision":"ALLOW","configKey":"${KEY}","validUntil":${future},"x":1,"x":1}`],
+    ['a duplicate nested in an array', `{"decision":"ALLOW","configKey":"${KEY}","validUntil":${future},"x":[{"a":1,"a":2}]}`],
+    ['a DENY with reason twice', '{"decision":"DENY","reason":"customer_not_found","reason":"ambiguous_config"}'],
+  ])('%s → ERR_UPSTREAM_CONTRADICTORY', (_name, body) => {
+    expect(codeOf(() => parse(200, body))).toBe('ERR_UPSTREAM_CONTRADICTORY');
+  });
+
+  it('the same name in sibling or nested objects is not a duplicate', () => {
+    const body = `{"decision":"ALLOW","configKey":"${KEY}","validUntil":${future},"a":{"decision":1,"b":{"decision":2}},"c":[{"decision":3},{"decision":4}]}`;
+    expect(parse(200, body).decision.kind).toBe('allow');
+  });
+});
+
+describe('parseCheckResponse: property over recorded answers (oracle: the faults the generator applied)', () => {
+  it('ALLOW exactly when no fault was applied', () => {
+    let allows = 0;
+    fc.assert(
+      fc.property(answers(KEY, () => NOW), (a) => {
+        let kind: string;
+        try {
+          kind = parseCheckResponse({ status: a.status, body: a.body, date: a.date }, KEY, NOW).decision.kind;
+        } catch (err) {
+          expect(err).toBeInstanceOf(DecisionError);
+          kind = 'error';
+        }
+        if (kind === 'allow') allows++;
+        expect(kind === 'allow', `faults ${a.faults.join(', ') || 'none'}; ${a.benign.join(', ')}; body ${a.body}`).toBe(a.faults.length === 0);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(allows).toBeGreaterThan(100);
+  });
+
+  it('every fault is generated', () => {
+    const seen = new Set<string>();
+    fc.assert(fc.property(answers(KEY, () => NOW), (a) => void a.faults.forEach((f) => seen.add(f))), { numRuns: 1000, seed: 7 });
+    expect([...seen].sort()).toEqual([...FAULTS].sort());
   });
 });

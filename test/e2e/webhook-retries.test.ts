@@ -16,6 +16,15 @@ afterEach(async () => {
 
 const gapsOf = (t: DeliveryTimeline): number[] => t.attempts.slice(1).map((a, i) => a.startedAt - t.attempts[i]!.startedAt);
 
+/**
+ * How late a retry may be, in real ms. It was 100 ms: on a 2-core machine shared by parallel test
+ * workers, one event-loop stall in the simulator, the sidecar or the vitest worker adds directly to a
+ * gap, and stalls of 100-300 ms made this upper bound flaky. The lower bound (never early) stays
+ * exact; the upper one now only catches gross errors (at timeScale 3000, 400 ms is 20 minutes of
+ * service time, against gaps of 1 to 15 minutes), the non-decreasing check still catches disorder.
+ */
+const LATE_SLACK_MS = 400;
+
 /** Each real gap is at least the scheduled one and not much later (event-loop and forwarding slack). */
 function expectOnSchedule(t: DeliveryTimeline, timeScale: number, slackMs: number): void {
   gapsOf(t).forEach((gap, i) => {
@@ -51,7 +60,7 @@ describe('webhook deliveries through the sidecar', () => {
       expect(statuses.at(-1)).toBe(200);
       expect(statuses.slice(0, -1).every((s) => s === 503)).toBe(true);
       expect(t.attempts.length).toBeLessThanOrEqual(MAX_DELIVERY_ATTEMPTS);
-      expectOnSchedule(t, timeScale, 100);
+      expectOnSchedule(t, timeScale, LATE_SLACK_MS);
     }
     // every event once, none twice, despite the retries
     expect(app.eventIds().sort()).toEqual(emitted.map((e) => e.id).sort());
@@ -70,14 +79,14 @@ describe('webhook deliveries through the sidecar', () => {
     expect(t!.attempts).toHaveLength(MAX_DELIVERY_ATTEMPTS);
     expect(t!.attempts.every((a) => a.status === 503)).toBe(true);
     expect(new Set(t!.attempts.map((a) => a.deliveryId)).size).toBe(MAX_DELIVERY_ATTEMPTS);
-    expectOnSchedule(t!, timeScale, 100);
+    expectOnSchedule(t!, timeScale, LATE_SLACK_MS);
     // the documented limits, in service time: from 1 minute, never above 15, non-decreasing
     const serviceGaps = gapsOf(t!).map((g) => g * timeScale);
     expect(serviceGaps[0]).toBeGreaterThanOrEqual(FIRST_RETRY_DELAY_MS - 2 * timeScale);
     serviceGaps.slice(1).forEach((g, i) => expect(g).toBeGreaterThanOrEqual(serviceGaps[i]! - 50 * timeScale));
     const total = (t!.attempts.at(-1)!.startedAt - t!.attempts[0]!.startedAt) * timeScale;
     expect(total).toBeGreaterThanOrEqual(60 * 60_000 - 10 * timeScale);
-    expect(Math.max(...serviceGaps.map((g) => g - 100 * timeScale))).toBeLessThanOrEqual(MAX_RETRY_DELAY_MS);
+    expect(Math.max(...serviceGaps.map((g) => g - LATE_SLACK_MS * timeScale))).toBeLessThanOrEqual(MAX_RETRY_DELAY_MS);
     // and nothing after the terminal state
     const attempts = t!.attempts.length;
     await new Promise((r) => setTimeout(r, (MAX_RETRY_DELAY_MS / timeScale) * 2));

@@ -27,6 +27,7 @@ const CHART_OWNED_FLAGS = new Set([
   'webhook-secret-file',
   'webhook-required-header',
   'webhook-required-header-file',
+  'redis-url-file',
 ]);
 
 /** Kubernetes objects the schema passes through whole (too large to restate); Kubernetes validates them. */
@@ -152,6 +153,7 @@ describe('values to environment', () => {
     ['no API key', 'secrets:\n  apiKey:\n    value: ""\n', /secrets\.apiKey: the API key is required/],
     ['an API key twice', 'secrets:\n  apiKey:\n    existingSecret: k\n', /set existingSecret or value, not both/],
     ['webhook ingress without secrets', 'secrets:\n  webhookSecrets:\n    values: []\n', /needs the signing secrets/],
+    ['a Redis URL twice', 'config:\n  redisUrl: redis://r:6379\nsecrets:\n  redisUrl:\n    existingSecret: r\n', /secrets\.redisUrl: set secrets\.redisUrl\.existingSecret or config\.redisUrl, not both/],
     ['no application image for the standalone Deployment', 'deployment:\n  app:\n    image: ""\n', /deployment\.app\.image is required/],
     [
       'a ServiceMonitor with nothing to select',

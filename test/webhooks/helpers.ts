@@ -120,7 +120,11 @@ export interface SidecarOptions {
   toleranceS?: number;
   maxBodyBytes?: number;
   forwardTimeoutMs?: number;
+  maxUnverifiedBytes?: number;
+  bodyTimeoutMs?: number;
   now?: () => number;
+  /** Defaults to a fresh {@link RecordingRevocations}. */
+  revocations?: RecordingRevocations;
 }
 
 export function webhookConfig(o: SidecarOptions): WebhookConfig {
@@ -132,15 +136,18 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     maxBodyBytes: o.maxBodyBytes ?? 65_536,
     requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
+    dedupLeaseMs: (o.forwardTimeoutMs ?? 2000) + 5000,
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,
+    maxUnverifiedBytes: o.maxUnverifiedBytes ?? 16_777_216,
+    bodyTimeoutMs: o.bodyTimeoutMs ?? 10_000,
   };
 }
 
 export async function startSidecar(o: SidecarOptions): Promise<SidecarUnderTest> {
   const registry = createRegistry({ defaultMetrics: false });
-  const revocations = new RecordingRevocations();
+  const revocations = o.revocations ?? new RecordingRevocations();
   const listener = createWebhookListener({
     config: webhookConfig(o),
     logger: silentLogger(),

@@ -57,7 +57,10 @@ describe('verified deliveries reach the app unchanged', () => {
       expect(got.body.equals(v.body)).toBe(true);
       expect(got.headers['x-service-signature']).toBe(`v1=${v.hex}`);
       expect(got.headers['x-service-timestamp']).toBe(String(v.timestamp));
-      expect(got.headers['x-service-event-id']).toBe('from-header');
+      // The header is not signed, the body is: the app gets the envelope's id, not the header sent
+      // (this assertion used to expect 'from-header', which let an unsigned header pick the id).
+      expect(got.headers['x-service-event-id']).toBe((JSON.parse(v.body.toString()) as { id: string }).id);
+      expect(got.headers['x-service-event-id']).not.toBe('from-header');
       expect(got.headers['x-service-delivery-id']).toBe('dlv_1');
       expect(got.headers['content-type']).toBe('application/json');
       expect(got.headers['x-consent-sidecar-verified']).toBe('v1');

@@ -1,5 +1,19 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { deliveryHeaders, envelope, loadVectors, metricValue, post, SECRET_A, startApp, startSidecar, VECTOR_TS, type FakeApp, type SidecarUnderTest } from './helpers.js';
+import type { Revocation } from '../../src/lib/revocation-hook.js';
+import {
+  deliveryHeaders,
+  envelope,
+  loadVectors,
+  metricValue,
+  post,
+  RecordingRevocations,
+  SECRET_A,
+  startApp,
+  startSidecar,
+  VECTOR_TS,
+  type FakeApp,
+  type SidecarUnderTest,
+} from './helpers.js';
 
 let app: FakeApp;
 let sidecar: SidecarUnderTest;
@@ -43,5 +57,54 @@ describe('revocations reach the decision cache', () => {
     const body = Buffer.from(JSON.stringify({ type: 'consent_action.created', data: {} }));
     expect((await send(body)).status).toBe(400);
     expect(sidecar.revocations.calls).toEqual([]);
+  });
+});
+
+/** A cache hook with the fan-out seam of several replicas; `failing` makes sharing reject (Redis away). */
+class SharingRevocations extends RecordingRevocations {
+  readonly shared: Revocation[] = [];
+  failing = false;
+  share(revocation: Revocation): Promise<void> {
+    if (this.failing) return Promise.reject(new Error('Redis away'));
+    this.shared.push(revocation);
+    return Promise.resolve();
+  }
+}
+
+describe('revocations shared with other replicas', () => {
+  let hook: SharingRevocations;
+  let shared: SidecarUnderTest;
+  beforeEach(async () => {
+    hook = new SharingRevocations();
+    shared = await startSidecar({ appUrl: app.url, now: () => VECTOR_TS * 1000, revocations: hook });
+  });
+  afterEach(async () => {
+    await shared.close();
+  });
+  const sendShared = (body: Buffer) => post(shared.url, body, deliveryHeaders(SECRET_A, VECTOR_TS, body));
+
+  it('shares what it purged here: one customer, or everybody', async () => {
+    expect((await sendShared(envelope({ id: 'evt_s1', type: 'consent_action.created', data: { userReference: 'u-1' } }))).status).toBe(200);
+    expect((await sendShared(envelope({ id: 'evt_s2', type: 'consent_action.created', data: {} }))).status).toBe(200);
+    expect((await sendShared(envelope({ id: 'evt_s3', type: 'redec.access.occurred', data: {} }))).status).toBe(200);
+    expect(hook.calls).toEqual(['user:u-1', 'all']);
+    expect(hook.shared).toEqual([{ scope: 'user', userReference: 'u-1' }, { scope: 'all' }]);
+  });
+
+  it('a revocation that cannot be shared is purged here and forwarded, but answered 503 revocation_not_shared; the retry shares it and is a duplicate', async () => {
+    hook.failing = true;
+    const body = envelope({ id: 'evt_unshared', type: 'consent_action.created', data: { userReference: 'u-2' } });
+    const first = await sendShared(body);
+    expect(first).toMatchObject({ status: 503 });
+    expect(JSON.parse(first.body)).toEqual({ error: 'revocation_not_shared' });
+    expect(hook.calls).toEqual(['user:u-2']);
+    expect(app.received.map((r) => JSON.parse(r.body.toString()).id)).toEqual(['evt_unshared']);
+
+    hook.failing = false;
+    const retry = await sendShared(body);
+    expect(retry.status).toBe(200);
+    expect(JSON.parse(retry.body)).toEqual({ status: 'duplicate' });
+    expect(hook.shared).toEqual([{ scope: 'user', userReference: 'u-2' }]);
+    expect(app.received).toHaveLength(1);
   });
 });

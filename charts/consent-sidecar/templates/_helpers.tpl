@@ -143,7 +143,24 @@ required secret is missing or given twice.
 {{- $files = append $files (dict "file" "webhook-required-header" "secret" $created "key" "webhook-required-header" "created" true) -}}
 {{- end -}}
 {{- end -}}
+{{- /* Several replicas: the Redis URL (credentials inside) from an existing Secret, as a file. */ -}}
+{{- if $s.redisUrl.existingSecret -}}
+{{- if .v.config.redisUrl -}}
+{{- fail "secrets.redisUrl: set secrets.redisUrl.existingSecret or config.redisUrl, not both" -}}
+{{- end -}}
+{{- $files = append $files (dict "file" "redis-url" "secret" $s.redisUrl.existingSecret "key" $s.redisUrl.key "created" false) -}}
+{{- end -}}
 {{- toJson $files -}}
+{{- end -}}
+
+{{/* "true" when the sidecar gets a Redis URL (value, Secret file, or an extraEnv variable); "" otherwise. */}}
+{{- define "consent-sidecar.redisConfigured" -}}
+{{- $v := .v -}}
+{{- $fromEnv := false -}}
+{{- range $e := $v.extraEnv -}}
+{{- if hasPrefix "CONSENT_SIDECAR_REDIS_URL" $e.name -}}{{- $fromEnv = true -}}{{- end -}}
+{{- end -}}
+{{- if or $v.config.redisUrl $v.secrets.redisUrl.existingSecret $fromEnv -}}true{{- end -}}
 {{- end -}}
 
 {{/* Data of the Secret the chart creates (only the secrets given by value). */}}

@@ -1,4 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DecisionMetrics } from '../../../src/decision/index.js';
 import { startTestSidecar, testClock, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, deny, startUpstream, type ScriptedUpstream } from '../../helpers/upstream.js';
 
@@ -51,17 +53,25 @@ describe('graceful shutdown does not wait out the timeout for keep-alive clients
 });
 
 describe('a repeated Date header keeps the skew rule', () => {
-  it('two Date headers both showing the local clock 30 s behind still shorten the entry (or the answer fails closed)', async () => {
+  it('two Date headers both showing the local clock 30 s behind still shorten the entry', async () => {
     const clock = testClock();
     const t0 = clock.now();
     const d = new Date(t0 + 30_000).toUTCString();
     u = await startUpstream({ body: allow('k', t0 + 60_000), headers: { date: [d, d] } });
     s = await startTestSidecar(u.url, {}, { now: clock.now });
     const first = await s.check({ userReference: 'u', configKey: 'k' });
-    clock.set(t0 + 40_000); // past validUntil − skew − margin = t0 + 29 s
+    // The ALLOW is valid by both clocks (60 s by ours, 30 s by the service's): answered and cached.
+    expect(first.status).toBe(200);
+    expect(first.source).toBe('upstream');
+    clock.set(t0 + 20_000);
+    expect((await s.check({ userReference: 'u', configKey: 'k' })).source).toBe('cache');
+    clock.set(t0 + 40_000); // past validUntil − skew − margin = t0 + 28 s
     const r = await s.check({ userReference: 'u', configKey: 'k' });
     // Before the fix: served from the cache at t0 + 40 s (undici gives an array, which was ignored).
-    expect(first.status === 503 || r.source !== 'cache').toBe(true);
+    // (This used to assert `first.status === 503 || r.source !== 'cache'`, which any fail-closed
+    // answer satisfied; now each step is pinned.)
+    expect(r.source).toBe('upstream');
+    expect(u.checks).toBe(2);
   });
 });
 
@@ -141,5 +151,88 @@ describe('ambiguous /v1 paths are refused, never passed through', () => {
     expect(r.status).toBe(503);
     expect(r.json).toEqual({ decision: 'DENY', error: 'malformed_response' });
     expect(u.requests.map((q) => q.url)).toEqual(['/v1/authorization/check']);
+  });
+});
+
+describe('only an origin-form target reaches the passthrough', () => {
+  /** Sends a raw request line: undici would not send an absolute-form target. */
+  function raw(url: string, requestLine: string): Promise<string> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      let data = '';
+      socket.on('data', (d: Buffer) => (data += d.toString()));
+      socket.on('end', () => resolve(data));
+      socket.on('error', reject);
+      socket.write(`${requestLine}\r\nhost: sidecar\r\nconnection: close\r\n\r\n`);
+    });
+  }
+
+  it.each(['GET http://evil.example/v1/redec/notification-requirements HTTP/1.1', 'GET http://127.0.0.1/v1/x HTTP/1.1', 'OPTIONS * HTTP/1.1'])(
+    '%s → 400, the service is not called',
+    async (line) => {
+      u = await startUpstream({ body: {} });
+      s = await startTestSidecar(u.url);
+      const answer = await raw(s.handle.urls.decision, line);
+      // Before the fix: passed through with the API key (the absolute target sent upstream as is).
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer).toContain('x-consent-decision-source: rejected');
+      expect(answer).toContain('"field":"path"');
+      expect(u.requests.length).toBe(0);
+    },
+  );
+});
+
+describe('an exception while answering a check', () => {
+  it('becomes a 503 DENY internal_error, never an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const original = DecisionMetrics.prototype.answered;
+    const spy = vi.spyOn(DecisionMetrics.prototype, 'answered').mockImplementation(function (this: DecisionMetrics, a) {
+      if (a.decision === 'allow') throw new Error('metrics exploded');
+      return original.call(this, a);
+    });
+    try {
+      u = await startUpstream({ body: allow('k', Date.now() + 60_000) });
+      s = await startTestSidecar(u.url);
+      const r = await s.check({ userReference: 'u', configKey: 'k' });
+      expect(r.status).toBe(503);
+      expect(r.json).toEqual({ decision: 'DENY', error: 'internal_error' });
+      // Even when answering the failure fails too: the last-resort 503.
+      spy.mockImplementation(() => {
+        throw new Error('metrics exploded again');
+      });
+      const again = await s.check({ userReference: 'u2', configKey: 'k' }, { 'cache-control': 'no-cache' });
+      expect(again.status).toBe(503);
+      expect(again.json).toEqual({ decision: 'DENY', error: 'internal_error' });
+      expect(again.source).toBe('fail-closed');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      spy.mockRestore();
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});
+
+describe('an upstream body with a duplicated member (issue 8, item 1)', () => {
+  const future = () => Date.now() + 60_000;
+  it.each([
+    ['decision DENY then ALLOW', () => `{"decision":"DENY","decision":"ALLOW","configKey":"k","validUntil":${future()}}`],
+    ['configKey "other" then "k"', () => `{"decision":"ALLOW","configKey":"other","configKey":"k","validUntil":${future()}}`],
+    ['validUntil 1 then a future one', () => `{"decision":"ALLOW","configKey":"k","validUntil":1,"validUntil":${future()}}`],
+  ])('%s → 503 contradictory_response, and nothing is cached', async (_name, body) => {
+    u = await startUpstream({ body: body() });
+    s = await startTestSidecar(u.url);
+    // Before the fix: 200 ALLOW (source upstream), then 200 ALLOW from the cache.
+    for (let i = 0; i < 2; i++) {
+      const r = await s.check({ userReference: 'u', configKey: 'k' });
+      expect(r.status).toBe(503);
+      expect(r.source).toBe('fail-closed');
+      expect(r.json).toEqual({ decision: 'DENY', error: 'contradictory_response' });
+    }
+    expect(u.checks).toBe(2);
+    expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
   });
 });

@@ -1,0 +1,189 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { sampleOf } from '../helpers/sidecar.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CLI = `${ROOT}dist/cli.js`;
+export const SECRET = 'whsec_replicas_secret_0123456789';
+
+/** A real `node dist/cli.js serve` process (what a pod runs), on loopback port 0 listeners. */
+export class ServeProcess {
+  private child: ChildProcess | undefined;
+  private out = '';
+  urls = { decision: '', webhook: '', admin: '' };
+  private pools: Pool[] = [];
+
+  constructor(readonly flags: Record<string, string>) {}
+
+  async start(): Promise<void> {
+    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
+    const args = ['serve', ...Object.entries(this.flags).flatMap(([k, v]) => [`--${k}`, v])];
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    this.out = '';
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`serve not started within 15 s:\n${this.out}`)), 15_000);
+      child.stdout!.on('data', (c: Buffer) => {
+        this.out += c.toString();
+        for (const line of this.out.split('\n')) {
+          if (!line.includes('"event":"started"')) continue;
+          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string } };
+          this.urls = parsed.urls;
+          clearTimeout(timer);
+          resolve();
+          return;
+        }
+      });
+      child.stderr!.on('data', (c: Buffer) => (this.out += c.toString()));
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`serve exited ${code} before it started:\n${this.out}`));
+      });
+    });
+    this.pools = [];
+  }
+
+  /** Log lines (JSON) written so far. */
+  logs(): Record<string, unknown>[] {
+    return this.out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  }
+
+  private pool(url: string): Pool {
+    const p = new Pool(url, { connections: 64 });
+    this.pools.push(p);
+    return p;
+  }
+
+  private decisionPool: Pool | undefined;
+  private adminPool: Pool | undefined;
+
+  async check(userReference: string, configKey: string): Promise<{ status: number; source: string; json: Record<string, unknown> }> {
+    this.decisionPool ??= this.pool(this.urls.decision);
+    const res = await this.decisionPool.request({
+      method: 'POST',
+      path: '/v1/authorization/check',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userReference, configKey }),
+    });
+    const json = (await res.body.json()) as Record<string, unknown>;
+    return { status: res.statusCode, source: String(res.headers['x-consent-decision-source']), json };
+  }
+
+  async metric(name: string, labels?: Record<string, string>): Promise<number> {
+    this.adminPool ??= this.pool(this.urls.admin);
+    const res = await this.adminPool.request({ method: 'GET', path: '/metrics' });
+    return sampleOf(await res.body.text(), name, labels);
+  }
+
+  /** SIGTERM and wait for the exit (SIGKILL after 10 s). */
+  async stop(): Promise<void> {
+    await this.end('SIGTERM');
+  }
+
+  /** SIGKILL: a pod killed without a chance to release anything. */
+  async kill(): Promise<void> {
+    await this.end('SIGKILL');
+  }
+
+  private async end(signal: NodeJS.Signals): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    await Promise.allSettled(this.pools.map((p) => p.destroy()));
+    this.pools = [];
+    this.decisionPool = undefined;
+    this.adminPool = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      child.once('exit', () => {
+        clearTimeout(force);
+        resolve();
+      });
+      child.kill(signal);
+    });
+  }
+}
+
+/** An app on loopback recording what it got; `delayMs` makes it slow. */
+export class RecordingApp {
+  readonly received: { id: string; at: number }[] = [];
+  delayMs = 0;
+  private server: Server | undefined;
+  url = '';
+
+  async up(): Promise<void> {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        this.received.push({ id: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, at: Date.now() });
+        const reply = (): void => void res.writeHead(200).end();
+        if (this.delayMs > 0) setTimeout(reply, this.delayMs);
+        else reply();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    this.server = server;
+    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+  }
+
+  count(id: string): number {
+    return this.received.filter((r) => r.id === id).length;
+  }
+
+  async down(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (!s) return;
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+}
+
+/** An event signed as the service signs it (HMAC-SHA256 over `${ts}.${body}`, computed here, not by our code). */
+export function signedEvent(id: string, sequence: number, type = 'test.event', data: Record<string, unknown> = {}): { body: string; headers: Record<string, string> } {
+  const body = JSON.stringify({ id, sequence, type, occurredAt: Date.now(), data });
+  const ts = String(Math.floor(Date.now() / 1000));
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-service-event-id': id,
+      'x-service-delivery-id': `dlv_${randomUUID()}`,
+      'x-service-timestamp': ts,
+      'x-service-signature': `v1=${createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex')}`,
+    },
+  };
+}
+
+/** One delivery of `event` to a replica's webhook ingress, as the service makes it. */
+export async function deliver(replica: ServeProcess, event: { body: string; headers: Record<string, string> }): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${replica.urls.webhook}/webhooks`, { method: 'POST', headers: event.headers, body: event.body });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** Flags of one replica of a fleet sharing `redisUrl` under `prefix`. */
+export function replicaFlags(o: { upstreamUrl: string; apiKey: string; appUrl: string; redisUrl: string; prefix: string; extra?: Record<string, string> }): Record<string, string> {
+  return {
+    'upstream-url': o.upstreamUrl,
+    'api-key': o.apiKey,
+    listen: '127.0.0.1:0',
+    'webhook-listen': '127.0.0.1:0',
+    'admin-listen': '127.0.0.1:0',
+    'app-webhook-url': o.appUrl,
+    'webhook-secret': SECRET,
+    'webhook-forward-timeout-ms': '2000',
+    'redis-url': o.redisUrl,
+    'redis-key-prefix': o.prefix,
+    'shutdown-timeout-ms': '2000',
+    ...o.extra,
+  };
+}

@@ -1,0 +1,82 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+
+// Issue 8, item 4: with --shutdown-timeout-ms 5000 and a passthrough call hanging, `serve` exited
+// after 9.5 s (the pools waited for their calls). Nothing in flight may outlive the budget.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SECRET = 'whsec_shutdown-budget';
+const BUDGET_MS = 1500;
+
+let child: ChildProcess | undefined;
+const servers: Server[] = [];
+afterEach(async () => {
+  child?.kill('SIGKILL');
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+  child = undefined;
+});
+
+/** A server that receives requests and never answers them. */
+async function hanging(): Promise<{ url: string; seen: () => number }> {
+  let seen = 0;
+  const server = createServer((req) => {
+    seen++;
+    req.resume();
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen: () => seen };
+}
+
+describe('shutdown keeps to --shutdown-timeout-ms', () => {
+  it('a hanging passthrough call and a hanging webhook forward do not keep `serve` alive past the budget', async () => {
+    const upstream = await hanging();
+    const app = await hanging();
+    child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'serve', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
+        '--webhook-listen', '127.0.0.1:0', '--app-webhook-url', `${app.url}/hooks`, '--webhook-secret', SECRET,
+        '--shutdown-timeout-ms', String(BUDGET_MS), '--passthrough-timeout-ms', '30000', '--webhook-forward-timeout-ms', '30000'],
+      { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const urls = await new Promise<{ decision: string; webhook: string }>((resolve, reject) => {
+      let out = '';
+      child!.stdout!.on('data', (c: Buffer) => {
+        out += c.toString();
+        const d = /"decision":"(http:\/\/[^"]+)"/.exec(out);
+        const w = /"webhook":"(http:\/\/[^"]+)"/.exec(out);
+        if (d && w) resolve({ decision: d[1]!, webhook: w[1]! });
+      });
+      child!.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
+    });
+    const exited = new Promise<number>((r) => child!.on('exit', () => r(performance.now())));
+
+    // In flight: a passthrough call the service never answers, and a verified event the app never answers.
+    void fetch(`${urls.decision}/v1/redec/notification-requirements?status=pending`).catch(() => undefined);
+    const body = JSON.stringify({ id: 'evt_shutdown', sequence: 1, type: 'consent.granted', occurredAt: Date.now(), data: {} });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const sig = createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex');
+    void fetch(`${urls.webhook}/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-service-timestamp': ts, 'x-service-signature': `v1=${sig}` },
+      body,
+    }).catch(() => undefined);
+    for (let i = 0; i < 200 && (upstream.seen() < 1 || app.seen() < 1); i++) await new Promise((r) => setTimeout(r, 10));
+    expect([upstream.seen(), app.seen()]).toEqual([1, 1]);
+
+    const t0 = performance.now();
+    child.kill('SIGTERM');
+    const took = (await exited) - t0;
+    // The budget plus slack for a shared machine; before the fix the process waited out the
+    // 30 s call deadlines.
+    expect(took).toBeGreaterThanOrEqual(BUDGET_MS - 100);
+    expect(took).toBeLessThan(BUDGET_MS + 2500);
+  }, 60_000);
+});

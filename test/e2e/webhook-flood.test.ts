@@ -1,0 +1,52 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { genuineDelivery, rssOf, runFloodLoad, startApp, startServe } from '../bench/webhook-flood.js';
+
+// Issue 8, item 3, end to end: 1,000 hostile connections (fresh timestamp, made-up signature), each
+// pushing 1 MiB, against a real `serve` process, the load in a process of its own. The bench
+// (test/bench/webhook-flood.ts) reports the figures; this test holds a generous bound.
+
+const RSS_BOUND_BYTES = 128 * 1024 * 1024;
+
+let stop: (() => Promise<void>) | undefined;
+afterEach(async () => {
+  await stop?.();
+  stop = undefined;
+});
+
+describe('unauthenticated load on the webhook ingress', () => {
+  it('1,000 connections × 1 MiB move RSS by less than 128 MiB, readiness stays 200, and a genuine delivery after them is accepted', async () => {
+    const app = await startApp();
+    const s = await startServe(app.url);
+    stop = async () => {
+      s.child.kill('SIGKILL');
+      await new Promise((r) => app.server.close(r));
+    };
+    await new Promise((r) => setTimeout(r, 300));
+    const before = rssOf(s.child.pid!);
+    let peak = before;
+    let flooding = true;
+    const readyz: number[] = [];
+    const sampler = (async () => {
+      while (flooding) {
+        peak = Math.max(peak, rssOf(s.child.pid!));
+        readyz.push(await fetch(`${s.admin}/readyz`, { signal: AbortSignal.timeout(5000) }).then((r) => r.status, () => 0));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const result = await runFloodLoad(Number(new URL(s.webhook).port), '/webhooks', 1000, 1_048_576, 1000);
+    flooding = false;
+    await sampler;
+
+    expect(peak - before, `RSS ${before} → peak ${peak} bytes`).toBeLessThan(RSS_BOUND_BYTES);
+    expect(readyz.length).toBeGreaterThan(0);
+    expect(readyz.filter((st) => st !== 200), 'readiness answers other than 200').toEqual([]);
+    // Most were refused outright for want of budget; none was ever accepted.
+    expect(result.statuses['503'] ?? 0).toBeGreaterThan(900);
+    expect(result.statuses['200'] ?? 0).toBe(0);
+
+    const g = genuineDelivery('evt_after_flood');
+    const res = await fetch(`${s.webhook}/webhooks`, { method: 'POST', headers: g.headers, body: g.body });
+    expect(res.status).toBe(200);
+    expect(app.received).toEqual([g.body.toString()]);
+  }, 60_000);
+});

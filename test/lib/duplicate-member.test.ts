@@ -1,0 +1,49 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { findDuplicateMember } from '../../src/lib/duplicate-member.js';
+
+describe('findDuplicateMember', () => {
+  it.each([
+    ['{"a":1,"a":2}', 'a'],
+    ['{"a":1,"b":{"c":[1,2],"c":3}}', 'c'],
+    ['[{"x":1},{"y":1,"y":2}]', 'y'],
+    ['{"a\\u0062":1,"ab":2}', 'ab'],
+    ['{"q\\"":1,"q\\"":2}', 'q"'],
+    ['{ "a" : 1 , "a" : 1 }', 'a'],
+    ['{"":1,"":2}', ''],
+  ])('%s → %s', (text, name) => {
+    expect(findDuplicateMember(text)).toBe(name);
+  });
+
+  it.each([
+    '{"a":1,"b":2}',
+    '{"a":{"a":{"a":1}}}',
+    '[{"a":1},{"a":2}]',
+    '{"a":"\\"a\\":1,\\"a\\":2","b":["a","a"]}',
+    '{"a":"{","b":"}","c":"[","d":","}',
+    '"a"',
+    '[]',
+    '{}',
+  ])('%s → none', (text) => {
+    expect(findDuplicateMember(text)).toBeUndefined();
+  });
+
+  it('finds nothing in any JSON.stringify output (which cannot repeat a name)', () => {
+    fc.assert(fc.property(fc.json(), (text) => {
+        expect(findDuplicateMember(text)).toBeUndefined();
+      }), { numRuns: 2000 });
+  });
+
+  it('finds a name repeated anywhere in generated JSON', () => {
+    fc.assert(
+      fc.property(fc.json(), fc.string(), fc.json(), fc.json(), (outer, name, v1, v2) => {
+        const obj = `{${JSON.stringify(name)}:${v1},"other":${outer},${JSON.stringify(name)}:${v2}}`;
+        const text = `[${outer},{"wrap":${obj}}]`;
+        JSON.parse(text); // valid JSON, as the parser guarantees before the scan
+        // An earlier duplicate in `outer` is impossible (stringify output), so the name found is ours.
+        expect(findDuplicateMember(text)).toBe(name === 'other' ? 'other' : name);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});

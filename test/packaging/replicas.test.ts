@@ -1,0 +1,71 @@
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHART, mustFind, render, type K8sObject } from './helm.js';
+import { SCENARIOS, valuesPath } from './scenarios.js';
+
+/** Several replicas: the Redis URL from an existing Secret, and what NOTES.txt tells the operator. */
+const s = SCENARIOS.find((x) => x.file === 'replicas-redis-values.yaml')!;
+const native = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+
+interface Container {
+  name: string;
+  env?: { name: string; value?: string }[];
+}
+const sidecar = (d: K8sObject): Container => {
+  const spec = (d.spec as { template: { spec: { initContainers?: Container[]; containers: Container[] } } }).template.spec;
+  return [...(spec.initContainers ?? []), ...spec.containers].find((c) => c.name === 'consent-sidecar')!;
+};
+
+let notesChart: string;
+beforeAll(async () => {
+  // helm template does not render NOTES.txt: render it through a ConfigMap in a copy of the chart.
+  const base = await mkdtemp(join(tmpdir(), 'consent-sidecar-notes-'));
+  notesChart = join(base, 'consent-sidecar');
+  await cp(CHART, notesChart, { recursive: true });
+  const notes = await readFile(join(CHART, 'templates/NOTES.txt'), 'utf8');
+  await writeFile(join(notesChart, 'templates/_notes_test.tpl'), `{{- define "test.notes" -}}\n${notes}\n{{- end -}}\n`);
+  await writeFile(
+    join(notesChart, 'templates/notes-test.yaml'),
+    'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n{{ include "test.notes" . | indent 4 }}\n',
+  );
+});
+afterAll(async () => {
+  if (notesChart) await rm(join(notesChart, '..'), { recursive: true, force: true });
+});
+
+async function notes(valuesFile: string, set: string[] = []): Promise<string> {
+  const objects = await render({ chart: notesChart, valuesFiles: [valuesFile], set, showOnly: ['templates/notes-test.yaml'] });
+  return (mustFind(objects, 'ConfigMap').data as { notes: string }).notes;
+}
+
+describe('several replicas with Redis', () => {
+  it('mounts the Redis URL from the existing Secret as a file and passes --redis-url-file', async () => {
+    const objects = await render({ valuesFiles: [valuesPath(s)], kubeVersion: s.kubeVersion });
+    const deployment = mustFind(objects, 'Deployment');
+    expect((deployment.spec as { replicas: number }).replicas).toBe(3);
+    const volumes = (deployment.spec as { template: { spec: { volumes: { name: string; projected?: { sources: { secret?: unknown }[] } }[] } } }).template.spec.volumes;
+    const sources = volumes.find((v) => v.name === 'consent-sidecar-secrets')!.projected!.sources.map((x) => x.secret);
+    expect(sources).toContainEqual({ name: 'consent-redis', items: [{ key: 'url', path: 'redis-url' }] });
+    const env = Object.fromEntries((sidecar(deployment).env ?? []).map((e) => [e.name, e.value]));
+    expect(env.CONSENT_SIDECAR_REDIS_URL_FILE).toBe('/var/run/secrets/consent-sidecar/redis-url');
+    expect(env).not.toHaveProperty('CONSENT_SIDECAR_REDIS_URL');
+    expect(env.CONSENT_SIDECAR_REDIS_KEY_PREFIX).toBe('shop-prod:');
+    expect(env.CONSENT_SIDECAR_WEBHOOK_DEDUP_LEASE_MS).toBe('15000');
+    // the chart deploys no Redis
+    expect(objects.map((o) => o.kind).filter((k) => k === 'StatefulSet')).toEqual([]);
+    expect(objects.some((o) => JSON.stringify(o).includes('image":"redis'))).toBe(false);
+  });
+
+  it('NOTES.txt warns when replicas > 1 run without Redis, and not otherwise', async () => {
+    const without = await notes(valuesPath(native), ['deployment.replicas=3']);
+    expect(without).toContain('WARNING: 3 replicas without Redis');
+    expect(without).toContain('secrets.redisUrl.existingSecret');
+    expect(await notes(valuesPath(native), ['deployment.replicas=1'])).not.toContain('WARNING');
+    const withRedis = await notes(valuesPath(s));
+    expect(withRedis).not.toContain('WARNING');
+    expect(withRedis).toContain('shared through Redis');
+    expect(await notes(valuesPath(native), ['deployment.replicas=3', 'config.redisUrl=redis://redis:6379'])).not.toContain('WARNING');
+  });
+});
