@@ -1,10 +1,11 @@
 import type { Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import type { SecretEvent, SidecarConfig } from './config/index.js';
+import { watchSecrets, type SidecarConfig } from './config/index.js';
 import {
   AllowCache,
   CircuitBreaker,
+  DecisionLog,
   DecisionMetrics,
   DecisionService,
   Passthrough,
@@ -17,7 +18,7 @@ import { createWebhookListener } from './http/webhook-listener.js';
 import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
-import { createLogger, createRegistry, Readiness, type Logger } from './observability/index.js';
+import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startSharedState, type SharedState } from './redis/index.js';
 import { VERSION } from './version.js';
 
@@ -51,6 +52,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const now = deps.now ?? Date.now;
   const readiness = new Readiness();
   readiness.require('listeners');
+  registerBuildInfo(registry, VERSION);
 
   const cache = new AllowCache(config.cache, now);
   // Sweep before reporting so the gauge never counts entries that can no longer be served.
@@ -93,13 +95,23 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     ? await startSharedState({ redis: config.redis, webhooks: config.webhooks, local: localRevocations, registry, logger, now })
     : null;
   const revocations: RevocationHook = shared?.revocations ?? localRevocations;
+  const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: metrics.decisionLogDropped, now }) : null;
 
   const servers: { name: string; flag: string; server: Server; address: ListenAddress }[] = [];
   servers.push({
     name: 'decision',
     flag: '--listen',
     address: config.listeners.decision,
-    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes, forwardAuthUserHeader: config.forwardAuth.userHeader }),
+    server: createDecisionListener({
+      service,
+      cache,
+      metrics,
+      passthrough,
+      logger,
+      maxRequestBytes: config.decisionApi.maxRequestBytes,
+      decisionLog,
+      forwardAuthUserHeader: config.forwardAuth.userHeader,
+    }),
   });
 
   // webhook ingress
@@ -118,13 +130,14 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   servers.push({ name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) });
 
-  const onSecret = (e: SecretEvent): void => {
-    logger[e.kind === 'reloaded' ? 'info' : 'warn']({ event: `secret_${e.kind}`, origin: e.origin, detail: e.detail }, `secret ${e.kind.replace('_', ' ')}`);
-  };
-  const secrets = [config.upstream.apiKey, config.webhooks?.secrets, config.webhooks?.requiredHeader ?? undefined, config.redis?.url].filter(
-    (s) => s !== undefined,
-  );
-  for (const s of secrets) s.watch(config.secretPollIntervalMs, onSecret);
+  const secrets = [
+    config.upstream.apiKey,
+    config.webhooks?.secrets,
+    config.webhooks?.requiredHeader ?? undefined,
+    config.decisionLog?.hashKey ?? undefined,
+    config.redis?.url,
+  ].filter((s) => s !== undefined);
+  watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
 
@@ -133,7 +146,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     for (const s of secrets) s.close();
     // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
     // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
-    await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close()]);
+    await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close(), decisionLog?.close()]);
     await shared?.close();
   };
 

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { envName, SERVE_OPTIONS } from '../src/config/index.js';
+import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
-import { createRegistry } from '../src/observability/index.js';
+import { createRegistry, registerBuildInfo } from '../src/observability/index.js';
 import { createRedisMetrics } from '../src/redis/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
@@ -21,6 +21,8 @@ describe('README tells the truth', () => {
     new DecisionMetrics(registry, () => 0);
     createWebhookMetrics(registry);
     createRedisMetrics(registry);
+    createSecretMetrics(registry);
+    registerBuildInfo(registry, 'x');
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });
 
@@ -29,6 +31,23 @@ describe('README tells the truth', () => {
     expect(readme).toContain('npm ci && npm test');
     expect(readme).toContain('bash test/setup.sh && npm ci && npm test');
     expect(readFileSync(new URL('../.ci/run', import.meta.url), 'utf8')).toContain('bash test/setup.sh && npm ci && npm test');
+  });
+
+  it('the Layout section lists every folder of src/ (a new capability is documented where it lives)', () => {
+    const layout = /## Layout\n+```\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    expect(layout).not.toBe('');
+    const folders = readdirSync(new URL('../src/', import.meta.url), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    expect(folders.length).toBeGreaterThan(5);
+    expect(folders.filter((f) => !new RegExp(`^src/${f}/\\s`, 'm').test(layout))).toEqual([]);
+  });
+
+  it('states the Node.js version that package.json engines requires', () => {
+    const engines = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { engines: { node: string } }).engines.node;
+    const min = /^>=\s*(\d+\.\d+\.\d+)$/.exec(engines)?.[1];
+    expect(min, `engines.node "${engines}" is not of the form >=x.y.z`).toBeDefined();
+    expect(readme).toContain(`Node.js ≥ ${min}`);
+    // No other minimum is stated anywhere.
+    expect([...readme.matchAll(/Node(?:\.js)? ≥ ([\d.]+)/g)].map((m) => m[1])).toEqual([min]);
   });
 
   it('has no unfilled placeholders', () => {

@@ -10,7 +10,7 @@ import {
   type Answer,
 } from '../decision/index.js';
 import { CliUsageError, EXIT } from './errors.js';
-import { addSpecOptions, rawFlags } from './spec-options.js';
+import { addSpecOptions, camel, ONE_SHOT_UPSTREAM_MEANING, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 /** Asks a running sidecar; its answer is trusted only as far as its status and JSON say. */
 async function viaSidecar(base: URL, body: string, timeoutMs: number): Promise<{ status: number; text: string; source: string }> {
@@ -30,6 +30,17 @@ async function viaSidecar(base: URL, body: string, timeoutMs: number): Promise<{
   }
 }
 
+/** Flags that choose and authenticate the service: meaningless with `--via` (the sidecar has its own). */
+const UPSTREAM_ONLY_FLAGS = ['upstream-url', 'api-key', 'api-key-file'] as const;
+
+/** Why a check could not be had, for stderr: the cause and, when there is one, the detail (`service answered 401`). */
+function explain(err: unknown): string {
+  const cause = causeOf(err);
+  const detail = err instanceof Error && err.message ? `: ${err.message}` : '';
+  const hint = /answered 40[13]\b/.test(detail) ? ' (check --api-key / --api-key-file)' : '';
+  return `${cause}${detail}${hint}`;
+}
+
 export function registerCheck(program: Command): void {
   const cmd = program
     .command('check')
@@ -38,8 +49,10 @@ export function registerCheck(program: Command): void {
     .requiredOption('--config-key <key>', 'the Flow key')
     .option('--via <url>', 'ask a running sidecar at this URL instead of the service (e.g. http://127.0.0.1:7700)')
     .action(async (opts: { userReference: string; configKey: string; via?: string }) => {
+      for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
       const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
       let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
+      let why = '';
       if (opts.via) {
         let base: URL;
         try {
@@ -47,21 +60,32 @@ export function registerCheck(program: Command): void {
         } catch {
           throw new CliUsageError(`--via: not a valid URL: "${opts.via}"`);
         }
-        const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
-        try {
-          const res = await viaSidecar(base, body, timeoutMs);
-          // Fail closed here too: only a 200 whose JSON says ALLOW counts as ALLOW.
-          let allow = false;
-          try {
-            const parsed = parseCheckResponse({ status: res.status, date: undefined, body: res.text }, opts.configKey, Date.now());
-            allow = parsed.decision.kind === 'allow';
-          } catch {
-            allow = false;
-          }
-          answer = { status: res.status, body: res.text, source: res.source, decision: allow ? 'allow' : 'deny' };
-        } catch (err) {
-          answer = failClosedAnswer(causeOf(err));
+        const given = UPSTREAM_ONLY_FLAGS.filter((f) => cmd.getOptionValueSource(camel(f)) === 'cli');
+        if (given.length > 0) {
+          throw new CliUsageError(
+            `--via asks a running sidecar, which uses its own upstream settings: drop ${given.map((f) => `--${f}`).join(', ')} (or drop --via to ask the service directly)`,
+          );
         }
+        const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
+        let res: Awaited<ReturnType<typeof viaSidecar>>;
+        try {
+          res = await viaSidecar(base, body, timeoutMs);
+        } catch (err) {
+          // No answer from the sidecar is not an answer of the sidecar: print none, say why, exit 2.
+          const code = (err as NodeJS.ErrnoException).code ?? (err as Error).name;
+          process.stderr.write(`consent-sidecar: could not reach the sidecar at ${base.origin} (${code}); is it running? No decision.\n`);
+          process.exitCode = EXIT.usage;
+          return;
+        }
+        // Fail closed here too: only a 200 whose JSON says ALLOW counts as ALLOW.
+        let allow = false;
+        try {
+          const parsed = parseCheckResponse({ status: res.status, date: undefined, body: res.text }, opts.configKey, Date.now());
+          allow = parsed.decision.kind === 'allow';
+        } catch {
+          allow = false;
+        }
+        answer = { status: res.status, body: res.text, source: res.source, decision: allow ? 'allow' : 'deny' };
       } else {
         const upstream = resolveUpstreamConfig(rawFlags(cmd, UPSTREAM_OPTIONS));
         const client = new UpstreamClient(upstream, { connections: 1 });
@@ -70,13 +94,18 @@ export function registerCheck(program: Command): void {
           answer = decisionAnswer(parseCheckResponse(res, opts.configKey, Date.now()).decision, 'upstream');
         } catch (err) {
           answer = failClosedAnswer(causeOf(err));
+          why = explain(err);
         } finally {
           await client.close();
         }
       }
       process.stdout.write(`${answer.body}\n`);
-      process.stderr.write(`status ${answer.status}, source ${answer.source}\n`);
+      process.stderr.write(`status ${answer.status}, source ${answer.source}${why ? `, ${why}` : ''}\n`);
       process.exitCode = answer.status === 200 ? (answer.decision === 'allow' ? EXIT.ok : EXIT.deny) : EXIT.usage;
     });
-  addSpecOptions(cmd, UPSTREAM_OPTIONS);
+  addSpecOptions(cmd, UPSTREAM_OPTIONS, {
+    ...ONE_SHOT_UPSTREAM_MEANING,
+    'upstream-url': "the consent service's base URL (required unless --via)",
+    'upstream-timeout-ms': 'deadline of this check, retries included (with --via: of the answer from the sidecar)',
+  });
 }

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { basename, isAbsolute, relative } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { LOG_LEVELS, loadServeConfig, type LogLevel } from '../config/index.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
-import { createLogger, silentLogger, type Logger } from '../observability/index.js';
+import { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from '../observability/index.js';
 import { startSidecar, type SidecarHandle } from '../sidecar.js';
 import { DEFAULT_SIMULATOR_API_KEY, type SimulatorHandle } from '../simulator/index.js';
 import { closeOnSignals, DEFAULT_SIMULATOR_LISTEN, FlagProblems, startSimulatorForCli } from './simulate.js';
@@ -31,6 +32,8 @@ export interface DemoOptions {
   /** Where the demo app's lines and the guide go. */
   readonly print: (line: string) => void;
   readonly logger?: Logger;
+  /** The simulator's logger (its lines say `"service":"consent-service-simulator"`). */
+  readonly simulatorLogger?: Logger;
 }
 
 export interface DemoHandle {
@@ -87,7 +90,22 @@ function closeServer(server: Server): Promise<void> {
   });
 }
 
-function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string): string {
+/**
+ * How to run this CLI again from the same place: `node dist/cli.js` after `npm ci && npm run build`
+ * (the bin is not on PATH then), `consent-sidecar` when installed as a package.
+ */
+export function cliCommand(argv1: string | undefined = process.argv[1], cwd = process.cwd()): string {
+  if (argv1 && basename(argv1) === 'consent-sidecar') return 'consent-sidecar';
+  if (argv1 && basename(argv1) === 'cli.js') {
+    const rel = relative(cwd, argv1);
+    return `node ${rel.startsWith('..') || isAbsolute(rel) ? argv1 : rel}`;
+  }
+  // From source (tsx) or embedded: the built form, which is what runs after npm ci && npm run build.
+  return 'node dist/cli.js';
+}
+
+function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string, secret: string, webhookUrl: string | null): string {
+  const cli = cliCommand();
   const check = (user: string, key: string): string =>
     `curl -s -i -X POST ${decision}/v1/authorization/check -H 'content-type: application/json' -d '{"userReference":"${user}","configKey":"${key}"}'`;
   const control = (path: string, body: string): string =>
@@ -100,6 +118,7 @@ function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null
       : '  webhook in     (not available in this build: revocations will not arrive as webhooks)',
     `  admin          ${admin}/metrics  ${admin}/readyz`,
     `  simulator      ${sim.url}   (the consent service; API key ${sim.apiKey})`,
+    `  webhook secret ${secret}   (the simulator signs with it; the sidecar verifies with it)`,
     `  demo app       ${appUrl}   (prints every verified event below)`,
     '',
     'ALLOW (run it twice: the second answer says x-consent-decision-source: cache):',
@@ -123,7 +142,21 @@ function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null
     `  curl -s -X PUT ${sim.url}/_simulator/faults -H 'content-type: application/json' -d '{"status":503,"count":3}'`,
     'REDEC obligations the tenant still has to notify (after a credit-report grant or revoke):',
     `  ${control('consents/revoke', '{"userReference":"alice","configKey":"credit-report"}')}`,
-    `  consent-sidecar redec pending --upstream-url ${sim.url} --api-key ${sim.apiKey} --output table`,
+    `  ${cli} redec pending --upstream-url ${sim.url} --api-key ${sim.apiKey} --output table`,
+    'The same check from the command line (exit 0 ALLOW, 1 DENY, 2 no decision):',
+    `  ${cli} check --via ${decision} --user-reference alice --config-key marketing-email`,
+    'Make the simulator send a signed event of any type, then replay it (the sidecar answers the',
+    'replay as a duplicate and does not forward it again):',
+    `  ${cli} webhook trigger consent_action.created --simulator ${sim.url} --data '{"userReference":"carol","configKey":"marketing-email","action":"revoke"}'`,
+    `  ${cli} webhook resend <id printed above> --simulator ${sim.url}`,
+    ...(webhookUrl
+      ? [
+          'Sign a delivery yourself with the secret above and send it to the sidecar (sign prints the',
+          'headers, then the curl line, which the last command runs):',
+          `  echo '{"id":"evt_by_hand","sequence":1,"type":"consent_action.created","occurredAt":${Date.now()},"data":{}}' > event.json`,
+          `  ${cli} webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`,
+        ]
+      : []),
     `Webhook deliveries and their attempts: curl -s ${sim.url}/_simulator/deliveries`,
   ];
   return lines.join('\n');
@@ -146,7 +179,7 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
       port: options.simulatorListen.port,
       apiKey: DEFAULT_SIMULATOR_API_KEY,
       timeScale: options.timeScale,
-      logger: logger.child({ component: 'simulator' }),
+      logger: options.simulatorLogger ?? (options.logger ? logger.child({ component: 'simulator' }) : createLogger(options.logLevel, undefined, { service: SIMULATOR_SERVICE_NAME })),
     }, '--simulator-listen');
     cleanups.push(() => simulator.close());
     const app = await startDemoApp(options.appListen, options.print, received);
@@ -173,7 +206,8 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
     if (sidecar.urls.webhook) {
       simulator.registerWebhookEndpoint({ url: `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}`, secret });
     }
-    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url);
+    const webhookUrl = sidecar.urls.webhook ? `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}` : null;
+    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url, secret, webhookUrl);
     return { simulator, sidecar, appUrl: app.url, received, guide, close };
   } catch (err) {
     await close();
@@ -216,7 +250,8 @@ export function registerDemo(program: Command): void {
       };
       p.throwIfAny();
       const logger = options.logLevel === 'silent' ? silentLogger() : createLogger(options.logLevel);
-      const demo = await startDemo({ ...options, logger });
+      const simulatorLogger = options.logLevel === 'silent' ? silentLogger() : createLogger(options.logLevel, undefined, { service: SIMULATOR_SERVICE_NAME });
+      const demo = await startDemo({ ...options, logger, simulatorLogger });
       process.stdout.write(`${demo.guide}\n\n`);
       closeOnSignals(logger, () => demo.close());
     });

@@ -14,7 +14,8 @@ export function buildProgram(): Command {
   const program = new Command('consent-sidecar')
     .description('A fail-closed sidecar between an application and a consent service')
     .version(VERSION)
-    .showHelpAfterError()
+    // A short error with commander's "Did you mean" suggestion, not the whole help.
+    .showHelpAfterError('(add --help for usage)')
     .exitOverride();
   registerServe(program);
   registerCheck(program);

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
 import { createLogger } from '../observability/index.js';
 import { startSidecar } from '../sidecar.js';
-import { addSpecOptions, rawFlags } from './spec-options.js';
+import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 export function registerServe(program: Command): void {
   const cmd = program
@@ -11,6 +11,7 @@ export function registerServe(program: Command): void {
     .action(async () => {
       const config = loadServeConfig(rawFlags(cmd, SERVE_OPTIONS));
       const logger = createLogger(config.logLevel);
+      for (const msg of unknownVariableWarnings()) logger.warn({ event: 'unknown_variable' }, msg);
       const sidecar = await startSidecar(config, { logger });
       let signals = 0;
       const stop = (signal: NodeJS.Signals): void => {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { LOG_LEVELS, type LogLevel } from '../config/index.js';
 import { parseListenAddress, type ListenAddress } from '../lib/listen-address.js';
-import { createLogger, type Logger } from '../observability/index.js';
+import { createLogger, SIMULATOR_SERVICE_NAME, type Logger } from '../observability/index.js';
 import {
   DEFAULT_DECISION_LIFETIME_MS,
   DEFAULT_FIXTURE,
@@ -115,7 +115,7 @@ export function simulatorOptionsFromFlags(flags: SimulateFlags, logger?: Logger)
     webhookAttemptTimeoutMs,
     webhookEndpoints,
     ...(flags.controlToken !== undefined ? { controlToken: flags.controlToken } : {}),
-    logger: logger ?? createLogger(logLevel).child({ component: 'simulator' }),
+    logger: logger ?? createLogger(logLevel, undefined, { service: SIMULATOR_SERVICE_NAME }),
   };
 }
 

@@ -1,21 +1,30 @@
 import { Option, type Command } from 'commander';
-import { envName, type OptionSpec, type RawFlags } from '../config/index.js';
+import { envName, unknownEnvVariables, type OptionSpec, type RawFlags } from '../config/index.js';
 
-const camel = (name: string): string => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+export const camel = (name: string): string => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 /**
  * Adds the options of a spec table to a command. Defaults and variables are resolved by
  * `src/config` (not by commander) so the flag-over-variable rule and validation live in one place.
  */
-export function addSpecOptions(cmd: Command, specs: readonly OptionSpec[]): Command {
+export function addSpecOptions(cmd: Command, specs: readonly OptionSpec[], meaning: Readonly<Record<string, string>> = {}): Command {
   for (const spec of specs) {
     const defaults = spec.defaultText === undefined ? '' : ` (default: ${spec.defaultText})`;
-    const option = new Option(`--${spec.name} ${spec.arg}`, `${spec.description}${defaults} [${envName(spec.name)}]`);
+    const description = meaning[spec.name] ?? spec.description;
+    const option = new Option(`--${spec.name} ${spec.arg}`, `${description}${defaults} [${envName(spec.name)}]`);
     if (spec.repeatable) option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
     cmd.addOption(option);
   }
   return cmd;
 }
+
+/**
+ * What the upstream flags mean for a one-shot command (`check`, `redec pending`): files are read
+ * once, not followed. `serve`'s own texts are the spec's.
+ */
+export const ONE_SHOT_UPSTREAM_MEANING: Readonly<Record<string, string>> = {
+  'api-key-file': 'file holding the API key (read once)',
+};
 
 /** The parsed values keyed by flag name, for `loadServeConfig` / `resolveUpstreamConfig`. */
 export function rawFlags(cmd: Command, specs: readonly OptionSpec[]): RawFlags {
@@ -23,4 +32,11 @@ export function rawFlags(cmd: Command, specs: readonly OptionSpec[]): RawFlags {
   const out: Record<string, string | readonly string[] | undefined> = {};
   for (const spec of specs) out[spec.name] = opts[camel(spec.name)];
   return out;
+}
+
+/** One line per `CONSENT_SIDECAR_*` variable that no flag reads (with the likely intended name). */
+export function unknownVariableWarnings(): string[] {
+  return unknownEnvVariables().map(
+    (v) => `${v.name} is not a consent-sidecar variable and is ignored${v.suggestion ? ` (did you mean ${v.suggestion}?)` : ''}`,
+  );
 }

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { DEFAULT_WEBHOOK_TOLERANCE_S, parseRequiredHeader, parseWebhookSecrets, type RequiredHeader } from '../config/index.js';
 import { parseEnvelope, signatureHeaders, verifyDelivery, type DeliveryHeaders } from '../webhooks/index.js';
 import { CliUsageError, EXIT } from './errors.js';
+import { registerSimulatorWebhookCommands } from './webhook-simulator.js';
 
 const repeat = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
 
@@ -172,7 +173,10 @@ function registerVerify(webhook: Command): void {
  * consent-sidecar webhook verify --secret whsec_… --headers-file headers.txt --body-file event.json
  */
 export function registerWebhook(program: Command): void {
-  const webhook = program.command('webhook').description('sign a body like the service, or verify a captured delivery');
+  const webhook = program
+    .command('webhook')
+    .description('sign a body like the service, verify a captured delivery, or make the simulator send one');
   registerSign(webhook);
   registerVerify(webhook);
+  registerSimulatorWebhookCommands(webhook);
 }

@@ -1,5 +1,7 @@
 export { ConfigError, type ConfigErrorCode } from './errors.js';
 export { loadServeConfig, resolveUpstreamConfig, parseWebhookSecrets, parseRequiredHeader } from './load.js';
+export { createSecretMetrics, watchSecrets, type SecretMetrics } from './metrics.js';
 export * from './options.js';
-export { fileSecret, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';
+export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';
 export type * from './types.js';
+export { ENV_PREFIX, unknownEnvVariables, type UnknownVariable } from './unknown-env.js';

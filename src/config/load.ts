@@ -37,6 +37,8 @@ import {
 } from './options.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
 import type { RawEnv, RawFlags, RedisConfig, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
+import { DEFAULT_DECISION_LOG_BUFFER_BYTES, DEFAULT_DECISION_LOG_SAMPLE_RATE } from './options.js';
+import type { DecisionLogConfig } from './types.js';
 
 /** Headers the service will not let the portal replace, so they can never be the custom header. */
 const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
@@ -352,6 +354,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const logLevel = r.oneOf<LogLevel>('log-level', LOG_LEVELS, 'info');
   const shutdownTimeoutMs = r.int('shutdown-timeout-ms', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 600_000);
   const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
+  const decisionLog = readDecisionLog(r);
 
   const ports = [
     ['--listen', decision],
@@ -386,5 +389,31 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     logLevel,
     shutdownTimeoutMs,
     secretPollIntervalMs,
+    decisionLog,
   });
+}
+
+const parseHashKey: SecretParser<string> = (text) => {
+  const key = text.trim();
+  return key.length >= 16 ? { value: key } : { error: 'the decision log hash key must be at least 16 characters' };
+};
+
+/** `--decision-log*`: null when off. */
+function readDecisionLog(r: Reader): DecisionLogConfig | null {
+  const raw = r.raw('decision-log');
+  const destination = raw?.value.trim() ?? 'off';
+  const rateRaw = r.raw('decision-log-sample-rate');
+  let sampleRate = DEFAULT_DECISION_LOG_SAMPLE_RATE;
+  if (rateRaw) {
+    const n = /^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(rateRaw.value) ? Number(rateRaw.value) : Number.NaN;
+    if (Number.isNaN(n)) r.problem(rateRaw.label, `must be a number from 0 to 1, got "${rateRaw.value}"`);
+    else sampleRate = n;
+  }
+  const bufferBytes = r.int('decision-log-buffer-bytes', DEFAULT_DECISION_LOG_BUFFER_BYTES, 1024, 1024 * 1024 * 1024);
+  const hashKey = r.secret('decision-log-hash-key', parseHashKey);
+  if (destination === 'off' || destination === '') {
+    hashKey?.close();
+    return null;
+  }
+  return Object.freeze({ destination, sampleRate, hashKey, bufferBytes });
 }

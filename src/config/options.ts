@@ -79,6 +79,30 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const WEBHOOK_DELIVERY_MODES = ['passthrough', 'queue'] as const;
 export type WebhookDeliveryMode = (typeof WEBHOOK_DELIVERY_MODES)[number];
 
+/** Decision log: share of decisions written (1 = all). */
+export const DEFAULT_DECISION_LOG_SAMPLE_RATE = 1;
+/** Decision log: bytes waiting to be written before lines are dropped (and counted). */
+export const DEFAULT_DECISION_LOG_BUFFER_BYTES = 1_048_576;
+
+/** The optional decision log (off by default): one JSON line per decision, never the user reference. */
+export const DECISION_LOG_OPTIONS: readonly OptionSpec[] = [
+  { name: 'decision-log', arg: '<off|stdout|path>', description: 'write one JSON line per decision to stdout or to a file (appended)', defaultText: 'off' },
+  {
+    name: 'decision-log-sample-rate',
+    arg: '<0..1>',
+    description: 'share of decisions written',
+    defaultText: String(DEFAULT_DECISION_LOG_SAMPLE_RATE),
+  },
+  { name: 'decision-log-hash-key', arg: '<key>', description: 'HMAC key for the user reference hash (16+ characters); random per process when absent' },
+  { name: 'decision-log-hash-key-file', arg: '<path>', description: 'file holding the HMAC key; re-read when it changes' },
+  {
+    name: 'decision-log-buffer-bytes',
+    arg: '<bytes>',
+    description: 'bytes waiting to be written before lines are dropped (counted)',
+    defaultText: String(DEFAULT_DECISION_LOG_BUFFER_BYTES),
+  },
+];
+
 /** Flags shared by every command that talks to the service (`serve`, `check`, `redec pending`). */
 export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
   { name: 'upstream-url', arg: '<url>', description: "the consent service's base URL (required)" },
@@ -254,6 +278,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'how often secret files are re-read',
     defaultText: String(DEFAULT_SECRET_POLL_INTERVAL_MS),
   },
+  ...DECISION_LOG_OPTIONS,
 ];
 
 /** `upstream-url` → `CONSENT_SIDECAR_UPSTREAM_URL`. */

@@ -90,3 +90,12 @@ export function fileSecret<T>(path: string, origin: string, parse: SecretParser<
     },
   };
 }
+
+/**
+ * What a secret is for, from its origin flag (`--webhook-secret-file` → `webhook_secret`): the
+ * bounded `secret` label of the reload metrics.
+ */
+export const secretRoleOf = (origin: string): string => origin.replace(/^--/, '').replace(/-file$/, '').replace(/-/g, '_');
+
+/** Whether a secret follows a file (its origin is a `--*-file` flag) and so can fail to reload. */
+export const isFileSecret = (secret: Pick<Secret<unknown>, 'origin'>): boolean => secret.origin.endsWith('-file');

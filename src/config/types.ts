@@ -79,6 +79,18 @@ export interface RedisConfig {
   readonly commandTimeoutMs: number;
 }
 
+/** The optional decision log (`--decision-log*`). */
+export interface DecisionLogConfig {
+  /** `stdout`, or a file path the lines are appended to. */
+  readonly destination: string;
+  /** Share of decisions written, 0..1. */
+  readonly sampleRate: number;
+  /** HMAC key of the user reference hash; null: a random key per process. */
+  readonly hashKey: Secret<string> | null;
+  /** Bytes waiting to be written before lines are dropped. */
+  readonly bufferBytes: number;
+}
+
 /** Everything `serve` needs, validated and frozen. */
 export interface SidecarConfig {
   readonly upstream: UpstreamConfig & UpstreamPoolConfig;
@@ -97,6 +109,8 @@ export interface SidecarConfig {
   readonly logLevel: LogLevel;
   readonly shutdownTimeoutMs: number;
   readonly secretPollIntervalMs: number;
+  /** `null` when `--decision-log` is off (the default). */
+  readonly decisionLog: DecisionLogConfig | null;
 }
 
 /** Raw values as commander parsed them, keyed by long flag name without dashes. */

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { METRIC_PREFIX } from '../observability/index.js';
+import { FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 import { BREAKER_STATES, type BreakerState } from './breaker.js';
 import { FAIL_CLOSED_CAUSES, type FailClosedCause } from './errors.js';
 import { PRE_EVALUATION_REASONS } from './types.js';
@@ -23,6 +23,12 @@ export type DecisionRoute = (typeof DECISION_ROUTES)[number];
 type Inc = { inc(n?: number): void };
 
 /**
+ * Buckets of `consent_sidecar_decision_duration_seconds` (s): from a cache hit (tens of
+ * microseconds) to the upstream deadline.
+ */
+export const DECISION_DURATION_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/**
  * Every metric of the decision capability, declared against the given registry. Label values
  * come from closed sets and are pre-bound, so the hot path pays one increment and no hashing.
  */
@@ -34,8 +40,24 @@ export class DecisionMetrics {
   private readonly breakerState: Gauge<'state'>;
   readonly coalesced: Inc;
   readonly purged: Counter<'trigger'>;
+  /** Decision log lines not written (buffer full or destination broken). */
+  readonly decisionLogDropped: Counter;
+  private readonly decisionDuration: FastHistogram<string>;
+  private readonly durationIndex = new Map<DecisionSource, number>();
 
   constructor(registry: Registry, cacheSize: () => number) {
+    // A fast histogram: it is observed on every answer, cache hits included.
+    this.decisionDuration = new FastHistogram(
+      `${METRIC_PREFIX}decision_duration_seconds`,
+      "The sidecar's own answer time to the application, from request to answer, by source.",
+      'source',
+      Object.values(SOURCE_LABEL),
+      DECISION_DURATION_BUCKETS_S,
+      registry,
+    );
+    for (const [source, label] of Object.entries(SOURCE_LABEL) as [DecisionSource, string][]) {
+      this.durationIndex.set(source, this.decisionDuration.indexOf(label));
+    }
     const decisions = new Counter({
       name: `${METRIC_PREFIX}decisions_total`,
       help: 'Answers given to the application (check) or to a proxy (forward_auth), by decision, source and route.',
@@ -91,6 +113,11 @@ export class DecisionMetrics {
       help: 'Cache misses that joined an upstream call already in flight for the same request.',
       registers: [registry],
     });
+    this.decisionLogDropped = new Counter({
+      name: `${METRIC_PREFIX}decision_log_dropped_total`,
+      help: 'Decision log lines dropped because the buffer was full or the destination failed.',
+      registers: [registry],
+    });
     this.purged = new Counter({
       name: `${METRIC_PREFIX}cache_purged_entries_total`,
       help: 'ALLOW entries purged, by trigger (webhook revocation or manual).',
@@ -102,6 +129,12 @@ export class DecisionMetrics {
   /** Counts one answer given to the app (`check`) or to a proxy (`forward_auth`). */
   answered(answer: Answer, route: DecisionRoute = 'check'): void {
     this.decisions.get(`${answer.decision}/${answer.source}/${route}`)?.inc();
+  }
+
+  /** Records how long the sidecar took to give an answer (s). */
+  answeredIn(answer: Answer, seconds: number): void {
+    const i = this.durationIndex.get(answer.source);
+    if (i !== undefined) this.decisionDuration.observe(i, seconds);
   }
 
   preEvaluationDenial(reason: string): void {

@@ -65,7 +65,7 @@ export class Passthrough {
       }
       const timedOut = signal.aborted;
       const body = JSON.stringify({ error: timedOut ? 'upstream_timeout' : 'upstream_unreachable' });
-      res.writeHead(timedOut ? 504 : 502, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.writeHead(timedOut ? 504 : 502, { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-consent-decision-source': 'fail-closed' });
       res.end(body);
     }
   }

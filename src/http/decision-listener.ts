@@ -10,6 +10,7 @@ import {
   rejectedAnswer,
   type AllowCache,
   type Answer,
+  type DecisionLog,
   type DecisionMetrics,
   type DecisionService,
   type Passthrough,
@@ -30,6 +31,8 @@ export interface DecisionListenerOptions {
   /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
   readonly forwardAuthUserHeader?: string;
   readonly maxRequestBytes: number;
+  /** The optional decision log (`--decision-log`). */
+  readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
 }
 
 /**
@@ -40,8 +43,10 @@ export interface DecisionListenerOptions {
 export function createDecisionListener(o: DecisionListenerOptions): Server {
   const failLog = new RateLimiter(1000);
 
-  const send = (res: ServerResponse, a: Answer, close = false): void => {
+  /** `t0`: performance.now() when the request arrived, for the decision duration. */
+  const send = (res: ServerResponse, a: Answer, close = false, t0?: number): void => {
     o.metrics.answered(a);
+    if (t0 !== undefined) o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
     if (res.headersSent || res.destroyed) return;
     const headers = [
       'content-type', 'application/json',
@@ -54,7 +59,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
-  const failClosed = (res: ServerResponse, err: unknown): void => {
+  const failClosed = (res: ServerResponse, err: unknown, t0?: number): Answer => {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = failLog.admit(cause);
@@ -62,29 +67,42 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    send(res, failClosedAnswer(cause));
+    const answer = failClosedAnswer(cause);
+    send(res, answer, false, t0);
+    return answer;
   };
 
-  const decide = (res: ServerResponse, body: string, noCache: boolean): void => {
+  const log = o.decisionLog ?? null;
+  const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number): void => {
     try {
       const req = parseCheckRequest(body);
-      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req));
+      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req), false, t0);
       if (!noCache) {
         const hit = o.service.cached(req);
-        if (hit) return send(res, hit);
+        if (hit) {
+          send(res, hit, false, t0);
+          log?.record(req, hit);
+          return;
+        }
       }
       o.service
         .decide(req, noCache)
         .then(
-          (a) => send(res, a),
-          (err: unknown) => failClosed(res, err),
+          (a) => {
+            send(res, a, false, t0);
+            log?.record(req, a);
+          },
+          (err: unknown) => {
+            const a = failClosed(res, err, t0);
+            log?.record(req, a);
+          },
         )
         // send itself failed (metrics, headers): fail closed; and if that fails too, the last resort.
-        .catch((err: unknown) => failClosed(res, err))
+        .catch((err: unknown) => failClosed(res, err, t0))
         .catch((err: unknown) => lastResort(res, err));
     } catch (err) {
       try {
-        failClosed(res, err);
+        failClosed(res, err, t0);
       } catch (again) {
         lastResort(res, again);
       }
@@ -113,9 +131,10 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
 
   const check = (req: IncomingMessage, res: ServerResponse): void => {
+    const t0 = performance.now();
     const declared = Number(req.headers['content-length']);
     if (declared > max) {
-      send(res, oversize, true);
+      send(res, oversize, true, t0);
       req.resume();
       return;
     }
@@ -125,14 +144,14 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > max) {
-        if (!res.headersSent) send(res, oversize, true);
+        if (!res.headersSent) send(res, oversize, true, t0);
         return;
       }
       chunks.push(chunk);
     });
     req.on('end', () => {
       if (size > max) return;
-      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache);
+      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache, t0);
     });
     req.on('error', () => undefined);
   };
@@ -148,6 +167,12 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
 
   const app = express();
   app.disable('x-powered-by');
+  // Every answer says where it came from, as the README promises: anything the sidecar answers
+  // itself without a decision (404, 400, the cache purge) is `rejected` unless a route says otherwise.
+  app.use((_req, res, next) => {
+    res.setHeader(SOURCE_HEADER, 'rejected');
+    next();
+  });
   app.delete('/sidecar/cache', (req, res) => {
     const user = req.query.userReference;
     if (user !== undefined && (typeof user !== 'string' || user === '')) {
@@ -165,7 +190,10 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     // must never reach the service through the passthrough, which would skip the strict parser.
     if (path === CHECK_PATH) {
       if (req.method === 'POST') check(req, res);
-      else send(res, METHOD_NOT_ALLOWED_ANSWER);
+      else {
+        res.setHeader('allow', 'POST');
+        send(res, METHOD_NOT_ALLOWED_ANSWER);
+      }
       return;
     }
     if (ambiguous) {
@@ -173,6 +201,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       return;
     }
     if (path?.startsWith('/v1/')) {
+      // The service's own answer (the passthrough marks its 502/504 fail-closed).
+      res.setHeader(SOURCE_HEADER, 'upstream');
       o.passthrough.forward(req, res).catch(next);
       return;
     }

@@ -7,11 +7,11 @@ export type { Logger };
  * JSON logs, one event per line on stdout. Anything that looks like a credential is redacted even
  * if a caller slips it into a log object by mistake.
  */
-export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+export function createLogger(level: LogLevel, destination?: DestinationStream, options: { service?: string } = {}): Logger {
   return pino(
     {
       level,
-      base: { service: 'consent-sidecar' },
+      base: { service: options.service ?? 'consent-sidecar' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
       redact: {
@@ -32,6 +32,9 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     destination,
   );
 }
+
+/** The `service` field of the simulator's log lines: it stands for the consent service, not the sidecar. */
+export const SIMULATOR_SERVICE_NAME = 'consent-service-simulator';
 
 /** A logger that drops everything, for tests and library use. */
 export function silentLogger(): Logger {

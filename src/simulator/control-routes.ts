@@ -11,6 +11,7 @@ import type { WebhookEndpointInput } from './webhook-endpoints.js';
 export const CONTROL_PREFIX = '/_simulator';
 
 const FLOW_VERSIONS = /^\/_simulator\/flows\/([^/]+)\/versions$/;
+const EVENT_RESEND = /^\/_simulator\/events\/([^/]+)\/resend$/;
 
 function target(body: Record<string, unknown>): ConsentTarget {
   const problems: string[] = [];
@@ -55,6 +56,7 @@ function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
  * | `POST /_simulator/flows/{configKey}/versions` | a Flow version (`version` defaults to next, `published` to true) | publish |
  * | `POST /_simulator/webhook-endpoints` | `{url, secret, types?, header?}` | register |
  * | `POST /_simulator/events` | `{type, data?}` | emit any catalog event |
+ * | `POST /_simulator/events/{id}/resend` | | deliver a past event again (same id: a replay) |
  * | `GET /_simulator/deliveries` | | delivery timelines |
  * | `PUT /_simulator/faults` / `DELETE /_simulator/faults` | a fault spec | inject / clear |
  *
@@ -137,6 +139,14 @@ export async function handleControl(
   const flow = FLOW_VERSIONS.exec(url.pathname);
   if (flow && req.method === 'POST') {
     sendJson(res, 201, core.publish(decodeURIComponent(flow[1] as string), await readJsonObject(req)));
+    return;
+  }
+  const resend = EVENT_RESEND.exec(url.pathname);
+  if (resend && req.method === 'POST') {
+    const id = decodeURIComponent(resend[1] as string);
+    const result = core.sender.resend(id);
+    if (!result) throw new SimulatorError('ERR_SIMULATOR_NOT_FOUND', `no event "${id}" was sent (see GET /_simulator/deliveries)`);
+    sendJson(res, 201, { ...result.envelope, deliveries: result.deliveries });
     return;
   }
   sendJson(res, 404, { error: 'not_found' });

@@ -89,6 +89,15 @@ export class WebhookSender {
     return count;
   }
 
+  /**
+   * Delivers a past event again, unchanged (same envelope `id`, a new delivery id and signature), to
+   * every endpoint subscribed now; returns how many, or null when no such event was sent.
+   */
+  resend(eventId: string): { envelope: EventEnvelope; deliveries: number } | null {
+    const past = this.all.find((d) => d.envelope.id === eventId);
+    return past ? { envelope: past.envelope, deliveries: this.publish(past.envelope) } : null;
+  }
+
   timelines(): DeliveryTimeline[] {
     return this.all.map((d) => ({
       eventId: d.envelope.id,

@@ -10,6 +10,7 @@ export {
 export { FORWARDED_HEADERS, Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.js';
 export {
   OUT_OF_ORDER_HEADER,
+  ROUTE_REJECTIONS,
   VERIFIED_HEADER,
   WebhookIngress,
   type IngressAnswer,

@@ -17,7 +17,8 @@ export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
 export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export type RouteRejection = 'not_found' | 'method_not_allowed' | 'body_too_large' | 'unverified_budget_exhausted' | 'body_timeout';
+export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout'] as const;
+export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
 /** At most one `webhook_rejected` log line per reason per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;

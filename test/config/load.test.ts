@@ -140,3 +140,43 @@ describe('secret files', () => {
     c.apiKey.close();
   });
 });
+
+describe('secret reload metrics', () => {
+  it('count failed re-reads per secret and keep the last good value when the file empties or disappears', async () => {
+    const { rmSync } = await import('node:fs');
+    const { createRegistry, silentLogger } = await import('../../src/observability/index.js');
+    const { watchSecrets } = await import('../../src/config/index.js');
+    const file = tempFile('key-one\n');
+    const c = resolveUpstreamConfig({ 'upstream-url': 'http://x', 'api-key-file': file }, {});
+    const registry = createRegistry({ defaultMetrics: false });
+    let nowMs = 1_700_000_000_000;
+    watchSecrets([c.apiKey], { intervalMs: 20, logger: silentLogger(), registry, now: () => nowMs });
+    const value = async (name: string): Promise<number | undefined> =>
+      (await registry.getSingleMetric(name)!.get()).values.find((v) => v.labels.secret === 'api_key')?.value;
+    try {
+      expect(await value('consent_sidecar_secret_reload_failures_total')).toBe(0);
+      expect(await value('consent_sidecar_secret_last_reload_timestamp_seconds')).toBe(1_700_000_000);
+      nowMs += 60_000;
+      writeFileSync(file, 'key-two\n');
+      await expect.poll(() => value('consent_sidecar_secret_last_reload_timestamp_seconds'), { timeout: 2000 }).toBe(1_700_000_060);
+      writeFileSync(file, '');
+      await expect.poll(() => value('consent_sidecar_secret_reload_failures_total'), { timeout: 2000 }).toBeGreaterThanOrEqual(1);
+      rmSync(file);
+      const before = (await value('consent_sidecar_secret_reload_failures_total'))!;
+      await expect.poll(() => value('consent_sidecar_secret_reload_failures_total'), { timeout: 2000 }).toBeGreaterThan(before);
+      expect(c.apiKey.current()).toBe('key-two');
+      expect(await value('consent_sidecar_secret_last_reload_timestamp_seconds')).toBe(1_700_000_060);
+    } finally {
+      c.apiKey.close();
+    }
+  });
+
+  it('a secret given as a value has no reload series (it cannot fail to reload)', async () => {
+    const { createRegistry, silentLogger } = await import('../../src/observability/index.js');
+    const { watchSecrets } = await import('../../src/config/index.js');
+    const c = resolveUpstreamConfig({ 'upstream-url': 'http://x', 'api-key': 'k' }, {});
+    const registry = createRegistry({ defaultMetrics: false });
+    watchSecrets([c.apiKey], { intervalMs: 20, logger: silentLogger(), registry, now: Date.now });
+    expect(await registry.metrics()).not.toMatch(/secret="api_key"/);
+  });
+});

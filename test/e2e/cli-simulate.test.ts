@@ -29,7 +29,9 @@ describe('consent-sidecar simulate', () => {
       /simulate_ready/,
     );
     try {
-      const { url } = JSON.parse(line) as { url: string };
+      const { url, service } = JSON.parse(line) as { url: string; service: string };
+      // The simulator stands for the consent service: its log lines do not claim to be the sidecar.
+      expect(service).toBe('consent-service-simulator');
       const allow = await check(url, 'cli-key', { userReference: 'alice', configKey: 'marketing-email' });
       expect(allow.body.decision).toBe('ALLOW');
       expect(allow.body.validUntil as number).toBeLessThanOrEqual(Date.now() + 5000);

@@ -20,9 +20,9 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
 }
 
 /** Starts a long-running CLI command and resolves once a stdout line matches `ready`. */
-export function startCli(args: string[], ready: RegExp): Promise<{ child: ChildProcess; line: string; output: () => string; exited: Promise<number | null> }> {
+export function startCli(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ child: ChildProcess; line: string; output: () => string; exited: Promise<number | null> }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' } });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
     let stdout = '';
     let stderr = '';
     let done = false;

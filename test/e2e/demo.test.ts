@@ -1,6 +1,10 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDemo, type DemoHandle } from '../../src/cli/demo.js';
 import { silentLogger } from '../../src/observability/index.js';
+import { deliveryHeaders } from '../webhooks/helpers.js';
 import { runCli } from './cli.js';
 
 const ANY = { host: '127.0.0.1', port: 0 };
@@ -63,6 +67,76 @@ describe('consent-sidecar demo', () => {
     // the manual purge line points at the real route
     const purge = /curl -s -X DELETE '([^']+)'/.exec(guide)![1]!;
     expect((await fetch(purge, { method: 'DELETE' })).status).toBe(200);
+  });
+
+  it('prints the webhook secret it uses, CLI lines that run after npm ci, and trigger/resend work against it', async () => {
+    demo = await startDemo({
+      listen: ANY,
+      webhookListen: ANY,
+      adminListen: ANY,
+      simulatorListen: ANY,
+      appListen: ANY,
+      timeScale: 60,
+      logLevel: 'silent',
+      logger: silentLogger(),
+      print: () => undefined,
+    });
+    const { guide } = demo;
+    // The printed secret is the one the sidecar verifies with: a delivery signed with it here
+    // (node:crypto, independently of our code) is accepted and reaches the demo app.
+    const secret = /webhook secret (whsec_\S+)/.exec(guide)![1]!;
+    const webhookUrl = `${demo.sidecar.urls.webhook}/webhooks`;
+    const body = JSON.stringify({ id: 'evt_by_hand', sequence: 1, type: 'consent_action.created', occurredAt: Date.now(), data: {} });
+    const ts = Math.floor(Date.now() / 1000);
+    expect((await fetch(webhookUrl, { method: 'POST', headers: deliveryHeaders(secret, ts, body, 'evt_by_hand'), body })).status).toBe(200);
+    expect(demo.received.map((e) => e.id)).toContain('evt_by_hand');
+    // The guide's sign line, run as printed (the body file it writes first), its headers sent with the file.
+    const dir = mkdtempSync(join(tmpdir(), 'cs-demo-'));
+    const bodyLine = guide.split('\n').find((l) => l.includes('> event.json'))!;
+    writeFileSync(join(dir, 'event.json'), `${/echo '([^']+)'/.exec(bodyLine)![1]!}\n`);
+    const signLine = guide.split('\n').find((l) => l.includes('webhook sign'))!.trim();
+    expect(signLine).toBe(`node dist/cli.js webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`);
+    const signed = await runCli(['webhook', 'sign', '--secret', secret, '--body-file', join(dir, 'event.json'), '--curl', webhookUrl]);
+    expect(signed.code, signed.stderr).toBe(0);
+    const out = signed.stdout.trim().split('\n');
+    expect(out.at(-1)).toMatch(/^curl .* --data-binary '@.*event\.json' /);
+    const hdrs = Object.fromEntries(out.slice(0, -1).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
+    const fileBody = readFileSync(join(dir, 'event.json'));
+    const byHand = await fetch(webhookUrl, { method: 'POST', headers: { ...hdrs, 'x-service-event-id': 'evt_by_hand_2' }, body: fileBody });
+    // Already accepted above under the same envelope id: a duplicate, answered 200 (the signature held).
+    expect(byHand.status).toBe(200);
+
+    // Every CLI line is the form that runs after `npm ci && npm run build`.
+    const cliLines = guide.split('\n').filter((l) => /\b(redec pending|check --via|webhook (trigger|resend|sign))\b/.test(l));
+    expect(cliLines.length).toBeGreaterThanOrEqual(5);
+    for (const l of cliLines) expect(l.trim(), l).toMatch(/^(echo .* \| )?node dist\/cli\.js /);
+    expect(guide).not.toMatch(/^\s+consent-sidecar /m);
+
+    // webhook trigger: a signed event of the given type reaches the app through the sidecar.
+    const sim = demo.simulator.url;
+    const trigger = await runCli(['webhook', 'trigger', 'consent_action.created', '--simulator', sim, '--data', '{"userReference":"carol","action":"revoke"}']);
+    expect(trigger.code, trigger.stderr).toBe(0);
+    const emitted = JSON.parse(trigger.stdout) as { id: string; type: string };
+    expect(emitted.type).toBe('consent_action.created');
+    await demo.simulator.deliveriesSettled();
+    expect(demo.received.filter((e) => e.id === emitted.id)).toHaveLength(1);
+
+    // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward it twice.
+    const resend = await runCli(['webhook', 'resend', emitted.id, '--simulator', sim]);
+    expect(resend.code, resend.stderr).toBe(0);
+    expect(JSON.parse(resend.stdout)).toMatchObject({ id: emitted.id, deliveries: 1 });
+    await demo.simulator.deliveriesSettled();
+    const timelines = (await (await fetch(`${sim}/_simulator/deliveries`)).json()) as { eventId: string; state: string }[];
+    expect(timelines.filter((t) => t.eventId === emitted.id).map((t) => t.state)).toEqual(['accepted', 'accepted']);
+    expect(demo.received.filter((e) => e.id === emitted.id)).toHaveLength(1);
+
+    // Errors: an unknown type is a usage error listing the catalog; an unknown id is the simulator's 404.
+    const bad = await runCli(['webhook', 'trigger', 'consent.nope', '--simulator', sim]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('redec.notification.required');
+    const missing = await runCli(['webhook', 'resend', 'evt_missing', '--simulator', sim]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('404');
   });
 
   it('rejects bad flags naming them, exit 2', async () => {

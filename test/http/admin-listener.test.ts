@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { VERSION } from '../../src/version.js';
 
 const CONTRACT_FAMILIES: Record<string, string> = {
   consent_sidecar_decisions_total: 'counter',
@@ -13,6 +14,8 @@ const CONTRACT_FAMILIES: Record<string, string> = {
   consent_sidecar_upstream_request_duration_seconds: 'histogram',
   consent_sidecar_cache_entries: 'gauge',
   consent_sidecar_circuit_breaker_state: 'gauge',
+  consent_sidecar_build_info: 'gauge',
+  consent_sidecar_decision_duration_seconds: 'histogram',
 };
 
 let upstream: Server;
@@ -65,6 +68,10 @@ describe('admin listener', () => {
     expect(text).toContain('consent_sidecar_pre_evaluation_denials_total{reason="config_not_published"} 1');
     expect(text).toContain('consent_sidecar_decisions_total{decision="deny",source="upstream",route="check"} 1');
     expect(text).toContain('process_cpu_seconds_total');
+    expect(text).toContain(`consent_sidecar_build_info{version="${VERSION}"} 1`);
+    // The sidecar's own answer time: the check above came from upstream.
+    expect(text).toContain('consent_sidecar_decision_duration_seconds_count{source="upstream"} 1');
+    expect(text).toContain('consent_sidecar_decision_duration_seconds_count{source="cache"} 0');
     expect(text).not.toContain('secret-customer-42');
   });
 

@@ -16,6 +16,8 @@ import { MONITORING_API, SCENARIOS, valuesPath, type Scenario } from './scenario
 import { schemaProblems, unknownFieldProblems } from './validate.js';
 
 const FULLNAME = 'shop-consent-sidecar';
+/** The standalone Deployment and its Service are the application's: named after the release (or deployment.name). */
+const APP_NAME = 'shop';
 const SECRET_DIR = '/var/run/secrets/consent-sidecar';
 
 interface Container {
@@ -156,7 +158,7 @@ describe('native sidecar (default)', () => {
   it('runs the image with serve and gives the app the decision URL on loopback', () => {
     const pod = podSpec(mustFind(rendered(s), 'Deployment'));
     const sidecar = sidecarOf(pod);
-    expect(sidecar.image).toBe('consent-sidecar:0.1.0');
+    expect(sidecar.image).toBe('registry.example.com/consent-sidecar:0.1.0');
     expect(sidecar.args).toEqual(['serve']);
     expect(env(sidecar).CONSENT_SIDECAR_LISTEN).toBe('127.0.0.1:7700');
     expect(env(pod.containers[0]!).CONSENT_SIDECAR_URL).toBe('http://127.0.0.1:7700');
@@ -209,12 +211,94 @@ describe('native sidecar (default)', () => {
   });
 
   it('exposes the webhook and metrics ports through the Service, beside the app port', () => {
-    const service = mustFind(rendered(s), 'Service', FULLNAME);
+    const service = mustFind(rendered(s), 'Service', APP_NAME);
     expect((service.spec as { ports: unknown[] }).ports).toEqual([
       { name: 'consent-webhook', port: 7701, targetPort: 'consent-webhook', protocol: 'TCP' },
       { name: 'consent-metrics', port: 7702, targetPort: 'consent-metrics', protocol: 'TCP' },
       { name: 'http', port: 80, targetPort: 'http' },
     ]);
+  });
+});
+
+describe('standalone Deployment naming', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+
+  it('the Deployment, its pods and its Service are named and labelled after the application, not the sidecar', () => {
+    const objects = rendered(s);
+    const deployment = mustFind(objects, 'Deployment');
+    expect(deployment.metadata.name).toBe(APP_NAME);
+    expect(deployment.metadata.labels?.['app.kubernetes.io/name']).toBe(APP_NAME);
+    const spec = deployment.spec as { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> } } };
+    expect(spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': APP_NAME, 'app.kubernetes.io/instance': 'shop' });
+    expect(spec.template.metadata.labels).toMatchObject(spec.selector.matchLabels);
+    const service = mustFind(objects, 'Service', APP_NAME);
+    expect((service.spec as { selector: Record<string, string> }).selector).toEqual(spec.selector.matchLabels);
+    // The sidecar's own objects keep the sidecar's name.
+    expect(mustFind(objects, 'Secret').metadata.name).toBe(FULLNAME);
+  });
+
+  it('deployment.name names them', async () => {
+    const objects = await render({ valuesFiles: [valuesPath(s)], set: ['deployment.name=storefront'] });
+    expect(mustFind(objects, 'Deployment').metadata.name).toBe('storefront');
+    const service = mustFind(objects, 'Service', 'storefront');
+    expect((service.spec as { selector: Record<string, string> }).selector['app.kubernetes.io/name']).toBe('storefront');
+    const ingress = mustFind(objects, 'Ingress');
+    expect(JSON.stringify(ingress.spec)).toContain('"name":"storefront"');
+  });
+});
+
+describe('opt-in PodDisruptionBudget and NetworkPolicy', () => {
+  const s = SCENARIOS.find((x) => x.file === 'policies-values.yaml')!;
+
+  it('are off by default', () => {
+    const kinds = rendered(SCENARIOS.find((x) => x.file === 'native-values.yaml')!).map((o) => o.kind);
+    expect(kinds).not.toContain('PodDisruptionBudget');
+    expect(kinds).not.toContain('NetworkPolicy');
+  });
+
+  it('the PodDisruptionBudget covers the Deployment\'s pods', () => {
+    const objects = rendered(s);
+    const pdb = mustFind(objects, 'PodDisruptionBudget');
+    const deployment = mustFind(objects, 'Deployment');
+    expect(pdb.spec).toEqual({
+      maxUnavailable: 1,
+      selector: { matchLabels: (deployment.spec as { selector: { matchLabels: unknown } }).selector.matchLabels },
+    });
+  });
+
+  it('the NetworkPolicy opens the webhook, metrics and app ports to the given peers and never the decision port', () => {
+    const objects = rendered(s);
+    const np = mustFind(objects, 'NetworkPolicy');
+    const spec = np.spec as { podSelector: { matchLabels: unknown }; policyTypes: string[]; ingress: { ports: { port: string | number }[]; from?: unknown[] }[] };
+    expect(spec.podSelector.matchLabels).toEqual((mustFind(objects, 'Deployment').spec as { selector: { matchLabels: unknown } }).selector.matchLabels);
+    expect(spec.policyTypes).toEqual(['Ingress']);
+    const ports = spec.ingress.flatMap((r) => r.ports.map((p) => p.port));
+    expect(ports).toEqual(['consent-webhook', 'consent-metrics', 'http']);
+    const sidecar = sidecarOf(podSpec(mustFind(objects, 'Deployment')));
+    // The decision port is not a named container port, and no rule names its number.
+    expect(sidecar.ports?.map((p) => p.name)).not.toContain('consent-decision');
+    expect(ports).not.toContain(7700);
+    expect(spec.ingress[0]!.from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }]);
+  });
+
+  it('every values problem, including the Ingress and ServiceMonitor ones, is named in the same run', async () => {
+    const result = await helmTemplateRaw({ set: ['monitoring.mode=always', 'deployment.enabled=false', 'ingress.enabled=true'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('5 problem(s)');
+    for (const key of ['image.repository', 'config.upstreamUrl', 'secrets.apiKey', 'ingress.enabled', 'monitoring.serviceMonitor.selector']) {
+      expect(result.stderr).toContain(`  - ${key}`);
+    }
+  });
+
+  it('need a podSelector without the standalone Deployment, said with the other problems', async () => {
+    const result = await helmTemplateRaw({
+      valuesFiles: [valuesPath(SCENARIOS.find((x) => x.file === 'include-values.yaml')!)],
+      set: ['podDisruptionBudget.enabled=true', 'networkPolicy.enabled=true'],
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/2 problem\(s\)/);
+    expect(result.stderr).toMatch(/podDisruptionBudget\.podSelector is required/);
+    expect(result.stderr).toMatch(/networkPolicy\.podSelector is required/);
   });
 });
 
@@ -234,7 +318,7 @@ describe('webhook Ingress', () => {
               {
                 path: '/webhooks',
                 pathType: 'Exact',
-                backend: { service: { name: FULLNAME, port: { name: 'consent-webhook' } } },
+                backend: { service: { name: APP_NAME, port: { name: 'consent-webhook' } } },
               },
             ],
           },
@@ -412,7 +496,7 @@ describe('monitoring', () => {
     const sm = mustFind(objects, 'ServiceMonitor');
     expect(sm.metadata.labels?.release).toBe('kube-prometheus-stack');
     const spec = sm.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Record<string, unknown>[] };
-    const service = mustFind(objects, 'Service', FULLNAME);
+    const service = mustFind(objects, 'Service', APP_NAME);
     for (const [k, v] of Object.entries(spec.selector.matchLabels)) expect(service.metadata.labels?.[k]).toBe(v);
     expect((service.spec as { ports: { name: string }[] }).ports.map((p) => p.name)).toContain('consent-metrics');
     expect(spec.endpoints[0]).toMatchObject({ port: 'consent-metrics', path: '/metrics' });
@@ -430,6 +514,7 @@ describe('monitoring', () => {
       'ConsentSidecarDown',
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
+      'ConsentSidecarSecretReloadFailing',
       'ConsentSidecarWebhookForwardFailures',
       'ConsentSidecarWebhookRejectionsRising',
     ]);
@@ -448,7 +533,8 @@ describe('monitoring', () => {
     const rule = mustFind(objects, 'PrometheusRule');
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
-    expect(names).toHaveLength(5);
+    // 7 alerts since ConsentSidecarSecretReloadFailing, less the one switched off.
+    expect(names).toHaveLength(6);
   });
 });
 
@@ -480,6 +566,20 @@ describe('include in your own chart', () => {
     const sm = mustFind(example.objects, 'ServiceMonitor');
     const selector = (sm.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
     for (const [k, v] of Object.entries(selector)) expect(service.metadata.labels?.[k]).toBe(v);
+  });
+
+  it('the example\'s ServiceMonitor selects its Service under any release name (the selector is templated)', async () => {
+    const vendored = await vendoredExampleChart();
+    try {
+      const objects = await render({ chart: vendored.dir, release: 'storefront', apiVersions: [MONITORING_API] });
+      const service = mustFind(objects, 'Service', 'storefront');
+      const sm = mustFind(objects, 'ServiceMonitor');
+      const selector = (sm.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+      expect(selector['app.kubernetes.io/instance']).toBe('storefront');
+      for (const [k, v] of Object.entries(selector)) expect(service.metadata.labels?.[k], k).toBe(v);
+    } finally {
+      await vendored.cleanup();
+    }
   });
 
   it('the example in classic mode puts the sidecar first among the containers', () => {

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1';
-import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import ts from 'typescript';
 // The example chart's nginx config (forward-auth).
@@ -22,6 +23,16 @@ const BUILTIN: Record<string, { make: (o: K8sObject) => Validatable; typeImport:
     make: (o) => new Ingress(o as never),
     typeImport: 'kubernetes-models/networking.k8s.io/v1/Ingress',
     typeName: 'IIngress',
+  },
+  'networking.k8s.io/v1/NetworkPolicy': {
+    make: (o) => new NetworkPolicy(o as never),
+    typeImport: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy',
+    typeName: 'INetworkPolicy',
+  },
+  'policy/v1/PodDisruptionBudget': {
+    make: (o) => new PodDisruptionBudget(o as never),
+    typeImport: 'kubernetes-models/policy/v1/PodDisruptionBudget',
+    typeName: 'IPodDisruptionBudget',
   },
   'v1/Service': { make: (o) => new Service(o as never), typeImport: 'kubernetes-models/v1/Service', typeName: 'IService' },
   'v1/Secret': { make: (o) => new Secret(o as never), typeImport: 'kubernetes-models/v1/Secret', typeName: 'ISecret' },

@@ -28,6 +28,8 @@ const CHART_OWNED_FLAGS = new Set([
   'webhook-required-header',
   'webhook-required-header-file',
   'redis-url-file',
+  // A secret: never a values key; its file form is config.decisionLogHashKeyFile.
+  'decision-log-hash-key',
 ]);
 
 /** Kubernetes objects the schema passes through whole (too large to restate); Kubernetes validates them. */
@@ -43,6 +45,9 @@ const PASSTHROUGH = new Set([
   '$defs.probe.httpGet',
   '$defs.probe.tcpSocket',
   '$defs.probe.grpc',
+  // Kubernetes LabelSelectors of NetworkPolicy peers.
+  '$defs.networkPolicyPeers[].podSelector',
+  '$defs.networkPolicyPeers[].namespaceSelector',
 ]);
 
 const camel = (flag: string): string => flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
@@ -129,6 +134,7 @@ describe('values to environment', () => {
       const types = ([] as string[]).concat(s.type ?? []);
       if (s.enum) config[key] = s.enum.find((x) => x !== null);
       else if (types.includes('integer')) config[key] = 1_000_000;
+      else if (types.includes('number')) config[key] = 0.5;
       else if (key.endsWith('Url')) config[key] = key === 'redisUrl' ? 'redis://redis:6379' : 'http://127.0.0.1:8080/x';
       else if (key === 'webhookPath') config[key] = '/hooks';
       else config[key] = 'x';
@@ -150,6 +156,7 @@ describe('values to environment', () => {
 
   it.each([
     ['no upstream URL', 'config:\n  upstreamUrl: ""\n', /config\.upstreamUrl is required/],
+    ['no sidecar image repository (none is published)', 'image:\n  repository: ""\n', /image\.repository is required/],
     ['no API key', 'secrets:\n  apiKey:\n    value: ""\n', /secrets\.apiKey: the API key is required/],
     ['an API key twice', 'secrets:\n  apiKey:\n    existingSecret: k\n', /set existingSecret or value, not both/],
     ['webhook ingress without secrets', 'secrets:\n  webhookSecrets:\n    values: []\n', /needs the signing secrets/],
@@ -211,9 +218,13 @@ describe('values.yaml', () => {
     expect(undocumented).toEqual([]);
   });
 
-  it('the defaults alone do not render: upstream URL, API key and app image are the operator\'s to give', async () => {
+  it('the defaults alone do not render, and one run names every missing value: image, upstream URL, API key, app image', async () => {
     const result = await helmTemplateRaw({});
     expect(result.code).not.toBe(0);
-    expect(result.stderr).toMatch(/config\.upstreamUrl is required|the API key is required|deployment\.app\.image is required/);
+    expect(result.stderr).toContain('4 problem(s)');
+    expect(result.stderr).toMatch(/image\.repository is required/);
+    expect(result.stderr).toMatch(/config\.upstreamUrl is required/);
+    expect(result.stderr).toMatch(/the API key is required/);
+    expect(result.stderr).toMatch(/deployment\.app\.image is required/);
   });
 });

@@ -37,6 +37,61 @@ dependency is aliased.
 {{- $_ = set . "v" $v -}}
 {{- $_ = set . "name" $name -}}
 {{- $_ = set . "fullname" $fullname -}}
+{{- include "consent-sidecar.validate" . -}}
+{{- end -}}
+
+{{/*
+Every missing or conflicting value, reported together in one failure (as the CLI reports its flags),
+so an operator fixes them all after one helm template run. Runs in "consent-sidecar.resolve", before
+any template uses the values.
+*/}}
+{{- define "consent-sidecar.validate" -}}
+{{- $v := .v -}}
+{{- $p := list -}}
+{{- if not $v.image.repository -}}
+{{- $p = append $p "image.repository is required: the registry path of the sidecar image built from this repository's Dockerfile (e.g. registry.example.com/consent-sidecar)" -}}
+{{- end -}}
+{{- if not (or $v.image.tag $v.image.digest) -}}
+{{- $p = append $p "image.tag is required (or image.digest)" -}}
+{{- end -}}
+{{- if not $v.config.upstreamUrl -}}
+{{- $p = append $p "config.upstreamUrl is required: the consent service's base URL" -}}
+{{- end -}}
+{{- $s := $v.secrets -}}
+{{- if and $s.apiKey.existingSecret $s.apiKey.value -}}
+{{- $p = append $p "secrets.apiKey: set existingSecret or value, not both" -}}
+{{- else if not (or $s.apiKey.existingSecret $s.apiKey.value) -}}
+{{- $p = append $p "secrets.apiKey: the API key is required: set secrets.apiKey.existingSecret (a Secret with key secrets.apiKey.key) or secrets.apiKey.value" -}}
+{{- end -}}
+{{- if $v.config.appWebhookUrl -}}
+{{- if and $s.webhookSecrets.existingSecret $s.webhookSecrets.values -}}
+{{- $p = append $p "secrets.webhookSecrets: set existingSecret or values, not both" -}}
+{{- else if not (or $s.webhookSecrets.existingSecret $s.webhookSecrets.values) -}}
+{{- $p = append $p "secrets.webhookSecrets: config.appWebhookUrl turns the webhook ingress on, which needs the signing secrets: set secrets.webhookSecrets.existingSecret or secrets.webhookSecrets.values" -}}
+{{- end -}}
+{{- if and $s.webhookRequiredHeader.existingSecret $s.webhookRequiredHeader.value -}}
+{{- $p = append $p "secrets.webhookRequiredHeader: set existingSecret or value, not both" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
+{{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
+{{- end -}}
+{{- if and $v.ingress $v.ingress.enabled (not (and $v.deployment.enabled $v.service.enabled $v.config.appWebhookUrl)) -}}
+{{- $p = append $p "ingress.enabled: the Ingress routes to this chart's Service's consent-webhook port, which needs deployment.enabled, service.enabled and config.appWebhookUrl" -}}
+{{- end -}}
+{{- $sm := $v.monitoring.serviceMonitor -}}
+{{- if and $sm.enabled (not $sm.selector) (include "consent-sidecar.monitoringOn" .) (not (and $v.deployment.enabled $v.service.enabled $v.service.metrics)) -}}
+{{- $p = append $p "monitoring.serviceMonitor.selector: this chart renders no Service with the consent-metrics port (deployment.enabled, service.enabled or service.metrics is false); set the selector to the labels of your Service that includes \"consent-sidecar.servicePorts\", or disable the ServiceMonitor" -}}
+{{- end -}}
+{{- range $k := list "podDisruptionBudget" "networkPolicy" -}}
+{{- $pol := index $v $k -}}
+{{- if and $pol $pol.enabled (not $v.deployment.enabled) (not $pol.podSelector) -}}
+{{- $p = append $p (printf "%s.podSelector is required when deployment.enabled is false: the labels of your application's pods" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $p -}}
+{{- fail (printf "\n%d problem(s) with the consent-sidecar values:\n  - %s" (len $p) (join "\n  - " $p)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Chart label value: name-version (this chart's own renders only). */}}
@@ -57,6 +112,33 @@ helm.sh/chart: {{ include "consent-sidecar.chart" . }}
 app.kubernetes.io/version: {{ .v.image.tag | default .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/component: consent-sidecar
+{{- end -}}
+
+{{/* Name of the standalone Deployment and its Service: the application's (deployment.name, else the release name). */}}
+{{- define "consent-sidecar.appName" -}}
+{{- default .root.Release.Name .v.deployment.name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of the standalone Deployment's pods: the application's name, not the sidecar's. */}}
+{{- define "consent-sidecar.appSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "consent-sidecar.appName" . }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* Labels of the standalone Deployment and its Service. */}}
+{{- define "consent-sidecar.appLabels" -}}
+helm.sh/chart: {{ include "consent-sidecar.chart" . }}
+{{ include "consent-sidecar.appSelectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{/* Pod labels a policy covers (map entries): its podSelector value, else the standalone Deployment's pods. */}}
+{{- define "consent-sidecar.policyPodSelector" -}}
+{{- if .podSelector -}}
+{{- toYaml .podSelector -}}
+{{- else -}}
+{{- include "consent-sidecar.appSelectorLabels" .c -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The sidecar image reference: repository@digest, or repository:tag. */}}
@@ -339,4 +421,13 @@ their files are re-read live when the Secret rotates.
 {{/* Value of the job label of the sidecar's series. */}}
 {{- define "consent-sidecar.jobName" -}}
 {{- default .fullname .v.monitoring.jobName -}}
+{{- end -}}
+
+{{/*
+The reason label values of consent_sidecar_webhook_rejections_total that mean a delivery failed
+authentication (401), as a regex alternation. test/packaging/runbooks.test.ts ties it to the codes
+in src/webhooks/errors.ts.
+*/}}
+{{- define "consent-sidecar.authRejectionReasons" -}}
+required_header_missing|required_header_mismatch|timestamp_missing|signature_missing|signature_scheme|timestamp_invalid|timestamp_too_old|timestamp_too_new|signature_mismatch|unverified_budget_exhausted|body_timeout
 {{- end -}}

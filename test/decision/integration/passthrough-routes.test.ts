@@ -39,7 +39,8 @@ describe('passthrough of other /v1/* requests', () => {
     expect(r.text).toBe('short and stout');
     expect(r.headers['x-service-thing']).toBe('v1');
     expect(r.headers.etag).toBe('"abc"');
-    expect(r.headers['x-consent-decision-source']).toBeUndefined();
+    // Was toBeUndefined: every answer of the decision listener now says where it came from (issue 13).
+    expect(r.headers['x-consent-decision-source']).toBe('upstream');
     expect(u.requests).toHaveLength(1);
     const seen = u.requests[0]!;
     expect(seen.method).toBe('GET');
@@ -162,10 +163,36 @@ describe('spellings of the check path take the strict route, never the passthrou
     const r = await s.send(method, '/v1/authorization/check');
     expect(r.status).toBe(405);
     expect(r.source).toBe('rejected');
+    expect(r.headers.allow).toBe('POST');
     expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
     const v = await s.send(method, '/v1/Authorization/check/');
     expect(v.status).toBe(405);
+    expect(v.headers.allow).toBe('POST');
     expect(u.count).toBe(0);
+  });
+});
+
+describe('x-consent-decision-source on every answer of the decision listener', () => {
+  it('404, 400, the cache purge and passthrough answers carry it too', async () => {
+    const { s } = await setup({ status: 418, body: 'teapot' });
+    const cases: [string, string, string | undefined, number, string][] = [
+      ['GET', '/nope', undefined, 404, 'rejected'],
+      ['GET', '/v1/%2e%2e/x', undefined, 400, 'rejected'],
+      ['DELETE', '/sidecar/cache', undefined, 200, 'rejected'],
+      ['GET', '/v1/customers/c-1', undefined, 418, 'upstream'],
+      ['POST', '/v1/authorization/check', '{"userReference":1}', 400, 'rejected'],
+    ];
+    for (const [method, path, body, status, source] of cases) {
+      const r = await s.send(method, path, body === undefined ? {} : { body });
+      expect([method, path, r.status, r.source]).toEqual([method, path, status, source]);
+    }
+  });
+
+  it('a passthrough the service does not answer is marked fail-closed', async () => {
+    const { s } = await setup({ fault: 'reset' });
+    const r = await s.send('GET', '/v1/customers/c-1');
+    expect(r.status).toBe(502);
+    expect(r.source).toBe('fail-closed');
   });
 });
 

@@ -1,0 +1,107 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import type { Logger } from 'pino';
+import type { DecisionLogConfig } from '../config/index.js';
+import type { Answer, CheckRequest } from './types.js';
+
+/** Where lines go: stdout or an append-only file stream (anything with write and a buffered length). */
+export interface DecisionLogSink {
+  write(chunk: string): boolean;
+  readonly writableLength: number;
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  end?(cb?: () => void): unknown;
+}
+
+export interface DecisionLogDeps {
+  readonly logger: Logger;
+  /** Counts each line not written (buffer full or sink broken). */
+  readonly dropped: { inc(n?: number): void };
+  /** Default: stdout or the file the config names. */
+  readonly sink?: DecisionLogSink;
+  /** [0, 1); default Math.random. */
+  readonly random?: () => number;
+  /** Epoch ms. */
+  readonly now?: () => number;
+}
+
+/** One line of the decision log. `userRefHash` is an HMAC: the reference itself is never written. */
+export interface DecisionLogLine {
+  readonly time: string;
+  readonly event: 'decision';
+  readonly configKey: string;
+  readonly decision: 'allow' | 'deny';
+  readonly source: Answer['source'];
+  readonly status: number;
+  /** Why it is not an ALLOW: `evaluated`, the pre-evaluation reason, or the fail-closed cause. */
+  readonly cause?: string;
+  readonly userRefHash: string;
+}
+
+/**
+ * The optional decision log (off by default): one JSON line per sampled decision with configKey,
+ * decision, source, cause and a keyed hash of the user reference (HMAC-SHA-256, so equal references
+ * can be correlated by whoever holds the key and by nobody else). Never blocks an answer: when more
+ * than `bufferBytes` wait to be written, lines are dropped and counted.
+ */
+export class DecisionLog {
+  private readonly sink: DecisionLogSink;
+  private readonly random: () => number;
+  private readonly now: () => number;
+  private readonly fallbackKey: string | null;
+  private broken = false;
+
+  constructor(
+    private readonly config: DecisionLogConfig,
+    private readonly deps: DecisionLogDeps,
+  ) {
+    this.random = deps.random ?? Math.random;
+    this.now = deps.now ?? Date.now;
+    this.fallbackKey = config.hashKey ? null : randomBytes(32).toString('base64url');
+    if (!config.hashKey) {
+      deps.logger.warn({ event: 'decision_log_random_key' }, 'decision log: no --decision-log-hash-key, so hashes are per process and cannot be correlated across restarts or replicas');
+    }
+    this.sink = deps.sink ?? (config.destination === 'stdout' ? process.stdout : createWriteStream(config.destination, { flags: 'a' }));
+    this.sink.on?.('error', (err: Error) => {
+      if (!this.broken) deps.logger.error({ event: 'decision_log_failed', code: (err as NodeJS.ErrnoException).code }, 'decision log cannot be written; lines are dropped');
+      this.broken = true;
+    });
+  }
+
+  /** Writes (or samples out, or drops) the line of one decision. */
+  record(req: CheckRequest, answer: Answer): void {
+    if (this.config.sampleRate < 1 && this.random() >= this.config.sampleRate) return;
+    const line = `${JSON.stringify(this.lineOf(req, answer))}\n`;
+    if (this.broken || this.sink.writableLength + line.length > this.config.bufferBytes) {
+      this.deps.dropped.inc();
+      return;
+    }
+    this.sink.write(line);
+  }
+
+  lineOf(req: CheckRequest, answer: Answer): DecisionLogLine {
+    const key = this.config.hashKey?.current() ?? this.fallbackKey!;
+    const userRefHash = createHmac('sha256', key).update(req.userReference, 'utf8').digest('hex').slice(0, 32);
+    let cause: string | undefined;
+    if (answer.decision !== 'allow') {
+      const body = JSON.parse(answer.body) as { error?: unknown; reason?: unknown };
+      cause = typeof body.error === 'string' ? body.error : typeof body.reason === 'string' ? body.reason : 'evaluated';
+    }
+    return {
+      time: new Date(this.now()).toISOString(),
+      event: 'decision',
+      configKey: req.configKey,
+      decision: answer.decision,
+      source: answer.source,
+      status: answer.status,
+      ...(cause !== undefined ? { cause } : {}),
+      userRefHash,
+    };
+  }
+
+  /** Flushes and closes a file sink (stdout stays open). */
+  close(): Promise<void> {
+    const sink = this.sink;
+    if (sink === process.stdout || !sink.end) return Promise.resolve();
+    return new Promise((resolve) => sink.end!(() => resolve()));
+  }
+}

@@ -1,0 +1,102 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
+import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
+import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
+import { reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
+import { ROOT, mustFind, render, type K8sObject } from './helm.js';
+import { SCENARIOS, valuesPath } from './scenarios.js';
+
+/**
+ * The habit that would have caught runbooks naming `timestamp_out_of_tolerance` and `bad_scheme`:
+ * every label value a runbook names must be one the binary can emit, derived from the code (the
+ * closed sets the metrics are declared with), never from a list kept by hand here.
+ */
+
+interface Rule {
+  alert: string;
+  expr: string;
+  annotations: { runbook: string };
+}
+
+/** Label values of the rejections counter the code can produce. */
+const AUTH_REASONS = WEBHOOK_AUTH_ERROR_CODES.map(reasonLabel);
+const REJECTION_REASONS = new Set<string>([...AUTH_REASONS, ...ROUTE_REJECTIONS, reasonLabel('ERR_WEBHOOK_INVALID_ENVELOPE')]);
+
+/** Emittable label values by metric family. */
+const LABEL_VALUES: Record<string, ReadonlySet<string>> = {
+  consent_sidecar_webhook_rejections_total: REJECTION_REASONS,
+  consent_sidecar_fail_closed_total: new Set(FAIL_CLOSED_CAUSES),
+  consent_sidecar_pre_evaluation_denials_total: new Set([...PRE_EVALUATION_REASONS, 'other']),
+  // One role per secret file flag.
+  consent_sidecar_secret_reload_failures_total: new Set(SERVE_OPTIONS.filter((o) => o.name.endsWith('-file')).map((o) => secretRoleOf(`--${o.name}`))),
+};
+
+let rules: Rule[];
+const declaredFamilies = new Set<string>();
+let webhookSources = '';
+
+beforeAll(async () => {
+  const forced = SCENARIOS.find((s) => s.file === 'monitoring-forced-values.yaml')!;
+  const objects: K8sObject[] = await render({ valuesFiles: [valuesPath(forced)], apiVersions: forced.apiVersions });
+  const spec = mustFind(objects, 'PrometheusRule').spec as { groups: { rules: Rule[] }[] };
+  rules = spec.groups.flatMap((g) => g.rules);
+  for (const dir of await readdir(join(ROOT, 'src'), { withFileTypes: true })) {
+    if (!dir.isDirectory()) continue;
+    for (const file of await readdir(join(ROOT, 'src', dir.name))) {
+      if (!file.endsWith('.ts')) continue;
+      const text = await readFile(join(ROOT, 'src', dir.name, file), 'utf8');
+      for (const m of text.matchAll(/\$\{METRIC_PREFIX\}([a-z_]+)/g)) declaredFamilies.add(`consent_sidecar_${m[1]}`);
+      if (dir.name === 'webhooks' || dir.name === 'http') webhookSources += text;
+    }
+  }
+}, 60_000);
+
+/** snake_case words of a text: label values, metric names. */
+const snakeWords = (text: string): string[] => [...new Set(text.match(/\b[a-z0-9]+(?:_[a-z0-9]+)+\b/g) ?? [])];
+
+describe('runbooks name only what the binary emits', () => {
+  it('the emittable sets are derived from the code and not empty', () => {
+    expect(AUTH_REASONS).toContain('timestamp_too_old');
+    expect(AUTH_REASONS).toContain('signature_missing');
+    expect(REJECTION_REASONS.has('not_found')).toBe(true);
+    // Every literal reason the webhook code counts is in the set (a new literal must be added to a
+    // closed set, not slipped into an inc call).
+    const literals = [...webhookSources.matchAll(/rejections\.inc\(\{\s*reason:\s*'([a-z_]+)'/g)].map((m) => m[1]!);
+    expect(literals.length).toBeGreaterThan(0);
+    expect(literals.filter((r) => !REJECTION_REASONS.has(r))).toEqual([]);
+  });
+
+  it('every snake_case word of every runbook is a declared metric family or a label value the alert metric can carry', () => {
+    expect(rules.length).toBeGreaterThanOrEqual(6);
+    const unknown: string[] = [];
+    for (const rule of rules) {
+      const families = [...new Set(rule.expr.match(/\bconsent_sidecar_[a-z_]+/g) ?? [])];
+      const allowed = new Set<string>(declaredFamilies);
+      for (const f of families) for (const v of LABEL_VALUES[f] ?? []) allowed.add(v);
+      for (const word of snakeWords(rule.annotations.runbook)) {
+        if (!allowed.has(word)) unknown.push(`${rule.alert}: ${word}`);
+      }
+    }
+    expect(unknown).toEqual([]);
+  });
+
+  it('the check catches a made-up code (it can fail)', () => {
+    const allowed = new Set([...declaredFamilies, ...REJECTION_REASONS]);
+    expect(snakeWords('timestamp_out_of_tolerance points at skew').filter((w) => !allowed.has(w))).toEqual(['timestamp_out_of_tolerance']);
+  });
+
+  it('no runbook sends operators to a dead-letter stream (none exists yet)', () => {
+    for (const rule of rules) expect(rule.annotations.runbook, rule.alert).not.toMatch(/dead.letter/i);
+  });
+
+  // Unauthenticated load (a full budget of unverified bytes, bodies that never arrive) is an attack
+  // signal as much as a bad signature is, so the alert counts those two route rejections as well.
+  it('the rejections alert counts exactly the authentication reasons and unauthenticated load, not 404/405/413 or bad envelopes', () => {
+    const rule = rules.find((r) => r.alert === 'ConsentSidecarWebhookRejectionsRising')!;
+    const m = /reason=~"([^"]+)"/.exec(rule.expr);
+    expect(m, rule.expr).not.toBeNull();
+    expect(m![1]!.split('|').sort()).toEqual([...AUTH_REASONS, 'unverified_budget_exhausted', 'body_timeout'].sort());
+  });
+});
