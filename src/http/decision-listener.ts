@@ -163,6 +163,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
     logger: o.logger,
     failLog,
+    decisionLog: o.decisionLog ?? null,
   });
 
   const app = express();

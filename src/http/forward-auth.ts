@@ -7,6 +7,7 @@ import {
   rejectedAnswer,
   type Answer,
   type CheckRequest,
+  type DecisionLog,
   type DecisionMetrics,
   type DecisionService,
   type InvalidRequest,
@@ -29,6 +30,8 @@ export interface ForwardAuthOptions {
   readonly logger: Logger;
   /** The decision listener's limiter of fail-closed log lines, shared so both routes count against it. */
   readonly failLog: RateLimiter;
+  /** The optional decision log (`--decision-log`): decisions only, not 400s, as for the check. */
+  readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
 }
 
 /** The proxy's view of one decision, rendered once per decision answer. */
@@ -79,6 +82,15 @@ function render(a: Answer): Rendered {
 }
 
 const renderedByAnswer = new WeakMap<Answer, Rendered>();
+
+const LAST_RESORT_BODY = 'no decision: internal_error\n';
+const LAST_RESORT_HEADERS = [
+  'content-type', 'text/plain; charset=utf-8',
+  'content-length', String(LAST_RESORT_BODY.length),
+  'cache-control', 'no-store',
+  'x-consent-decision-source', 'fail-closed',
+  DECISION_ERROR_HEADER, 'internal_error',
+];
 
 function rendered(a: Answer): Rendered {
   let r = renderedByAnswer.get(a);
@@ -140,15 +152,21 @@ export function parseForwardAuth(url: string, rawHeaders: readonly string[], use
  * configKey). A request body, if any, is drained and ignored.
  */
 export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const send = (res: ServerResponse, a: Answer): void => {
+  const log = o.decisionLog ?? null;
+  /** `t0`: performance.now() when the request arrived; `req`: the decision's request, for the log. */
+  const send = (res: ServerResponse, a: Answer, t0: number, req?: CheckRequest): void => {
     o.metrics.answered(a, 'forward_auth');
-    if (res.headersSent || res.destroyed) return;
-    const r = rendered(a);
-    res.writeHead(r.status, r.headers as string[]);
-    res.end(r.body);
+    o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
+    if (!res.headersSent && !res.destroyed) {
+      const r = rendered(a);
+      res.writeHead(r.status, r.headers as string[]);
+      res.end(r.body);
+    }
+    // After the answer: the log never delays it or changes it.
+    if (req) log?.record(req, a, 'forward_auth');
   };
   // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
-  const failClosed = (res: ServerResponse, err: unknown): void => {
+  const failClosed = (res: ServerResponse, err: unknown, t0: number, req?: CheckRequest): void => {
     const cause = causeOf(err);
     o.metrics.failedClosed(cause);
     const suppressed = o.failLog.admit(cause);
@@ -156,23 +174,53 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
       const level = cause === 'internal_error' ? 'error' : 'warn';
       o.logger[level]({ event: 'fail_closed', route: 'forward_auth', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
     }
-    send(res, failClosedAnswer(cause));
+    send(res, failClosedAnswer(cause), t0, req);
+  };
+
+  /** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
+  const lastResort = (res: ServerResponse, err: unknown): void => {
+    try {
+      o.logger.error({ event: 'fail_closed', route: 'forward_auth', cause: 'internal_error', err }, 'answering failed; last-resort 503');
+    } catch {
+      // nothing left to tell
+    }
+    try {
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(503, LAST_RESORT_HEADERS);
+        res.end(LAST_RESORT_BODY);
+      }
+    } catch {
+      res.destroy();
+    }
   };
 
   return (req, res) => {
+    const t0 = performance.now();
     req.resume();
     req.on('error', () => undefined);
+    let parsed: CheckRequest | InvalidRequest | undefined;
     try {
-      const parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
-      if ('field' in parsed) return send(res, rejectedAnswer(parsed));
-      const hit = o.service.cached(parsed);
-      if (hit) return send(res, hit);
-      o.service.decide(parsed).then(
-        (a) => send(res, a),
-        (err: unknown) => failClosed(res, err),
-      );
+      parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
+      if ('field' in parsed) return send(res, rejectedAnswer(parsed), t0);
+      const asked = parsed;
+      const hit = o.service.cached(asked);
+      if (hit) return send(res, hit, t0, asked);
+      o.service
+        .decide(asked)
+        .then(
+          (a) => send(res, a, t0, asked),
+          (err: unknown) => failClosed(res, err, t0, asked),
+        )
+        // Answering itself failed (metrics, log, headers): fail closed, and if that fails too, the last resort.
+        .catch((err: unknown) => failClosed(res, err, t0))
+        .catch((err: unknown) => lastResort(res, err));
     } catch (err) {
-      failClosed(res, err);
+      try {
+        failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined);
+      } catch (again) {
+        lastResort(res, again);
+      }
     }
   };
 }

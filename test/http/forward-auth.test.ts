@@ -1,5 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Pool } from 'undici';
+import { DecisionMetrics } from '../../src/decision/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 
@@ -214,4 +219,79 @@ describe('forward-auth request forms', () => {
       expect(u.count).toBe(0);
     },
   );
+});
+
+describe('forward-auth and the operator tools of the check', () => {
+  it('observes the decision duration of every answer, by source', async () => {
+    const { u, s } = await start();
+    u.reply({ body: allow(KEY, Date.now() + 60_000) });
+    await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'mia']);
+    await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'mia']);
+    await fa('/sidecar/forward-auth', ['x-user-reference', 'mia']);
+    expect(await s.metric('consent_sidecar_decision_duration_seconds_count', { source: 'upstream' })).toBe(1);
+    expect(await s.metric('consent_sidecar_decision_duration_seconds_count', { source: 'cache' })).toBe(1);
+    expect(await s.metric('consent_sidecar_decision_duration_seconds_count', { source: 'rejected' })).toBe(1);
+  });
+
+  it('writes decisions to the decision log with route forward_auth (a keyed hash, never the reference; no line for a 400)', async () => {
+    const hashKey = 'forward-auth-log-key-0123456789';
+    const file = join(mkdtempSync(join(tmpdir(), 'cs-fa-log-')), 'decisions.jsonl');
+    const { u, s } = await start({ 'decision-log': file, 'decision-log-hash-key': hashKey });
+    u.enqueue({ body: allow(KEY, Date.now() + 60_000) }, { body: deny(KEY) }, { status: 500 });
+    await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'nina-secret-ref']);
+    await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'otto-secret-ref']);
+    await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'pia-secret-ref']);
+    await fa('/sidecar/forward-auth', ['x-user-reference', 'nina-secret-ref']); // 400: not logged
+    await s.check({ userReference: 'nina-secret-ref', configKey: KEY }); // the check's line has no route
+    await pool!.close();
+    pool = undefined;
+    await s.close();
+    const text = readFileSync(file, 'utf8');
+    // Computed here with node:crypto, independently of src/decision/decision-log.ts.
+    const hashOf = (ref: string): string => createHmac('sha256', hashKey).update(ref).digest('hex').slice(0, 32);
+    const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map(({ time: _t, ...rest }) => rest)).toEqual([
+      { event: 'decision', configKey: KEY, decision: 'allow', source: 'upstream', status: 200, route: 'forward_auth', userRefHash: hashOf('nina-secret-ref') },
+      { event: 'decision', configKey: KEY, decision: 'deny', source: 'upstream', status: 200, cause: 'evaluated', route: 'forward_auth', userRefHash: hashOf('otto-secret-ref') },
+      { event: 'decision', configKey: KEY, decision: 'deny', source: 'fail-closed', status: 503, cause: 'upstream_5xx', route: 'forward_auth', userRefHash: hashOf('pia-secret-ref') },
+      { event: 'decision', configKey: KEY, decision: 'allow', source: 'cache', status: 200, userRefHash: hashOf('nina-secret-ref') },
+    ]);
+    expect(text).not.toContain('secret-ref');
+  });
+
+  it('an exception while answering becomes a 503 internal_error (or the last resort), never an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const original = DecisionMetrics.prototype.answered;
+    const spy = vi.spyOn(DecisionMetrics.prototype, 'answered').mockImplementation(function (this: DecisionMetrics, a, route) {
+      if (a.decision === 'allow') throw new Error('metrics exploded');
+      return original.call(this, a, route);
+    });
+    try {
+      const { u } = await start();
+      u.reply({ body: allow(KEY, Date.now() + 60_000) });
+      const r = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'quinn']);
+      expect(r.status).toBe(503);
+      expect(r.headers['x-consent-decision-error']).toBe('internal_error');
+      // From the cache, synchronously: the same.
+      const hit = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'quinn']);
+      expect(hit.status).toBe(503);
+      // Even answering the failure fails: the last-resort 503.
+      spy.mockImplementation(() => {
+        throw new Error('metrics exploded again');
+      });
+      for (const user of ['quinn', 'rita']) {
+        const last = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', user]);
+        expect(last.status).toBe(503);
+        expect(last.headers['x-consent-decision-error']).toBe('internal_error');
+        expect(last.headers['x-consent-decision-source']).toBe('fail-closed');
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      spy.mockRestore();
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 });
