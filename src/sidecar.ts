@@ -103,7 +103,16 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     name: 'decision',
     flag: '--listen',
     address: config.listeners.decision,
-    server: createDecisionListener({ service, cache, metrics, passthrough, logger, maxRequestBytes: config.decisionApi.maxRequestBytes, decisionLog }),
+    server: createDecisionListener({
+      service,
+      cache,
+      metrics,
+      passthrough,
+      logger,
+      maxRequestBytes: config.decisionApi.maxRequestBytes,
+      decisionLog,
+      forwardAuthUserHeader: config.forwardAuth.userHeader,
+    }),
   });
 
   // webhook ingress

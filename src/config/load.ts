@@ -8,6 +8,7 @@ import {
   DEFAULT_CACHE_MAX_TTL_MS,
   DEFAULT_CACHE_SAFETY_MARGIN_MS,
   DEFAULT_DECISION_LISTEN,
+  DEFAULT_FORWARD_AUTH_USER_HEADER,
   DEFAULT_MAX_REQUEST_BYTES,
   DEFAULT_PASSTHROUGH_TIMEOUT_MS,
   DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS,
@@ -214,6 +215,19 @@ function readUpstream(r: Reader): UpstreamConfig | null {
   return { baseUrl, apiKey, timeoutMs };
 }
 
+// --- Forward-auth ---
+/** Headers a proxy or node itself owns, or that carry something else: never the user reference. */
+const FORBIDDEN_USER_HEADER = /^(host|content-length|content-type|transfer-encoding|connection|keep-alive|upgrade|te|trailer|cookie|cache-control|x-consent-config-key)$/;
+
+function readForwardAuth(r: Reader): SidecarConfig['forwardAuth'] {
+  const raw = r.raw('forward-auth-user-header');
+  const name = raw ? raw.value.trim().toLowerCase() : DEFAULT_FORWARD_AUTH_USER_HEADER;
+  if (raw && !HEADER_NAME.test(name)) r.problem(raw.label, `must be an HTTP header name, got "${raw.value}"`);
+  else if (raw && FORBIDDEN_USER_HEADER.test(name)) r.problem(raw.label, `"${name}" cannot carry the user reference`);
+  return Object.freeze({ userHeader: name });
+}
+// --- end Forward-auth ---
+
 function readWebhooks(r: Reader): WebhookConfig | null {
   const appUrl = r.url('app-webhook-url', false);
   const path = r.raw('webhook-path');
@@ -334,6 +348,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const maxTtlMs = r.int('cache-max-ttl-ms', DEFAULT_CACHE_MAX_TTL_MS, 1, 7 * 86_400_000);
   const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
   const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
+  const forwardAuth = readForwardAuth(r);
   const webhooks = readWebhooks(r);
   const redis = readRedis(r);
   const logLevel = r.oneOf<LogLevel>('log-level', LOG_LEVELS, 'info');
@@ -368,6 +383,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     listeners: Object.freeze({ decision, webhook, admin }),
     cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs }),
     decisionApi: Object.freeze({ maxRequestBytes, preEvaluationLogIntervalMs }),
+    forwardAuth,
     webhooks: webhooks ? Object.freeze(webhooks) : null,
     redis: redis ? Object.freeze(redis) : null,
     logLevel,

@@ -40,6 +40,8 @@ export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
 /** At most one warn log per (reason, configKey) per this interval (ms). */
 export const DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS = 60_000;
+/** Forward-auth: the request header that carries the user reference (lower case). */
+export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
 export const DEFAULT_WEBHOOK_PATH = '/webhooks';
 /** Timestamp tolerance of webhook signatures, both directions (s). */
 export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
@@ -178,6 +180,12 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: 'at most one warn log per (reason, configKey) per interval',
     defaultText: String(DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS),
+  },
+  {
+    name: 'forward-auth-user-header',
+    arg: '<name>',
+    description: 'forward-auth: the request header that carries the user reference (the proxy sets it; it must strip the client\'s)',
+    defaultText: DEFAULT_FORWARD_AUTH_USER_HEADER,
   },
   { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go (webhook ingress off without it)' },
   { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },

@@ -36,6 +36,12 @@ export interface DecisionApiConfig {
   readonly preEvaluationLogIntervalMs: number;
 }
 
+/** Forward-auth (`/sidecar/forward-auth`) for a proxy in the pod. */
+export interface ForwardAuthConfig {
+  /** Lower-case name of the header the proxy puts the user reference in. */
+  readonly userHeader: string;
+}
+
 export interface RequiredHeader {
   /** Lower-case header name. */
   readonly name: string;
@@ -95,6 +101,7 @@ export interface SidecarConfig {
   };
   readonly cache: CacheConfig;
   readonly decisionApi: DecisionApiConfig;
+  readonly forwardAuth: ForwardAuthConfig;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
   /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */

@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import type { Logger } from 'pino';
 import type { DecisionLogConfig } from '../config/index.js';
+import type { DecisionRoute } from './metrics.js';
 import type { Answer, CheckRequest } from './types.js';
 
 /** Where lines go: stdout or an append-only file stream (anything with write and a buffered length). */
@@ -34,6 +35,8 @@ export interface DecisionLogLine {
   readonly status: number;
   /** Why it is not an ALLOW: `evaluated`, the pre-evaluation reason, or the fail-closed cause. */
   readonly cause?: string;
+  /** `forward_auth` when a proxy asked (`/sidecar/forward-auth`); absent for the check. */
+  readonly route?: 'forward_auth';
   readonly userRefHash: string;
 }
 
@@ -68,9 +71,9 @@ export class DecisionLog {
   }
 
   /** Writes (or samples out, or drops) the line of one decision. */
-  record(req: CheckRequest, answer: Answer): void {
+  record(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check'): void {
     if (this.config.sampleRate < 1 && this.random() >= this.config.sampleRate) return;
-    const line = `${JSON.stringify(this.lineOf(req, answer))}\n`;
+    const line = `${JSON.stringify(this.lineOf(req, answer, route))}\n`;
     if (this.broken || this.sink.writableLength + line.length > this.config.bufferBytes) {
       this.deps.dropped.inc();
       return;
@@ -78,7 +81,7 @@ export class DecisionLog {
     this.sink.write(line);
   }
 
-  lineOf(req: CheckRequest, answer: Answer): DecisionLogLine {
+  lineOf(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check'): DecisionLogLine {
     const key = this.config.hashKey?.current() ?? this.fallbackKey!;
     const userRefHash = createHmac('sha256', key).update(req.userReference, 'utf8').digest('hex').slice(0, 32);
     let cause: string | undefined;
@@ -94,6 +97,7 @@ export class DecisionLog {
       source: answer.source,
       status: answer.status,
       ...(cause !== undefined ? { cause } : {}),
+      ...(route === 'forward_auth' ? { route } : {}),
       userRefHash,
     };
   }

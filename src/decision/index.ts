@@ -3,7 +3,7 @@ export { decisionAnswer, failClosedAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_AN
 export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions } from './breaker.js';
 export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionLogSink } from './decision-log.js';
 export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';
-export { DecisionMetrics, UPSTREAM_OUTCOMES } from './metrics.js';
+export { DecisionMetrics, DECISION_ROUTES, UPSTREAM_OUTCOMES, type DecisionRoute } from './metrics.js';
 export { parseCheckResponse, type UpstreamResponse, type ParsedDecision } from './parse-response.js';
 export { Passthrough } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';

@@ -16,6 +16,10 @@ const SOURCE_LABEL: Record<DecisionSource, string> = {
   rejected: 'rejected',
 };
 
+/** Which route of the decision listener gave an answer (`route` label of the decisions counter). */
+export const DECISION_ROUTES = ['check', 'forward_auth'] as const;
+export type DecisionRoute = (typeof DECISION_ROUTES)[number];
+
 type Inc = { inc(n?: number): void };
 
 /**
@@ -56,13 +60,15 @@ export class DecisionMetrics {
     }
     const decisions = new Counter({
       name: `${METRIC_PREFIX}decisions_total`,
-      help: 'Answers given to the application, by decision and source.',
-      labelNames: ['decision', 'source'],
+      help: 'Answers given to the application (check) or to a proxy (forward_auth), by decision, source and route.',
+      labelNames: ['decision', 'source', 'route'],
       registers: [registry],
     });
     for (const decision of ['allow', 'deny']) {
       for (const source of Object.keys(SOURCE_LABEL) as DecisionSource[]) {
-        this.decisions.set(`${decision}/${source}`, decisions.labels(decision, SOURCE_LABEL[source]));
+        for (const route of DECISION_ROUTES) {
+          this.decisions.set(`${decision}/${source}/${route}`, decisions.labels(decision, SOURCE_LABEL[source], route));
+        }
       }
     }
     const pre = new Counter({
@@ -120,9 +126,9 @@ export class DecisionMetrics {
     });
   }
 
-  /** Counts one answer given to the app. */
-  answered(answer: Answer): void {
-    this.decisions.get(`${answer.decision}/${answer.source}`)?.inc();
+  /** Counts one answer given to the app (`check`) or to a proxy (`forward_auth`). */
+  answered(answer: Answer, route: DecisionRoute = 'check'): void {
+    this.decisions.get(`${answer.decision}/${answer.source}/${route}`)?.inc();
   }
 
   /** Records how long the sidecar took to give an answer (s). */

@@ -16,6 +16,7 @@ import {
   type Passthrough,
 } from '../decision/index.js';
 import { RateLimiter } from '../observability/index.js';
+import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
 
 export const CHECK_PATH = '/v1/authorization/check';
 const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
@@ -27,6 +28,8 @@ export interface DecisionListenerOptions {
   readonly metrics: DecisionMetrics;
   readonly passthrough: Passthrough;
   readonly logger: Logger;
+  /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
+  readonly forwardAuthUserHeader?: string;
   readonly maxRequestBytes: number;
   /** The optional decision log (`--decision-log`). */
   readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
@@ -153,6 +156,16 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     req.on('error', () => undefined);
   };
 
+  // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
+  const forwardAuth = createForwardAuth({
+    service: o.service,
+    metrics: o.metrics,
+    userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
+    logger: o.logger,
+    failLog,
+    decisionLog: o.decisionLog ?? null,
+  });
+
   const app = express();
   app.disable('x-powered-by');
   // Every answer says where it came from, as the README promises: anything the sidecar answers
@@ -200,6 +213,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
   return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
+    else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
     // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service with
     // our API key added: only origin-form passes, before any route sees it.
     else if (!req.url?.startsWith('/')) {

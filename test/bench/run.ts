@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { startSimulator } from '../../src/simulator/index.js';
+import { benchForwardAuth, forwardAuthLines } from './forward-auth.js';
 import { benchWebhooks } from './webhooks.js';
 import { fixedRate, fmt, freePort, load, startChild, stopChild, type LoadResult, type RateResult } from './lib.js';
 
@@ -134,6 +135,11 @@ async function main(): Promise<void> {
   console.log('Coalescing: 1,000 concurrent identical misses, upstream answering after 300 ms');
   console.log(`  upstream calls: ${c.upstreamCalls} (target: exactly 1); ALLOW answers: ${c.allows}/${c.requests}\n`);
   results.coalescing = c;
+
+  // --- forward-auth vs check (cache hits, same sidecar, generator in its own process) -----
+  const fa = await benchForwardAuth();
+  console.log(`${forwardAuthLines(fa).join('\n')}\n`);
+  results.forwardAuth = fa;
 
   // --- webhooks ----------------------------------------------------------------------------
   await sleep(500);

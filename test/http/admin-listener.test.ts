@@ -66,7 +66,7 @@ describe('admin listener', () => {
     const text = await res.text();
     for (const [name, type] of Object.entries(CONTRACT_FAMILIES)) expect(text).toContain(`# TYPE ${name} ${type}`);
     expect(text).toContain('consent_sidecar_pre_evaluation_denials_total{reason="config_not_published"} 1');
-    expect(text).toContain('consent_sidecar_decisions_total{decision="deny",source="upstream"} 1');
+    expect(text).toContain('consent_sidecar_decisions_total{decision="deny",source="upstream",route="check"} 1');
     expect(text).toContain('process_cpu_seconds_total');
     expect(text).toContain(`consent_sidecar_build_info{version="${VERSION}"} 1`);
     // The sidecar's own answer time: the check above came from upstream.

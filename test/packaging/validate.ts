@@ -4,6 +4,8 @@ import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import ts from 'typescript';
+// The example chart's nginx config (forward-auth).
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { ROOT, type K8sObject } from './helm.js';
 
 interface Validatable {
@@ -39,6 +41,7 @@ const BUILTIN: Record<string, { make: (o: K8sObject) => Validatable; typeImport:
     typeImport: 'kubernetes-models/v1/ServiceAccount',
     typeName: 'IServiceAccount',
   },
+  'v1/ConfigMap': { make: (o) => new ConfigMap(o as never), typeImport: 'kubernetes-models/v1/ConfigMap', typeName: 'IConfigMap' },
 };
 
 const CRDS = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);

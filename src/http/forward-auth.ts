@@ -1,0 +1,226 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import {
+  causeOf,
+  failClosedAnswer,
+  MAX_FIELD_LENGTH,
+  rejectedAnswer,
+  type Answer,
+  type CheckRequest,
+  type DecisionLog,
+  type DecisionMetrics,
+  type DecisionService,
+  type InvalidRequest,
+} from '../decision/index.js';
+import type { RateLimiter } from '../observability/index.js';
+
+/** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
+export const FORWARD_AUTH_PATH = '/sidecar/forward-auth';
+/** Where the proxy may put the configKey instead of `?configKey=`. */
+export const CONFIG_KEY_HEADER = 'x-consent-config-key';
+export const VALID_UNTIL_HEADER = 'x-consent-valid-until';
+export const DENY_REASON_HEADER = 'x-consent-deny-reason';
+export const DECISION_ERROR_HEADER = 'x-consent-decision-error';
+
+export interface ForwardAuthOptions {
+  readonly service: DecisionService;
+  readonly metrics: DecisionMetrics;
+  /** Lower-case name of the header carrying the user reference (`--forward-auth-user-header`). */
+  readonly userHeader: string;
+  readonly logger: Logger;
+  /** The decision listener's limiter of fail-closed log lines, shared so both routes count against it. */
+  readonly failLog: RateLimiter;
+  /** The optional decision log (`--decision-log`): decisions only, not 400s, as for the check. */
+  readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
+}
+
+/** The proxy's view of one decision, rendered once per decision answer. */
+interface Rendered {
+  readonly status: 200 | 400 | 403 | 503;
+  readonly headers: readonly string[];
+  readonly body: string;
+}
+
+const BARE_LENGTH = FORWARD_AUTH_PATH.length;
+
+/** True when the raw request target is `/sidecar/forward-auth`, with a query, or a path beneath it. */
+export function isForwardAuthTarget(url: string | undefined): boolean {
+  if (url === undefined || !url.startsWith(FORWARD_AUTH_PATH)) return false;
+  const next = url.charCodeAt(BARE_LENGTH);
+  return Number.isNaN(next) || next === 0x2f /* / */ || next === 0x3f /* ? */;
+}
+
+/** A reason from the service goes into a header only when it is a plain token; else `other`. */
+const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/**
+ * How a decision answer of the check route reads to a proxy: 200 only for an ALLOW answer with
+ * status 200 (the same fail-closed gate as the check), 403 for a DENY given by the service, 503
+ * when no decision could be had, 400 for a bad request. The answer's body is the service's own
+ * shape, already validated, so reading it back is safe; it happens once per answer object (cache
+ * hits reuse theirs).
+ */
+function render(a: Answer): Rendered {
+  const common = ['content-type', 'text/plain; charset=utf-8', 'cache-control', 'no-store', 'x-consent-decision-source', a.source];
+  const body = JSON.parse(a.body) as { validUntil?: unknown; reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
+  const out = (status: Rendered['status'], extra: string[], text: string): Rendered => {
+    const b = `${text}\n`;
+    return { status, headers: [...common, ...extra, 'content-length', String(Buffer.byteLength(b))], body: b };
+  };
+  if (a.status === 200 && a.decision === 'allow' && typeof body.validUntil === 'number') {
+    return out(200, [VALID_UNTIL_HEADER, String(body.validUntil)], 'allow');
+  }
+  if (a.status === 200 && a.decision === 'deny') {
+    const reason = body.reason === undefined ? 'evaluated' : typeof body.reason === 'string' && TOKEN.test(body.reason) ? body.reason : 'other';
+    return out(403, [DENY_REASON_HEADER, reason], `deny: ${reason}`);
+  }
+  if (a.status === 400) {
+    return out(400, [DECISION_ERROR_HEADER, 'invalid_request'], `invalid request: ${String(body.field)}: ${String(body.detail)}`);
+  }
+  const cause = typeof body.error === 'string' && TOKEN.test(body.error) ? body.error : 'internal_error';
+  return out(503, [DECISION_ERROR_HEADER, cause], `no decision: ${cause}`);
+}
+
+const renderedByAnswer = new WeakMap<Answer, Rendered>();
+
+const LAST_RESORT_BODY = 'no decision: internal_error\n';
+const LAST_RESORT_HEADERS = [
+  'content-type', 'text/plain; charset=utf-8',
+  'content-length', String(LAST_RESORT_BODY.length),
+  'cache-control', 'no-store',
+  'x-consent-decision-source', 'fail-closed',
+  DECISION_ERROR_HEADER, 'internal_error',
+];
+
+function rendered(a: Answer): Rendered {
+  let r = renderedByAnswer.get(a);
+  if (!r) renderedByAnswer.set(a, (r = render(a)));
+  return r;
+}
+
+/** The one value of a header, or `null` when it is given more than once (ambiguous), `undefined` when absent. */
+function single(raw: readonly string[], name: string): string | null | undefined {
+  let found: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i]!;
+    if (n.length !== name.length || n.toLowerCase() !== name) continue;
+    if (found !== undefined) return null;
+    found = raw[i + 1]!;
+  }
+  return found;
+}
+
+function checkValue(field: 'userReference' | 'configKey', where: string, value: string | null | undefined): InvalidRequest | undefined {
+  if (value === null) return { field, detail: `${where} is given more than once` };
+  if (value === undefined || value === '') return { field, detail: `${field} is missing (${where})` };
+  if (value.length > MAX_FIELD_LENGTH) return { field, detail: `${field} is longer than ${MAX_FIELD_LENGTH} characters` };
+  return undefined;
+}
+
+/**
+ * The request a proxy asks about, or what is wrong with it. The configKey comes from the
+ * `configKey` query parameter of the bare path (beneath it, the query is the original request's,
+ * which the client wrote) or from `x-consent-config-key`; both given and different is refused.
+ */
+export function parseForwardAuth(url: string, rawHeaders: readonly string[], userHeader: string): CheckRequest | InvalidRequest {
+  const userReference = single(rawHeaders, userHeader);
+  const badUser = checkValue('userReference', `header ${userHeader}`, userReference);
+  if (badUser) return badUser;
+  const fromHeader = single(rawHeaders, CONFIG_KEY_HEADER);
+  let fromQuery: string | null | undefined;
+  if (url.charCodeAt(BARE_LENGTH) === 0x3f /* ? */) {
+    const all = new URLSearchParams(url.slice(BARE_LENGTH + 1)).getAll('configKey');
+    fromQuery = all.length > 1 ? null : all[0];
+  }
+  if (fromQuery === null) return { field: 'configKey', detail: 'query parameter configKey is given more than once' };
+  if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader) {
+    return { field: 'configKey', detail: `query parameter configKey and header ${CONFIG_KEY_HEADER} differ` };
+  }
+  const configKey = fromQuery ?? fromHeader;
+  const badKey = checkValue('configKey', `query parameter configKey or header ${CONFIG_KEY_HEADER}`, configKey);
+  if (badKey) return badKey;
+  return { userReference: userReference!, configKey: configKey! };
+}
+
+/**
+ * Serves `/sidecar/forward-auth[/…]`, any method: nginx `auth_request`, Envoy `ext_authz` (HTTP),
+ * Traefik `ForwardAuth`. Same decision service as the check (cache, coalescing, breaker,
+ * fail-closed causes); a client's `Cache-Control: no-cache` is ignored here, since the proxy
+ * passes the client's headers along and the cache must not be bypassed from outside the pod.
+ * Answers: 200 + `x-consent-valid-until` (ALLOW), 403 + `x-consent-deny-reason` (DENY),
+ * 503 + `x-consent-decision-error` (no decision), 400 (missing or ambiguous user reference or
+ * configKey). A request body, if any, is drained and ignored.
+ */
+export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const log = o.decisionLog ?? null;
+  /** `t0`: performance.now() when the request arrived; `req`: the decision's request, for the log. */
+  const send = (res: ServerResponse, a: Answer, t0: number, req?: CheckRequest): void => {
+    o.metrics.answered(a, 'forward_auth');
+    o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
+    if (!res.headersSent && !res.destroyed) {
+      const r = rendered(a);
+      res.writeHead(r.status, r.headers as string[]);
+      res.end(r.body);
+    }
+    // After the answer: the log never delays it or changes it.
+    if (req) log?.record(req, a, 'forward_auth');
+  };
+  // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
+  const failClosed = (res: ServerResponse, err: unknown, t0: number, req?: CheckRequest): void => {
+    const cause = causeOf(err);
+    o.metrics.failedClosed(cause);
+    const suppressed = o.failLog.admit(cause);
+    if (suppressed !== undefined) {
+      const level = cause === 'internal_error' ? 'error' : 'warn';
+      o.logger[level]({ event: 'fail_closed', route: 'forward_auth', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
+    }
+    send(res, failClosedAnswer(cause), t0, req);
+  };
+
+  /** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
+  const lastResort = (res: ServerResponse, err: unknown): void => {
+    try {
+      o.logger.error({ event: 'fail_closed', route: 'forward_auth', cause: 'internal_error', err }, 'answering failed; last-resort 503');
+    } catch {
+      // nothing left to tell
+    }
+    try {
+      if (res.headersSent) res.destroy();
+      else {
+        res.writeHead(503, LAST_RESORT_HEADERS);
+        res.end(LAST_RESORT_BODY);
+      }
+    } catch {
+      res.destroy();
+    }
+  };
+
+  return (req, res) => {
+    const t0 = performance.now();
+    req.resume();
+    req.on('error', () => undefined);
+    let parsed: CheckRequest | InvalidRequest | undefined;
+    try {
+      parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
+      if ('field' in parsed) return send(res, rejectedAnswer(parsed), t0);
+      const asked = parsed;
+      const hit = o.service.cached(asked);
+      if (hit) return send(res, hit, t0, asked);
+      o.service
+        .decide(asked)
+        .then(
+          (a) => send(res, a, t0, asked),
+          (err: unknown) => failClosed(res, err, t0, asked),
+        )
+        // Answering itself failed (metrics, log, headers): fail closed, and if that fails too, the last resort.
+        .catch((err: unknown) => failClosed(res, err, t0))
+        .catch((err: unknown) => lastResort(res, err));
+    } catch (err) {
+      try {
+        failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined);
+      } catch (again) {
+        lastResort(res, again);
+      }
+    }
+  };
+}
