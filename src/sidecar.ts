@@ -30,6 +30,8 @@ export interface SidecarDeps {
   /** A fresh registry per sidecar by default (tests read their own). */
   readonly registry?: Registry;
   readonly now?: () => number;
+  /** The ALLOW cache (the bench passes one it filled); built from the config by default. */
+  readonly cache?: AllowCache;
 }
 
 export interface SidecarHandle {
@@ -54,7 +56,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   readiness.require('listeners');
   registerBuildInfo(registry, VERSION);
 
-  const cache = new AllowCache(config.cache, now);
+  const cache = deps.cache ?? new AllowCache(config.cache, now);
   // A bounded sweep (the dead only, soonest first) before reporting, so the gauge does not count
   // entries that can no longer be served; never a walk over the live ones.
   const metrics = new DecisionMetrics(registry, () => (cache.sweep(), cache.size));

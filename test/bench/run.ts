@@ -1,153 +1,298 @@
 /**
- * `npm run bench`: every figure is measured against a bare baseline in the same run, with the
- * same load generator (autocannon, in this process) and settings; servers run in child processes
- * so the generator and the server under test do not share a core. Environment:
- * BENCH_DURATION_S (default 8), BENCH_CONNECTIONS (50), BENCH_RATE (5000), BENCH_UPSTREAM_LATENCY_MS (2).
+ * `npm run bench`: every figure is a ratio against its baseline measured in the same run, in
+ * alternating rounds (B S, S B, ...), with the same load settings. The load generator (wrk where
+ * it is installed, else autocannon) and every server (the sidecar, each baseline, the upstream,
+ * the app, nginx) run in processes of their own; this process only starts them and counts. Each
+ * row also gives the servers' CPU time per request (from /proc), which a busy neighbour disturbs
+ * far less than req/s. Results are printed and written to BENCH_JSON (default bench-results.json).
+ *
+ * Environment: BENCH_DURATION_S (seconds per run, default 3), BENCH_ROUNDS (3),
+ * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
+ * (1000000), BENCH_ONLY (comma-separated section names), BENCH_GENERATOR=autocannon.
+ *
+ * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
-import { startSimulator } from '../../src/simulator/index.js';
+import { request } from 'undici';
+import { startNginx } from '../helpers/nginx.js';
 import { benchForwardAuth, forwardAuthLines } from './forward-auth.js';
+import {
+  closedLoop,
+  compare,
+  comparisonLines,
+  fmt,
+  freePort,
+  machineLine,
+  rawLoad,
+  startChild,
+  stopChild,
+  type Comparison,
+  type RateResult,
+} from './lib.js';
+import { benchCacheAtScale, cacheScaleLines } from './cache-scale.js';
+import { benchCoalescing } from './coalescing.js';
 import { benchWebhooks } from './webhooks.js';
-import { fixedRate, fmt, freePort, load, startChild, stopChild, type LoadResult, type RateResult } from './lib.js';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const RATE = Number(process.env.BENCH_RATE ?? 5000);
-const UPSTREAM_LATENCY_MS = Number(process.env.BENCH_UPSTREAM_LATENCY_MS ?? 2);
+const RATE = Number(process.env.BENCH_RATE ?? 2000);
 const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
 const BARE = new URL('./bare-server.mjs', import.meta.url).pathname;
+const BASELINES = new URL('./baselines.mjs', import.meta.url).pathname;
 const CHECK = '/v1/authorization/check';
+const API_KEY = 'bench-key';
 const ALLOW_BODY = JSON.stringify({ userReference: 'alice', configKey: 'marketing-email' });
 
-async function sidecar(upstreamUrl: string, apiKey: string, extra: string[] = []) {
+const results: Record<string, unknown> = {};
+const comparisons: Comparison[] = [];
+
+function report(c: Comparison): void {
+  comparisons.push(c);
+  console.log(`${comparisonLines(c).join('\n')}\n`);
+}
+
+/** A baseline server of baselines.mjs in its own process. */
+async function baseline(role: string, ...args: string[]) {
+  const port = await freePort();
+  const child = await startChild(process.execPath, [BASELINES, role, String(port), ...args], `http://127.0.0.1:${port}/ready`);
+  return { child, port, url: `http://127.0.0.1:${port}` };
+}
+
+/** `node dist/cli.js serve` in its own process. */
+async function sidecar(upstreamUrl: string, extra: string[] = []) {
   const [port, admin] = [await freePort(), await freePort()];
   const child = await startChild(
     process.execPath,
-    [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', apiKey, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
+    [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
     `http://127.0.0.1:${admin}/readyz`,
   );
-  return { child, url: `http://127.0.0.1:${port}` };
+  return { child, port, url: `http://127.0.0.1:${port}`, admin: `http://127.0.0.1:${admin}` };
 }
 
 function rateLine(name: string, r: RateResult): string {
-  return `  ${name.padEnd(28)} ${fmt(r.achievedRps).padStart(8)} req/s   p50 ${fmt(r.p50, 3)} ms   p99 ${fmt(r.p99, 3)} ms   p99.9 ${fmt(r.p999, 3)} ms   max ${fmt(r.max, 1)} ms   (${fmt(r.sent)} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;
+  return `  ${name.padEnd(34)} ${fmt(r.achievedRps).padStart(8)} req/s   p50 ${fmt(r.p50, 3)} ms   p99 ${fmt(r.p99, 3)} ms   p99.9 ${fmt(r.p999, 3)} ms   max ${fmt(r.max, 1)} ms   (${r.non2xx} non-2xx, ${r.errors} errors)`;
 }
 
-function line(name: string, r: LoadResult): string {
-  return `  ${name.padEnd(28)} ${fmt(r.rps).padStart(8)} req/s   p50 ${fmt(r.p50, 2)} ms   p99 ${fmt(r.p99, 2)} ms   (${fmt(r.total)} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;
-}
-
-/** 1,000 concurrent identical misses against a slow upstream that counts what reaches it. */
-async function coalescing(): Promise<{ requests: number; upstreamCalls: number; allows: number }> {
-  let calls = 0;
-  const upstream: Server = createServer((req, res) => {
-    calls++;
-    req.resume();
-    req.on('end', () =>
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ decision: 'ALLOW', configKey: 'marketing-email', validUntil: Date.now() + 60_000 }));
-      }, 300),
-    );
-  });
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const s = await sidecar(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, 'bench-key');
-  const agent = new Agent({ connections: 1000 });
+// --- decision API: cache hits, misses, nginx, the Unix socket --------------------------------
+async function decisionSection(): Promise<void> {
+  const up = await baseline('upstream', String(Date.now() + 3_600_000));
+  const upstreamUrl = `${up.url}`;
+  const cleanup: (() => Promise<void>)[] = [() => stopChild(up.child)];
+  const started = { push: (c: import('node:child_process').ChildProcess) => cleanup.push(() => stopChild(c)) };
+  const dir = mkdtempSync(join(tmpdir(), 'bench-sock-'));
   try {
-    const N = 1000;
-    const answers = await Promise.all(
-      Array.from({ length: N }, async () => {
-        const res = await request(`${s.url}${CHECK}`, { method: 'POST', body: ALLOW_BODY, headers: { 'content-type': 'application/json' }, dispatcher: agent });
-        return ((await res.body.json()) as { decision: string }).decision;
-      }),
-    );
-    return { requests: N, upstreamCalls: calls, allows: answers.filter((d) => d === 'ALLOW').length };
-  } finally {
-    await agent.close();
-    await stopChild(s.child);
-    await new Promise((r) => upstream.close(r));
-  }
-}
-
-async function main(): Promise<void> {
-  console.log(`consent-sidecar bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, fixed rate ${RATE} req/s, Node ${process.version}\n`);
-  const sim = await startSimulator({ port: 0, latencyMs: UPSTREAM_LATENCY_MS, decisionLifetimeMs: 3_600_000 });
-  const results: Record<string, unknown> = {};
-  try {
-    // --- cache-hit path vs bare node:http -------------------------------------------------
-    const hit = await sidecar(sim.url, sim.apiKey);
-    const warm = await request(`${hit.url}${CHECK}`, { method: 'POST', body: ALLOW_BODY, headers: { 'content-type': 'application/json' } });
+    const s = await sidecar(upstreamUrl);
+    started.push(s.child);
+    const warm = await request(`${s.url}${CHECK}`, { method: 'POST', body: ALLOW_BODY, headers: { 'content-type': 'application/json' } });
     const warmBody = await warm.body.text();
     if (!warmBody.includes('"ALLOW"')) throw new Error(`warm-up did not get an ALLOW: ${warmBody}`);
     const barePort = await freePort();
     const bare = await startChild(process.execPath, [BARE, String(barePort), warmBody], `http://127.0.0.1:${barePort}/ready`);
-    const bareUrl = `http://127.0.0.1:${barePort}${CHECK}`;
-    const hitUrl = `${hit.url}${CHECK}`;
-    try {
-      await load({ url: bareUrl, body: ALLOW_BODY, connections: CONNECTIONS, durationS: 2 });
-      await load({ url: hitUrl, body: ALLOW_BODY, connections: CONNECTIONS, durationS: 2 });
-      const bareMax = await load({ url: bareUrl, body: ALLOW_BODY, connections: CONNECTIONS, durationS: DURATION_S });
-      const hitMax = await load({ url: hitUrl, body: ALLOW_BODY, connections: CONNECTIONS, durationS: DURATION_S });
-      const bareRate = await fixedRate({ url: bareUrl, body: ALLOW_BODY, rate: RATE, durationS: DURATION_S, connections: CONNECTIONS });
-      const hitRate = await fixedRate({ url: hitUrl, body: ALLOW_BODY, rate: RATE, durationS: DURATION_S, connections: CONNECTIONS });
-      console.log('Decision API, cache hit (POST /v1/authorization/check, ALLOW from cache)');
-      console.log(line('bare node:http', bareMax));
-      console.log(line('sidecar cache hit', hitMax));
-      console.log(`  throughput ratio sidecar/bare: ${fmt(hitMax.rps / bareMax.rps, 2)} (target >= 0.70)`);
-      console.log(`At a fixed ${RATE} req/s (open loop, evenly spaced, latency from each request's due time):`);
-      console.log(rateLine('bare node:http', bareRate));
-      console.log(rateLine('sidecar cache hit', hitRate));
-      console.log(`  sidecar p99 ${fmt(hitRate.p99, 3)} ms (target <= 2 ms)\n`);
-      results.cacheHit = { bare: bareMax, sidecar: hitMax, ratio: hitMax.rps / bareMax.rps, fixedRate: { rate: RATE, bare: bareRate, sidecar: hitRate } };
-    } finally {
-      await stopChild(bare);
-      await stopChild(hit.child);
+    started.push(bare);
+    const fwd = await baseline('forwarder', `${up.url}${CHECK}`, API_KEY);
+    started.push(fwd.child);
+
+    // nginx: proxy_cache keyed by the body (cache hits) and proxy_pass (misses), one worker.
+    const nginxPort = await freePort();
+    const nginx = await startNginx(
+      [
+        `proxy_cache_path ${dir}/nginx-cache keys_zone=bench:10m;`,
+        'upstream service { server 127.0.0.1:' + up.port + '; keepalive 64; }',
+        'server {',
+        `  listen 127.0.0.1:${nginxPort};`,
+        '  client_body_buffer_size 16k;',
+        '  location = /cached {',
+        '    proxy_pass http://service' + CHECK + ';',
+        '    proxy_http_version 1.1; proxy_set_header Connection "";',
+        `    proxy_set_header Authorization "Bearer ${API_KEY}";`,
+        '    proxy_cache bench; proxy_cache_methods POST; proxy_cache_key $request_body; proxy_cache_valid 200 1h;',
+        '    proxy_ignore_headers Cache-Control Expires Set-Cookie;',
+        '  }',
+        '  location = /pass {',
+        '    proxy_pass http://service' + CHECK + ';',
+        '    proxy_http_version 1.1; proxy_set_header Connection "";',
+        `    proxy_set_header Authorization "Bearer ${API_KEY}";`,
+        '  }',
+        '}',
+      ].join('\n'),
+      nginxPort,
+    ).catch((err: Error) => {
+      console.log(`  (nginx rows skipped: ${err.message.split('\n')[0]})`);
+      return null;
+    });
+    if (nginx) cleanup.push(() => nginx.close());
+
+    const hit = { url: `${s.url}${CHECK}`, body: ALLOW_BODY };
+    const noCache = { ...hit, headers: { 'cache-control': 'no-cache' } };
+    const run = (t: Parameters<typeof closedLoop>[0]) => () => closedLoop(t, CONNECTIONS, DURATION_S);
+    // warm every target once
+    for (const t of [hit, noCache, { url: `http://127.0.0.1:${barePort}${CHECK}`, body: ALLOW_BODY }, { url: `${fwd.url}${CHECK}`, body: ALLOW_BODY }]) await closedLoop(t, CONNECTIONS, 2);
+
+    report(
+      await compare({
+        name: 'Cache hit: sidecar vs bare node:http answering a fixed JSON',
+        baselineName: 'bare node:http',
+        subjectName: 'sidecar cache hit',
+        baseline: run({ url: `http://127.0.0.1:${barePort}${CHECK}`, body: ALLOW_BODY }),
+        subject: run(hit),
+        baselinePids: [bare.pid],
+        subjectPids: [s.child.pid],
+        rounds: ROUNDS,
+        target: 0.8,
+      }),
+    );
+    if (nginx) {
+      await closedLoop({ url: `${nginx.url}/cached`, body: ALLOW_BODY }, CONNECTIONS, 1);
+      report(
+        await compare({
+          name: 'Cache hit: sidecar vs nginx proxy_cache keyed by the body (one worker)',
+          baselineName: 'nginx proxy_cache',
+          subjectName: 'sidecar cache hit',
+          baseline: run({ url: `${nginx.url}/cached`, body: ALLOW_BODY }),
+          subject: run(hit),
+          baselinePids: [nginx.pid],
+          subjectPids: [s.child.pid],
+          rounds: ROUNDS,
+        }),
+      );
     }
 
-    // --- miss path (cache off) vs calling the simulator directly ----------------------------
-    const miss = await sidecar(sim.url, sim.apiKey, ['--cache-max-entries', '0']);
-    try {
-      const direct = await load({
-        url: `${sim.url}${CHECK}`,
-        body: ALLOW_BODY,
-        connections: CONNECTIONS,
-        durationS: Math.max(3, DURATION_S / 2),
-        headers: { authorization: `Bearer ${sim.apiKey}` },
-      });
-      const through = await load({ url: `${miss.url}${CHECK}`, body: ALLOW_BODY, connections: CONNECTIONS, durationS: Math.max(3, DURATION_S / 2) });
-      console.log(`Decision API, miss path (cache off; simulator upstream with ${UPSTREAM_LATENCY_MS} ms latency, in the bench process)`);
-      console.log(line('simulator directly', direct));
-      console.log(line('through the sidecar', through));
-      console.log(`  throughput ratio sidecar/direct: ${fmt(through.rps / direct.rps, 2)}\n`);
-      results.missPath = { direct, sidecar: through, ratio: through.rps / direct.rps };
-    } finally {
-      await stopChild(miss.child);
+    // Fixed rate, open loop, generator in its own process: latency from each request's due time.
+    const bareRate = await rawLoad({ url: `http://127.0.0.1:${barePort}${CHECK}`, bodies: [ALLOW_BODY], rate: RATE, durationS: DURATION_S, connections: CONNECTIONS });
+    const hitRate = await rawLoad({ url: hit.url, bodies: [ALLOW_BODY], rate: RATE, durationS: DURATION_S, connections: CONNECTIONS });
+    console.log(`Cache hit at a fixed ${RATE} req/s (open loop in its own process, latency from each request's due time)`);
+    console.log(rateLine('bare node:http', bareRate));
+    console.log(rateLine('sidecar cache hit', hitRate));
+    console.log(`  p99 ratio sidecar/bare ${fmt(hitRate.p99 / bareRate.p99, 2)}\n`);
+    results.cacheHitFixedRate = { rate: RATE, bare: bareRate, sidecar: hitRate };
+
+    // Misses: Cache-Control: no-cache sends every check to the upstream.
+    report(
+      await compare({
+        name: 'Miss (no-cache): sidecar vs calling the service directly',
+        baselineName: 'service directly',
+        subjectName: 'sidecar miss',
+        baseline: run({ url: `${up.url}${CHECK}`, body: ALLOW_BODY, headers: { authorization: `Bearer ${API_KEY}` } }),
+        subject: run(noCache),
+        baselinePids: [up.child.pid],
+        subjectPids: [s.child.pid, up.child.pid],
+        rounds: ROUNDS,
+      }),
+    );
+    report(
+      await compare({
+        name: 'Miss (no-cache): sidecar vs a minimal node + undici forwarder',
+        baselineName: 'node + undici forwarder',
+        subjectName: 'sidecar miss',
+        baseline: run({ url: `${fwd.url}${CHECK}`, body: ALLOW_BODY }),
+        subject: run(noCache),
+        baselinePids: [fwd.child.pid],
+        subjectPids: [s.child.pid],
+        rounds: ROUNDS,
+        target: 0.9,
+      }),
+    );
+    if (nginx) {
+      report(
+        await compare({
+          name: 'Miss (no-cache): sidecar vs nginx proxy_pass (one worker)',
+          baselineName: 'nginx proxy_pass',
+          subjectName: 'sidecar miss',
+          baseline: run({ url: `${nginx.url}/pass`, body: ALLOW_BODY }),
+          subject: run(noCache),
+          baselinePids: [nginx.pid],
+          subjectPids: [s.child.pid],
+          rounds: ROUNDS,
+        }),
+      );
+    }
+
+    // The decision API on a Unix socket vs loopback TCP: two sidecars, our raw generator (wrk has
+    // no Unix sockets), closed loop, then open loop at a fixed rate.
+    const sock = join(dir, 'decision.sock');
+    const u = await sidecar(upstreamUrl, ['--listen', `unix:${sock}`]).catch((err: Error) => {
+      console.log(`  (Unix socket row skipped: ${err.message.split('\n')[0]})\n`);
+      return null;
+    });
+    if (u) {
+      started.push(u.child);
+      const viaSock = { url: `http://localhost${CHECK}`, socketPath: sock, bodies: [ALLOW_BODY], connections: CONNECTIONS, durationS: DURATION_S };
+      const viaTcp = { url: hit.url, bodies: [ALLOW_BODY], connections: CONNECTIONS, durationS: DURATION_S };
+      await rawLoad({ ...viaSock, rate: 0, durationS: 1 });
+      const asLoad = (r: RateResult) => ({ rps: r.achievedRps, p50: r.p50, p99: r.p99, non2xx: r.non2xx, errors: r.errors, total: r.sent });
+      report(
+        await compare({
+          name: 'Cache hit over a Unix socket vs loopback TCP (raw-socket generator, closed loop)',
+          baselineName: 'loopback TCP',
+          subjectName: 'Unix socket',
+          baseline: async () => asLoad(await rawLoad({ ...viaTcp, rate: 0 })),
+          subject: async () => asLoad(await rawLoad({ ...viaSock, rate: 0 })),
+          baselinePids: [s.child.pid],
+          subjectPids: [u.child.pid],
+          rounds: ROUNDS,
+        }),
+      );
+      const tcpRate = await rawLoad({ ...viaTcp, rate: RATE });
+      const sockRate = await rawLoad({ ...viaSock, rate: RATE });
+      console.log(`At a fixed ${RATE} req/s (open loop):`);
+      console.log(rateLine('loopback TCP', tcpRate));
+      console.log(rateLine('Unix socket', sockRate));
+      console.log('');
+      results.unixSocketFixedRate = { rate: RATE, tcp: tcpRate, unix: sockRate };
     }
   } finally {
-    await sim.close();
+    for (const c of cleanup.reverse()) await c();
+    rmSync(dir, { recursive: true, force: true });
   }
+}
 
-  // --- coalescing --------------------------------------------------------------------------
-  const c = await coalescing();
+async function cacheScaleSection(): Promise<void> {
+  const r = await benchCacheAtScale();
+  console.log(`${cacheScaleLines(r).join('\n')}\n`);
+  results.cacheAtScale = r;
+}
+
+async function coalescingSection(): Promise<void> {
+  const c = await benchCoalescing(CLI);
   console.log('Coalescing: 1,000 concurrent identical misses, upstream answering after 300 ms');
   console.log(`  upstream calls: ${c.upstreamCalls} (target: exactly 1); ALLOW answers: ${c.allows}/${c.requests}\n`);
   results.coalescing = c;
+}
 
-  // --- forward-auth vs check (cache hits, same sidecar, generator in its own process) -----
+async function forwardAuthSection(): Promise<void> {
   const fa = await benchForwardAuth();
   console.log(`${forwardAuthLines(fa).join('\n')}\n`);
   results.forwardAuth = fa;
+}
 
-  // --- webhooks ----------------------------------------------------------------------------
+async function webhooksSection(): Promise<void> {
   await sleep(500);
-  const w = await benchWebhooks();
-  console.log('Webhooks: verified deliveries forwarded to a loopback app vs a bare handler that only computes the HMAC');
-  console.log(`  bare HMAC handler ${fmt(w.baselineRps)} req/s, sidecar ${fmt(w.sidecarRps)} req/s, ratio ${fmt(w.ratio, 2)} (target >= 0.50)\n`);
-  results.webhooks = w;
-  console.log(`JSON: ${JSON.stringify(results)}`);
+  for (const c of await benchWebhooks({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS })) report(c);
+}
+
+const SECTIONS: [name: string, run: () => Promise<void>][] = [
+  ['decision', decisionSection],
+  ['webhooks', webhooksSection],
+  ['cache-scale', cacheScaleSection],
+  ['coalescing', coalescingSection],
+  ['forward-auth', forwardAuthSection],
+];
+
+async function main(): Promise<void> {
+  const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
+  const machine = machineLine();
+  console.log(`consent-sidecar bench: ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${DURATION_S} s per figure`);
+  console.log(`machine: ${machine}\n`);
+  for (const [name, run] of SECTIONS) if (!only || only.includes(name)) await run();
+  console.log('Summary (ratio = sidecar ÷ baseline, median of the rounds; CPU ratio = baseline CPU/request ÷ sidecar CPU/request)');
+  for (const c of comparisons) console.log(`  ${fmt(c.ratio, 2).padStart(5)}  CPU ${fmt(c.cpuRatio, 2).padStart(5)}  ${c.name}`);
+  const out = process.env.BENCH_JSON ?? 'bench-results.json';
+  writeFileSync(out, `${JSON.stringify({ machine, machineAfter: machineLine(), settings: { DURATION_S, ROUNDS, CONNECTIONS, RATE }, comparisons, ...results }, null, 2)}\n`);
+  console.log(`\nwritten to ${out}`);
 }
 
 await main();

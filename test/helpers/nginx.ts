@@ -46,6 +46,8 @@ export async function freePort(): Promise<number> {
 
 export interface RunningNginx {
   readonly port: number;
+  /** The nginx process (one process: master_process off). */
+  readonly pid: number | undefined;
   readonly url: string;
   /** nginx's error log so far (for failure messages). */
   errorLog(): Promise<string>;
@@ -115,5 +117,5 @@ export async function startNginx(serverConf: string, port: number): Promise<Runn
     }
     await sleep(20);
   }
-  return { port, url: `http://127.0.0.1:${port}`, errorLog, close };
+  return { port, pid: child.pid, url: `http://127.0.0.1:${port}`, errorLog, close };
 }

@@ -1,0 +1,65 @@
+// The bench's small servers, each run in a process of its own (plain JS: nothing to compile).
+//   upstream <port> <validUntil>            the consent service: ALLOW for the configKey asked
+//   forwarder <port> <upstreamUrl> <apiKey> the miss path's baseline: node:http + an undici Pool
+//   hmac <port> <secret>                    the webhooks' baseline: reads the body, checks the HMAC
+//   app <port>                              the application behind the sidecar: 204 to everything
+// Each prints `ready <port>` once listening, and exits on SIGTERM.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
+
+const [role, portText, a, b] = process.argv.slice(2);
+const port = Number(portText);
+const readBody = (req, done) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+};
+
+let handler;
+if (role === 'upstream') {
+  const validUntil = Number(a);
+  handler = (req, res) =>
+    readBody(req, (body) => {
+      const { configKey } = JSON.parse(body.toString('utf8'));
+      const text = JSON.stringify({ decision: 'ALLOW', configKey, validUntil });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    });
+} else if (role === 'forwarder') {
+  const upstream = new URL(a);
+  const pool = new Pool(upstream.origin, { connections: 64, pipelining: 1 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${b}` };
+  handler = (req, res) =>
+    readBody(req, async (body) => {
+      try {
+        const r = await pool.request({ method: 'POST', path: upstream.pathname, headers, body });
+        const text = await r.body.text();
+        res.writeHead(r.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      } catch {
+        res.writeHead(503).end();
+      }
+    });
+} else if (role === 'hmac') {
+  const secret = a;
+  handler = (req, res) =>
+    readBody(req, (body) => {
+      const ts = String(req.headers['x-service-timestamp']);
+      const given = Buffer.from(String(req.headers['x-service-signature']).slice(3));
+      const expected = Buffer.from(createHmac('sha256', secret).update(`${ts}.`).update(body).digest('hex'));
+      const ok = given.length === expected.length && timingSafeEqual(given, expected);
+      res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json' }).end('{"status":"accepted"}');
+    });
+} else if (role === 'app') {
+  handler = (req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(204).end());
+  };
+} else {
+  throw new Error(`unknown role ${role}`);
+}
+const server = createServer((req, res) => (req.url === '/ready' ? res.end('ok') : handler(req, res)));
+server.keepAliveTimeout = 60_000;
+server.listen(port, '127.0.0.1', () => process.stdout.write(`ready ${server.address().port}\n`));
+process.on('SIGTERM', () => process.exit(0));

@@ -1,0 +1,143 @@
+/**
+ * The cache at scale: two sidecars (test/bench/cache-server.ts), one holding 1,000 ALLOWs and one
+ * holding BENCH_CACHE_ENTRIES (1,000,000), hit at a light fixed rate by our open-loop generator
+ * (its own process; 1,000 different cached keys in turn) in alternating rounds, while /metrics
+ * is scraped every 250 ms. Then a purge of everything (DELETE /sidecar/cache) on each. Each server
+ * reports its event loop's longest stall over the measured part (monitorEventLoopDelay).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { configOf, userOf } from './cache-server.js';
+import { fmt, freePort, rawLoad, type RateResult } from './lib.js';
+
+const SERVER = new URL('./cache-server.ts', import.meta.url).pathname;
+const ENTRIES = Number(process.env.BENCH_CACHE_ENTRIES ?? 1_000_000);
+const RATE = Number(process.env.BENCH_CACHE_RATE ?? 500);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+interface Server {
+  child: ChildProcess;
+  port: number;
+  admin: number;
+  entries: number;
+  out: string;
+}
+
+async function start(entries: number, upstreamUrl: string): Promise<Server> {
+  const [port, admin] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', SERVER, String(entries), upstreamUrl, String(port), String(admin)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const s: Server = { child, port, admin, entries, out: '' };
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (c: Buffer) => {
+      s.out += c.toString();
+      if (s.out.includes('ready')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`cache-server exited with ${code}`)));
+  });
+  return s;
+}
+
+async function stop(s: Server): Promise<number> {
+  const exited = new Promise<void>((r) => s.child.once('exit', () => r()));
+  s.child.kill('SIGTERM');
+  await exited;
+  return Number(/stall ([\d.]+)/.exec(s.out)?.[1] ?? Number.NaN);
+}
+
+export interface CacheScaleResult {
+  entries: number;
+  rate: number;
+  hitP99Ms: { small: number; large: number; ratio: number };
+  hitP50Ms: { small: number; large: number };
+  hitMaxMs: { small: number; large: number };
+  scrapeMaxMs: { small: number; large: number };
+  maxEventLoopStallMs: { small: number; large: number };
+  revokeAllMs: { small: number; large: number };
+}
+
+export async function benchCacheAtScale(): Promise<CacheScaleResult> {
+  // No upstream call happens (every key asked is cached); the URL only has to parse.
+  const upstreamUrl = 'http://127.0.0.1:9';
+  const small = await start(1000, upstreamUrl);
+  const large = await start(ENTRIES, upstreamUrl).catch(async (err: unknown) => {
+    await stop(small);
+    throw err;
+  });
+  try {
+    const bodies = (n: number) => Array.from({ length: 1000 }, (_, j) => {
+      const i = Math.floor((j * n) / 1000);
+      return JSON.stringify({ userReference: userOf(i), configKey: configOf(i) });
+    });
+    const runs = { small: [] as RateResult[], large: [] as RateResult[] };
+    const scrapes = { small: 0, large: 0 };
+    const measure = async (s: Server, which: 'small' | 'large'): Promise<void> => {
+      let scraping = true;
+      const scraper = (async () => {
+        while (scraping) {
+          const t0 = performance.now();
+          const res = await request(`http://127.0.0.1:${s.admin}/metrics`);
+          const text = await res.body.text();
+          scrapes[which] = Math.max(scrapes[which], performance.now() - t0);
+          if (!text.includes('consent_sidecar_cache_entries')) throw new Error('no cache gauge');
+          await sleep(250);
+        }
+      })();
+      runs[which].push(await rawLoad({ url: `http://127.0.0.1:${s.port}/v1/authorization/check`, bodies: bodies(s.entries), rate: RATE, durationS: DURATION_S, connections: 8 }));
+      scraping = false;
+      await scraper;
+    };
+    // warm-up, then reset the stall monitors
+    await rawLoad({ url: `http://127.0.0.1:${small.port}/v1/authorization/check`, bodies: bodies(1000), rate: RATE, durationS: 1, connections: 8 });
+    await rawLoad({ url: `http://127.0.0.1:${large.port}/v1/authorization/check`, bodies: bodies(ENTRIES), rate: RATE, durationS: 1, connections: 8 });
+    small.child.kill('SIGUSR2');
+    large.child.kill('SIGUSR2');
+    for (let r = 0; r < ROUNDS; r++) {
+      if (r % 2 === 0) {
+        await measure(small, 'small');
+        await measure(large, 'large');
+      } else {
+        await measure(large, 'large');
+        await measure(small, 'small');
+      }
+    }
+    const purge = async (s: Server): Promise<number> => {
+      const t0 = performance.now();
+      const res = await request(`http://127.0.0.1:${s.port}/sidecar/cache`, { method: 'DELETE' });
+      const body = (await res.body.json()) as { purged: number };
+      const ms = performance.now() - t0;
+      if (body.purged < s.entries * 0.99) throw new Error(`purged ${body.purged} of ${s.entries}`);
+      return ms;
+    };
+    const revokeAllMs = { small: await purge(small), large: await purge(large) };
+    const bad = [...runs.small, ...runs.large].reduce((a, r) => a + r.non2xx + r.errors, 0);
+    if (bad > 0) throw new Error(`${bad} non-2xx answers or errors`);
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+    const p99 = { small: med(runs.small.map((r) => r.p99)), large: med(runs.large.map((r) => r.p99)) };
+    const stalls = { small: await stop(small), large: await stop(large) };
+    return {
+      entries: ENTRIES,
+      rate: RATE,
+      hitP99Ms: { ...p99, ratio: p99.large / p99.small },
+      hitP50Ms: { small: med(runs.small.map((r) => r.p50)), large: med(runs.large.map((r) => r.p50)) },
+      hitMaxMs: { small: Math.max(...runs.small.map((r) => r.max)), large: Math.max(...runs.large.map((r) => r.max)) },
+      scrapeMaxMs: scrapes,
+      maxEventLoopStallMs: stalls,
+      revokeAllMs,
+    };
+  } finally {
+    if (small.child.exitCode === null) small.child.kill('SIGKILL');
+    if (large.child.exitCode === null) large.child.kill('SIGKILL');
+  }
+}
+
+export function cacheScaleLines(r: CacheScaleResult): string[] {
+  return [
+    `The cache at ${fmt(r.entries)} entries vs 1,000 (hits at ${r.rate} req/s open loop, /metrics scraped every 250 ms, alternating rounds)`,
+    `  hit p50 ${fmt(r.hitP50Ms.small, 3)} ms vs ${fmt(r.hitP50Ms.large, 3)} ms; p99 ${fmt(r.hitP99Ms.small, 3)} ms vs ${fmt(r.hitP99Ms.large, 3)} ms: ratio ${fmt(r.hitP99Ms.ratio, 2)} (target <= 2); max ${fmt(r.hitMaxMs.small, 1)} vs ${fmt(r.hitMaxMs.large, 1)} ms`,
+    `  longest event-loop stall ${fmt(r.maxEventLoopStallMs.small, 1)} ms vs ${fmt(r.maxEventLoopStallMs.large, 1)} ms (target < 20); slowest /metrics scrape ${fmt(r.scrapeMaxMs.small, 1)} vs ${fmt(r.scrapeMaxMs.large, 1)} ms`,
+    `  purge of everything (DELETE /sidecar/cache, round trip) ${fmt(r.revokeAllMs.small, 2)} ms vs ${fmt(r.revokeAllMs.large, 2)} ms`,
+  ];
+}

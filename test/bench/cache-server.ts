@@ -1,0 +1,42 @@
+/**
+ * A sidecar whose ALLOW cache was filled with N entries before it started (as N misses would, in
+ * far less time): `cache-server.ts <entries> <upstreamUrl> <decisionPort> <adminPort>`. Entries
+ * are userReference `user-<10 digits>` and configKey `cfg-<11 digits>` (15 + 15 characters).
+ * Prints `ready` once listening; on SIGTERM prints the event loop's longest stall (ms, from
+ * perf_hooks' monitorEventLoopDelay, 1 ms resolution) as `stall <ms>` and exits.
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { loadServeConfig } from '../../src/config/index.js';
+import { AllowCache, cacheKey } from '../../src/decision/index.js';
+import { silentLogger } from '../../src/observability/index.js';
+import { startSidecar } from '../../src/sidecar.js';
+
+export const userOf = (i: number): string => `user-${String(i).padStart(10, '0')}`;
+export const configOf = (i: number): string => `cfg-${String(i % 1000).padStart(11, '0')}`;
+
+const [entriesText, upstreamUrl, port, admin] = process.argv.slice(2);
+if (entriesText !== undefined) {
+  const entries = Number(entriesText);
+  const config = loadServeConfig(
+    { 'upstream-url': upstreamUrl!, 'api-key': 'bench-key', listen: `127.0.0.1:${port}`, 'admin-listen': `127.0.0.1:${admin}`, 'cache-max-entries': String(Math.max(entries, 1000)) },
+    {},
+  );
+  const cache = new AllowCache(config.cache);
+  const now = Date.now();
+  for (let i = 0; i < entries; i++) {
+    const u = userOf(i);
+    const k = configOf(i);
+    cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, { kind: 'allow', configKey: k, validUntil: now + 3_600_000 }, now + 3_000_000, cache.generation);
+  }
+  (globalThis as { gc?: () => void }).gc?.();
+  await startSidecar(config, { logger: silentLogger(), cache });
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  process.stdout.write('ready\n');
+  process.on('SIGUSR2', () => h.reset());
+  process.on('SIGTERM', () => {
+    h.disable();
+    process.stdout.write(`stall ${(h.max / 1e6).toFixed(1)}\n`);
+    process.exit(0);
+  });
+}
