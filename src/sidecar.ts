@@ -15,7 +15,7 @@ import {
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { createWebhookListener } from './http/webhook-listener.js';
-import { baseUrlOf, closeGracefully, listen } from './http/listen.js';
+import { closeGracefully, listenAt } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
@@ -155,12 +155,12 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   const urls: Record<string, string> = {};
   try {
-    for (const s of servers) urls[s.name] = baseUrlOf(await listen(s.server, s.address));
+    for (const s of servers) urls[s.name] = await listenAt(s.server, s.address);
   } catch (err) {
     const failed = servers.find((s) => !s.server.listening && !urls[s.name]);
     await Promise.allSettled(servers.map((s) => closeGracefully(s.server, 0)));
     await release();
-    const where = failed ? `${failed.flag} ${failed.address.host}:${failed.address.port}` : 'listener';
+    const where = failed ? `${failed.flag} ${failed.address.path !== undefined ? `unix:${failed.address.path}` : `${failed.address.host}:${failed.address.port}`}` : 'listener';
     throw new Error(`${where}: cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
   }
   readiness.satisfy('listeners');

@@ -121,9 +121,9 @@ class Reader {
     }
   }
 
-  listen(name: string, fallback: string): ListenAddress {
+  listen(name: string, fallback: string, unix = false): ListenAddress {
     const raw = this.raw(name);
-    const parsed = parseListenAddress(raw?.value ?? fallback);
+    const parsed = parseListenAddress(raw?.value ?? fallback, { unix });
     if (typeof parsed === 'string') {
       this.problem(raw?.label ?? `--${name}`, parsed);
       return { host: '127.0.0.1', port: 0 };
@@ -340,7 +340,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const passthroughTimeoutMs = r.int('passthrough-timeout-ms', DEFAULT_PASSTHROUGH_TIMEOUT_MS, 1, 600_000);
   const failureThreshold = r.int('breaker-failure-threshold', DEFAULT_BREAKER_FAILURE_THRESHOLD, 1, 10_000);
   const cooldownMs = r.int('breaker-cooldown-ms', DEFAULT_BREAKER_COOLDOWN_MS, 1, 3_600_000);
-  const decision = r.listen('listen', DEFAULT_DECISION_LISTEN);
+  const decision = r.listen('listen', DEFAULT_DECISION_LISTEN, true);
   const webhook = r.listen('webhook-listen', DEFAULT_WEBHOOK_LISTEN);
   const admin = r.listen('admin-listen', DEFAULT_ADMIN_LISTEN);
   const maxEntries = r.int('cache-max-entries', DEFAULT_CACHE_MAX_ENTRIES, 0, 100_000_000);

@@ -1,3 +1,4 @@
+import { lstatSync, unlinkSync, chmodSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
@@ -12,6 +13,32 @@ export function listen(server: Server, address: ListenAddress): Promise<AddressI
       resolve(server.address() as AddressInfo);
     });
   });
+}
+
+/**
+ * Listens on a TCP address or a Unix socket (`address.path`) and resolves with what to show:
+ * `http://host:port`, or `unix:/path`. A socket file left by an earlier process is replaced (only
+ * a socket, never another kind of file); the new one is made 0666, as reachable as a loopback
+ * port to whoever can reach its directory (an emptyDir shared with the app, in Kubernetes).
+ */
+export async function listenAt(server: Server, address: ListenAddress): Promise<string> {
+  const path = address.path;
+  if (path === undefined) return baseUrlOf(await listen(server, address));
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch {
+    // nothing there
+  }
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error): void => reject(err);
+    server.once('error', onError);
+    server.listen(path, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  chmodSync(path, 0o666);
+  return `unix:${path}`;
 }
 
 /** `http://host:port` of a bound server. */
