@@ -1,4 +1,5 @@
-import { Pool, errors as undiciErrors } from 'undici';
+import { performance } from 'node:perf_hooks';
+import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import { DecisionError } from './errors.js';
 import type { UpstreamResponse } from './parse-response.js';
@@ -27,16 +28,76 @@ export function joinPath(base: URL, apiPath: string): string {
   return base.pathname.replace(/\/+$/, '') + apiPath;
 }
 
+/** One check in flight: its deadline (monotonic ms) and how to end it. */
+interface Call {
+  readonly deadline: number;
+  settled: boolean;
+  /** The current attempt's controller, once undici has dispatched it. */
+  controller: Dispatcher.DispatchController | null;
+  timeout(): void;
+}
+
 /**
- * The keep-alive client for authorization checks. One deadline covers everything: connecting,
- * the headers and the whole body, so a service that trickles its body cannot hold a check past
- * it. At most one retry, only when the connection failed before any response and only inside
- * the same deadline (the check is stateless, so a repeat is safe).
+ * Every check has the same timeout, so deadlines come in the order calls start: one FIFO and one
+ * timer armed for the oldest live call serve them all, instead of an AbortController and a timer
+ * per call. A settled call stays in the queue until it reaches the front (skipped in O(1)).
+ */
+class DeadlineQueue {
+  private q: Call[] = [];
+  private head = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  add(call: Call): void {
+    this.q.push(call);
+    if (this.timer === null) this.arm();
+  }
+
+  private arm(): void {
+    const q = this.q;
+    while (this.head < q.length && q[this.head]!.settled) this.head++;
+    if (this.head > 1024 && this.head * 2 > q.length) {
+      this.q = q.slice(this.head);
+      this.head = 0;
+    }
+    if (this.head === this.q.length) {
+      this.q = [];
+      this.head = 0;
+      this.timer = null;
+      return;
+    }
+    this.timer = setTimeout(this.fire, Math.max(0, Math.ceil(this.q[this.head]!.deadline - performance.now())));
+  }
+
+  private readonly fire = (): void => {
+    const now = performance.now();
+    const q = this.q;
+    while (this.head < q.length && (q[this.head]!.settled || q[this.head]!.deadline <= now)) {
+      const call = q[this.head++]!;
+      if (!call.settled) call.timeout();
+    }
+    this.arm();
+  };
+
+  clear(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
+
+/**
+ * The keep-alive client for authorization checks, on undici's dispatch API (no per-call stream,
+ * promise chain or AbortController). One deadline covers everything: connecting, the headers and
+ * the whole body, so a service that trickles its body cannot hold a check past it. At most one
+ * retry, only when the connection failed before any response and only inside the same deadline
+ * (the check is stateless, so a repeat is safe).
  */
 export class UpstreamClient {
   private readonly pool: Pool;
   private readonly checkPath: string;
   private readonly userAgent: string;
+  private readonly deadlines = new DeadlineQueue();
+  private headersFor = '';
+  private headers: string[] = [];
 
   constructor(
     private readonly cfg: UpstreamConfig,
@@ -54,67 +115,96 @@ export class UpstreamClient {
     this.userAgent = options.userAgent ?? 'consent-sidecar';
   }
 
-  /** Sends one check; throws {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK`. */
-  async check(body: string): Promise<CheckCallResult> {
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, this.cfg.timeoutMs);
-    try {
-      for (let attempt = 1; ; attempt++) {
-        let headersReceived = false;
-        try {
-          const res = await this.pool.request({
-            method: 'POST',
-            path: this.checkPath,
-            headers: {
-              authorization: `Bearer ${this.cfg.apiKey.current()}`,
-              'content-type': 'application/json',
-              accept: 'application/json',
-              'user-agent': this.userAgent,
-            },
-            body,
-            signal: controller.signal,
-          });
-          headersReceived = true;
-          const text = await readLimited(res.body, MAX_UPSTREAM_BODY_BYTES);
-          return { status: res.statusCode, date: latestDate(res.headers.date), body: text, attempts: attempt };
-        } catch (err) {
-          if (timedOut) throw new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${this.cfg.timeoutMs} ms`, { cause: err });
-          if (err instanceof DecisionError) throw err;
-          if (!headersReceived && attempt === 1 && isRetryable(err)) continue;
-          throw new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err });
-        }
-      }
-    } finally {
-      clearTimeout(timer);
+  /** The request headers, rebuilt only when the API key changed (a rotated file). */
+  private headersNow(): string[] {
+    const key = this.cfg.apiKey.current();
+    if (key !== this.headersFor) {
+      this.headersFor = key;
+      this.headers = ['authorization', `Bearer ${key}`, 'content-type', 'application/json', 'accept', 'application/json', 'user-agent', this.userAgent];
     }
+    return this.headers;
+  }
+
+  /** Sends one check; throws {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK`. */
+  check(body: string): Promise<CheckCallResult> {
+    return new Promise<CheckCallResult>((resolve, reject) => {
+      const timeoutMs = this.cfg.timeoutMs;
+      const call: Call = {
+        deadline: performance.now() + timeoutMs,
+        settled: false,
+        controller: null,
+        timeout: () => {
+          call.settled = true;
+          call.controller?.abort(new undiciErrors.RequestAbortedError());
+          reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${timeoutMs} ms`));
+        },
+      };
+      const fail = (err: unknown): void => {
+        if (call.settled) return;
+        call.settled = true;
+        reject(err);
+      };
+      const attempt = (n: number): void => {
+        let status = 0;
+        let date: string | undefined;
+        let headersReceived = false;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let tooBig: DecisionError | null = null;
+        const handler: Dispatcher.DispatchHandler = {
+          onRequestStart(controller) {
+            // A call whose deadline passed while it waited for a connection is cut now.
+            if (call.settled) controller.abort(new undiciErrors.RequestAbortedError());
+            else call.controller = controller;
+          },
+          onResponseStart(_controller, statusCode, headers) {
+            if (statusCode < 200) return; // 1xx: the answer is still to come
+            headersReceived = true;
+            status = statusCode;
+            date = latestDate(headers.date);
+          },
+          onResponseData(controller, chunk) {
+            size += chunk.length;
+            if (size > MAX_UPSTREAM_BODY_BYTES) {
+              tooBig ??= new DecisionError('ERR_UPSTREAM_MALFORMED', `body larger than ${MAX_UPSTREAM_BODY_BYTES} bytes`);
+              controller.abort(tooBig);
+              return;
+            }
+            chunks.push(chunk);
+          },
+          onResponseEnd() {
+            if (call.settled) return;
+            call.settled = true;
+            resolve({ status, date, body: (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), attempts: n });
+          },
+          onResponseError(_controller, err) {
+            if (call.settled) return;
+            if (tooBig) return fail(tooBig);
+            if (!headersReceived && n === 1 && isRetryable(err)) return attempt(2);
+            fail(new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err }));
+          },
+        };
+        try {
+          this.pool.dispatch({ method: 'POST', path: this.checkPath, headers: this.headersNow(), body }, handler);
+        } catch (err) {
+          fail(new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err }));
+        }
+      };
+      this.deadlines.add(call);
+      attempt(1);
+    });
   }
 
   async close(): Promise<void> {
     await this.pool.close();
+    this.deadlines.clear();
   }
 
   /** Aborts whatever is still in flight and closes every connection (shutdown past its budget). */
   async destroy(): Promise<void> {
     await this.pool.destroy();
+    this.deadlines.clear();
   }
-}
-
-async function readLimited(body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown }, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > limit) {
-      body.destroy();
-      throw new DecisionError('ERR_UPSTREAM_MALFORMED', `body larger than ${limit} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size).toString('utf8');
 }
 
 /**
