@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { closedLoop, compare, comparisonLines, freePort, LOAD_GENERATOR, startChild, stopChild, type Comparison, type LoadResult } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
+const CLI = process.env.BENCH_CLI ?? new URL('../../dist/cli.js', import.meta.url).pathname;
 const BASELINES = new URL('./baselines.mjs', import.meta.url).pathname;
 const SECRET = 'whsec_benchbenchbenchbenchbenchbench';
 const PAD = 'x'.repeat(200);

@@ -68,9 +68,23 @@ In classic mode keep the sidecar first in `containers`. With an aliased dependen
 checksum/consent-sidecar: {{ include "consent-sidecar.checksum" $c }}
 {{- end -}}
 
-{{/* URL of the decision API for the application: http://127.0.0.1:<ports.decision>. */}}
+{{/* URL of the decision API for the application: http://127.0.0.1:<ports.decision>, or unix:<path> with decisionSocket. */}}
 {{- define "consent-sidecar.decisionUrl" -}}
 {{- $c := dict "in" . -}}
 {{- include "consent-sidecar.resolve" $c -}}
+{{- if $c.v.decisionSocket.enabled -}}
+{{- printf "unix:%s/decision.sock" $c.v.decisionSocket.mountPath -}}
+{{- else -}}
 {{- printf "http://127.0.0.1:%s" (include "consent-sidecar.scalar" $c.v.ports.decision) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The application container's volumeMounts list items for decisionSocket (nothing when off). */}}
+{{- define "consent-sidecar.appVolumeMounts" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- if $c.v.decisionSocket.enabled -}}
+- name: consent-sidecar-socket
+  mountPath: {{ $c.v.decisionSocket.mountPath | quote }}
+{{- end -}}
 {{- end -}}

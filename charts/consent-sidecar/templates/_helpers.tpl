@@ -290,7 +290,11 @@ their files are re-read live when the Secret rotates.
     - name: CONSENT_SIDECAR_UPSTREAM_URL
       value: {{ required "config.upstreamUrl is required: the consent service's base URL" $v.config.upstreamUrl | quote }}
     - name: CONSENT_SIDECAR_LISTEN
+      {{- if $v.decisionSocket.enabled }}
+      value: {{ printf "unix:%s/decision.sock" $v.decisionSocket.mountPath | quote }}
+      {{- else }}
       value: {{ include "consent-sidecar.hostPort" (dict "host" "127.0.0.1" "port" (include "consent-sidecar.scalar" $v.ports.decision)) | quote }}
+      {{- end }}
     - name: CONSENT_SIDECAR_WEBHOOK_LISTEN
       value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.webhook)) | quote }}
     - name: CONSENT_SIDECAR_ADMIN_LISTEN
@@ -379,10 +383,20 @@ their files are re-read live when the Secret rotates.
     - name: consent-sidecar-secrets
       mountPath: {{ $mount | quote }}
       readOnly: true
+    {{- if $v.decisionSocket.enabled }}
+    - name: consent-sidecar-socket
+      mountPath: {{ $v.decisionSocket.mountPath | quote }}
+    {{- end }}
 {{- end -}}
 
 {{/* The sidecar's pod volumes (list items): one projected volume with every secret file. */}}
 {{- define "consent-sidecar.volumesSpec" -}}
+{{- if .v.decisionSocket.enabled -}}
+- name: consent-sidecar-socket
+  emptyDir:
+    medium: Memory
+    sizeLimit: 1Mi
+{{ end -}}
 - name: consent-sidecar-secrets
   projected:
     defaultMode: {{ include "consent-sidecar.scalar" .v.secrets.defaultMode }}
