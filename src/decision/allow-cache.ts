@@ -33,8 +33,10 @@ export function deathOf(
 /** The only thing the cache stores: an ALLOW of the service, as the strict parser gave it. */
 export type AllowDecision = Extract<ServiceDecision, { kind: 'allow' }>;
 
-/** How many dead entries one {@link AllowCache.sweep} call drops at most by default. */
+/** How many dead entries one {@link AllowCache.sweep} call drops at most by default... */
 export const SWEEP_BUDGET = 4096;
+/** ...and for how long it may run (ms), checked every 128 entries. */
+export const SWEEP_MAX_MS = 2;
 
 const NONE = -1;
 const INITIAL_SLOTS = 1024;
@@ -318,20 +320,23 @@ export class AllowCache implements RevocationHook {
   }
 
   /**
-   * Deletes up to `budget` dead entries, soonest death first, so memory and the entries gauge
-   * follow the truth without a walk over the live ones; returns how many it deleted.
+   * Deletes up to `budget` dead entries (for about `maxMs` at most), soonest death first, so
+   * memory and the entries gauge follow the truth without a walk over the live ones; returns how
+   * many it deleted.
    */
-  sweep(budget = SWEEP_BUDGET): number {
+  sweep(budget = SWEEP_BUDGET, maxMs = SWEEP_MAX_MS): number {
     const s = this.s;
     if (s === null) return 0;
     const now = this.now();
     const mono = this.monoNow();
+    const stopAt = performance.now() + maxMs;
     let n = 0;
     while (n < budget && s.heapSize > 0) {
       const top = s.heap[0]!;
       if (s.monoDeath[top]! > mono && s.wallDeath[top]! > now) break;
       this.remove(s, top);
-      n++;
+      // Many deaths at once (a clock that jumped): never hold the request thread for long.
+      if ((++n & 127) === 0 && performance.now() > stopAt) break;
     }
     return n;
   }
