@@ -19,7 +19,6 @@ export {
 } from './ingress.js';
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
 export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-export { readBody, type ReadBodyResult } from './read-body.js';
 export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
 export { UnverifiedBudget } from './unverified-budget.js';
 export { applyRevocation, revocationOf, type RevocationEffect } from './revocations.js';

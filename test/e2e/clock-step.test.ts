@@ -31,7 +31,9 @@ describe('a wall clock stepped back one hour (libfaketime on a real serve proces
     // Never a skip: without libfaketime this proof cannot run, and that is a failure.
     expect(existsSync(FAKETIME_LIB), `${FAKETIME_LIB} is missing: install Debian's faketime package (bash test/setup.sh, or apt-get install faketime)`).toBe(true);
 
-    const validUntil = Date.now() + 5_000;
+    // Set when the service answers, not before serve starts: under load starting serve through tsx
+    // took long enough for an ALLOW dated at the start to arrive expired.
+    let validUntil = Number.POSITIVE_INFINITY;
     let checks = 0;
     upstream = createServer((req, res) => {
       req.resume();
@@ -40,6 +42,7 @@ describe('a wall clock stepped back one hour (libfaketime on a real serve proces
         // The first check gets the ALLOW; any later one finds the service failing, so an ALLOW
         // can only come from the cache.
         if (checks === 1) {
+          validUntil = Date.now() + 5_000;
           res.writeHead(200, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ decision: 'ALLOW', configKey: KEY, validUntil }));
         } else {

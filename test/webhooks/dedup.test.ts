@@ -45,8 +45,13 @@ describe('deduplication over HTTP', () => {
   });
 
   it('copies waiting on a first copy that fails get 503, and none is forwarded a second time', async () => {
+    // The five copies must all arrive while the first is in flight: with a 100 ms app and a loaded
+    // machine a late copy arrived after the first had failed and was (rightly) forwarded afresh.
+    // So the app takes 1.5 s to fail, within a forward timeout of its own.
+    await sidecar.close();
+    sidecar = await startSidecar({ appUrl: app.url, forwardTimeoutMs: 5000, now: () => VECTOR_TS * 1000 });
     app.behaviour = { status: 500 };
-    app.delayMs = 100;
+    app.delayMs = 1500;
     const body = envelope({ id: 'evt_fail_many' });
     const replies = await Promise.all(Array.from({ length: 5 }, () => deliver(body, 'evt_fail_many')));
     expect(replies.map((r) => r.status)).toEqual(Array(5).fill(503));
