@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 import { BREAKER_STATES, type BreakerState } from './breaker.js';
 import { FAIL_CLOSED_CAUSES, type FailClosedCause } from './errors.js';
@@ -36,7 +36,7 @@ export class DecisionMetrics {
   private readonly decisions = new Map<string, Inc>();
   private readonly preEvaluation = new Map<string, Inc>();
   private readonly failClosed = new Map<FailClosedCause, Inc>();
-  private readonly upstreamDuration: Histogram<'outcome'>;
+  private readonly upstreamDuration: FastHistogram<UpstreamOutcome>;
   private readonly breakerState: Gauge<'state'>;
   readonly coalesced: Inc;
   readonly purged: Counter<'trigger'>;
@@ -85,14 +85,15 @@ export class DecisionMetrics {
       registers: [registry],
     });
     for (const cause of FAIL_CLOSED_CAUSES) this.failClosed.set(cause, failClosed.labels(cause));
-    this.upstreamDuration = new Histogram({
-      name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
-      help: 'Duration of authorization checks sent to the service, retries included, by outcome.',
-      labelNames: ['outcome'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
-    });
-    for (const outcome of UPSTREAM_OUTCOMES) this.upstreamDuration.labels(outcome);
+    // Observed on every miss: a fast histogram (label bound by index, same exposition).
+    this.upstreamDuration = new FastHistogram(
+      `${METRIC_PREFIX}upstream_request_duration_seconds`,
+      'Duration of authorization checks sent to the service, retries included, by outcome.',
+      'outcome',
+      UPSTREAM_OUTCOMES,
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registry,
+    );
     new Gauge({
       name: `${METRIC_PREFIX}cache_entries`,
       help: 'ALLOW answers held in the cache.',
@@ -146,7 +147,7 @@ export class DecisionMetrics {
   }
 
   upstreamCall(outcome: UpstreamOutcome, seconds: number): void {
-    this.upstreamDuration.labels(outcome).observe(seconds);
+    this.upstreamDuration.observe(UPSTREAM_OUTCOMES.indexOf(outcome), seconds);
   }
 
   setBreakerState(state: BreakerState): void {

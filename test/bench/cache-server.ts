@@ -3,9 +3,11 @@
  * far less time): `cache-server.ts <entries> <upstreamUrl> <decisionPort> <adminPort>`. Entries
  * are userReference `user-<10 digits>` and configKey `cfg-<11 digits>` (15 + 15 characters).
  * Prints `ready` once listening; on SIGTERM prints the event loop's longest stall (ms, from
- * perf_hooks' monitorEventLoopDelay, 1 ms resolution) as `stall <ms>` and exits.
+ * perf_hooks' monitorEventLoopDelay, 1 ms resolution) as `stall <ms>`, and the longest stall spent
+ * working (`busy <ms>`: for each gap between 1 ms ticks, the smaller of the wall-clock gap and the
+ * CPU time the process used in it, so time the OS gave to other processes does not count).
  */
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { loadServeConfig } from '../../src/config/index.js';
 import { AllowCache, cacheKey } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
@@ -32,11 +34,25 @@ if (entriesText !== undefined) {
   await startSidecar(config, { logger: silentLogger(), cache });
   const h = monitorEventLoopDelay({ resolution: 1 });
   h.enable();
+  let busyMax = 0;
+  let lastWall = performance.now();
+  let lastCpu = process.cpuUsage();
+  setInterval(() => {
+    const wall = performance.now();
+    const cpu = process.cpuUsage();
+    const cpuMs = (cpu.user - lastCpu.user + cpu.system - lastCpu.system) / 1000;
+    busyMax = Math.max(busyMax, Math.min(wall - lastWall, cpuMs));
+    lastWall = wall;
+    lastCpu = cpu;
+  }, 1);
   process.stdout.write('ready\n');
-  process.on('SIGUSR2', () => h.reset());
+  process.on('SIGUSR2', () => {
+    h.reset();
+    busyMax = 0;
+  });
   process.on('SIGTERM', () => {
     h.disable();
-    process.stdout.write(`stall ${(h.max / 1e6).toFixed(1)}\n`);
+    process.stdout.write(`stall ${(h.max / 1e6).toFixed(1)} busy ${busyMax.toFixed(1)}\n`);
     process.exit(0);
   });
 }
