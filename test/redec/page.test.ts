@@ -22,7 +22,7 @@ describe('page field rules', () => {
     [{ items: [{}], nextCursor: '' }, 'empty cursor'],
     [{ items: [{}], nextCursor: 3 }, 'numeric cursor'],
     [{ items: [{}] }, 'no nextCursor'],
-  ])('%j is malformed (%s)', (page) => {
+  ] as [unknown, string][])('%j is malformed (%s)', (page) => {
     expect(() => readPage(page, AUTO)).toThrow(expect.objectContaining({ code: 'ERR_REDEC_MALFORMED_PAGE' }) as RedecError);
   });
 
