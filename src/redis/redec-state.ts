@@ -10,27 +10,24 @@ export const REDEC_KEY_OWNER = 'redec';
 
 /**
  * KEYS[1] first-seen hash, KEYS[2] handed hash; ARGV[1] now (ms), ARGV[2..] listed identities.
- * Sets first-seen of new identities, forgets identities not listed, answers per identity
- * `{firstSeen, handed or ''}`. One script, so two replicas never interleave a sync.
+ * Sets first-seen of new identities and answers per identity `{firstSeen, handed or ''}`.
  */
-const SYNC = new RedisScript(`
-local listed = {}
-for i = 2, #ARGV do
-  listed[ARGV[i]] = true
-  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1])
-end
-for _, k in ipairs(KEYS) do
-  for _, id in ipairs(redis.call('HKEYS', k)) do
-    if not listed[id] then redis.call('HDEL', k, id) end
-  end
-end
+const SEEN = new RedisScript(`
 local out = {}
 for i = 2, #ARGV do
+  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1])
   out[#out + 1] = redis.call('HGET', KEYS[1], ARGV[i])
   out[#out + 1] = redis.call('HGET', KEYS[2], ARGV[i]) or ''
 end
 return out
 `);
+
+/**
+ * Identities per Redis call: each call stays a few milliseconds, far inside
+ * `--redis-command-timeout-ms`, however long the listing (one script over 10,000 took 140-340 ms
+ * on a loaded machine, too close to the 500 ms default).
+ */
+const CHUNK = 1000;
 
 /** KEYS[1] lease; ARGV[1] token, ARGV[2] lease (ms). 1 renewed, 0 not ours any more. */
 const RENEW = new RedisScript(`
@@ -83,15 +80,28 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
     this.keys = { lease: k('lease'), summary: k('summary'), firstSeen: k('first-seen'), handed: k('handed') };
   }
 
+  /** Only the lease holder syncs, so the chunks of one sync never interleave with another replica's. */
   async sync(identities: readonly string[], now: number): Promise<Map<string, LedgerEntry>> {
-    const reply = (await this.options.connection.call('redec_sync', (c) =>
-      SYNC.run(c, [this.keys.firstSeen, this.keys.handed], [String(now), ...identities]),
-    )) as string[];
     const out = new Map<string, LedgerEntry>();
-    identities.forEach((id, i) => {
-      const handed = reply[2 * i + 1];
-      out.set(id, { firstSeenAt: Number(reply[2 * i]), handedAt: handed ? Number(handed) : null });
-    });
+    for (let i = 0; i < identities.length; i += CHUNK) {
+      const chunk = identities.slice(i, i + CHUNK);
+      const reply = (await this.options.connection.call('redec_sync', (c) =>
+        SEEN.run(c, [this.keys.firstSeen, this.keys.handed], [String(now), ...chunk]),
+      )) as string[];
+      chunk.forEach((id, k) => {
+        const handed = reply[2 * k + 1];
+        out.set(id, { firstSeenAt: Number(reply[2 * k]), handedAt: handed ? Number(handed) : null });
+      });
+    }
+    // Forget what left the listing, first-seen and handed alike.
+    const known = (await this.options.connection.call('redec_sync', (c) => c.sendCommand(['HKEYS', this.keys.firstSeen]))) as string[];
+    const gone = known.filter((id) => !out.has(id));
+    for (let i = 0; i < gone.length; i += CHUNK) {
+      const chunk = gone.slice(i, i + CHUNK);
+      await this.options.connection.call('redec_sync', (c) =>
+        c.multi().hDel(this.keys.firstSeen, chunk).hDel(this.keys.handed, chunk).exec(),
+      );
+    }
     return out;
   }
 

@@ -57,6 +57,21 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     expect(await admin.exists([`${prefix}redec:first-seen`, `${prefix}redec:handed`])).toBe(0);
   });
 
+  it('a listing longer than one chunk (1000 per call) is remembered and forgotten whole', async () => {
+    const prefix = redis.prefix();
+    const s = await state(prefix);
+    const ids = Array.from({ length: 2500 }, (_, i) => `obl_${i}`);
+    const first = await s.sync(ids, 1000);
+    expect(first.size).toBe(2500);
+    await s.markHanded(ids.slice(0, 1500), 2000);
+    const kept = ids.filter((_, i) => i % 2 === 0);
+    const second = await s.sync(kept, 3000);
+    expect([...second.values()].every((e) => e.firstSeenAt === 1000)).toBe(true);
+    expect([...second].filter(([, e]) => e.handedAt === 2000)).toHaveLength(750);
+    expect(await admin.hLen(`${prefix}redec:first-seen`)).toBe(1250);
+    expect(await admin.hLen(`${prefix}redec:handed`)).toBe(750);
+  });
+
   it('one replica at a time: a complete run keeps the lease as done for the hold and leaves its summary; a failed run releases it', async () => {
     const prefix = redis.prefix();
     const a = await state(prefix);
