@@ -180,26 +180,48 @@ export class Reconciler {
   private async hand(due: readonly (readonly [string, NotificationRequirementItem])[]): Promise<void> {
     const { deliver, metrics, logger, ledger, lease } = this.options;
     let next = 0;
+    // Set when one worker stops the run (lease lost, Redis): the others hand nothing more.
+    let aborted = false;
     let accepted: string[] = [];
+    let refused = 0;
+    let lastDetail: string | undefined;
     const flush = async (): Promise<void> => {
       const batch = accepted;
       accepted = [];
       if (batch.length > 0) await this.redis(() => ledger.markHanded(batch, this.options.now()));
     };
     const worker = async (): Promise<void> => {
-      while (next < due.length && !this.closed) {
+      try {
+        await loop();
+      } catch (err) {
+        aborted = true;
+        throw err;
+      }
+    };
+    const loop = async (): Promise<void> => {
+      while (next < due.length && !this.closed && !aborted) {
         const [id, record] = due[next++]!;
         const body = Buffer.from(JSON.stringify({ id: `reconcile_${id}`, type: RECONCILED_EVENT_TYPE, occurredAt: this.options.now(), data: record }));
         const result = await deliver!(body, { 'content-type': 'application/json', [RECONCILED_HEADER]: '1' });
         metrics.handed.labels(result.ok ? 'accepted' : 'failed').inc();
         if (result.ok) accepted.push(id);
-        else logger.warn({ event: 'redec_handed_to_app', outcome: 'failed', detail: result.detail }, 'the app did not accept a pending REDEC obligation; the next run hands it again');
+        else {
+          refused += 1;
+          lastDetail = result.detail;
+        }
         if (accepted.length >= MARK_BATCH) await flush();
         if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
       }
     };
     const workers = Array.from({ length: Math.min(HAND_CONCURRENCY, due.length) }, worker);
     const results = await Promise.allSettled(workers);
+    // One line per run, not per obligation: an app that is down would otherwise flood the log.
+    if (refused > 0) {
+      logger.warn(
+        { event: 'redec_handed_to_app', outcome: 'failed', count: refused, detail: lastDetail },
+        `the app did not accept ${refused} pending REDEC obligation(s); the next run hands them again`,
+      );
+    }
     // What the app accepted is recorded even when a worker failed, so it is not handed twice.
     await flush();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
