@@ -36,6 +36,7 @@ export function reconcilerFor(o: {
   fields?: RedecListingFields;
   ledger?: ObligationLedger;
   lease?: ReconcileLease;
+  forwardTimeoutMs?: number;
 }): ReconcilerUnderTest {
   const registry = createRegistry({ defaultMetrics: false });
   const config: RedecReconcileConfig = {
@@ -45,7 +46,7 @@ export function reconcilerFor(o: {
     pageLimit: o.pageLimit ?? 2,
     fields: o.fields ?? { itemsField: null, cursorParam: 'cursor' },
   };
-  const forwarder = o.appUrl ? new Forwarder({ appUrl: new URL(o.appUrl), timeoutMs: 2000 }) : null;
+  const forwarder = o.appUrl ? new Forwarder({ appUrl: new URL(o.appUrl), timeoutMs: o.forwardTimeoutMs ?? 2000 }) : null;
   let reconciler: Reconciler | undefined;
   const metrics = createRedecMetrics(registry, () => reconciler?.oldestFirstSeenAt ?? null, o.now);
   reconciler = new Reconciler({
@@ -62,10 +63,8 @@ export function reconcilerFor(o: {
   return {
     reconciler: r,
     registry,
-    close: async () => {
-      await r.close();
-      await forwarder?.destroy();
-    },
+    // As src/redec-wiring.ts does: both at once, so a forward the app holds ends with the pool.
+    close: () => Promise.all([r.close(), forwarder?.destroy()]).then(() => undefined),
   };
 }
 

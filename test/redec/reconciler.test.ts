@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { RECONCILED_EVENT_TYPE } from '../../src/redec/index.js';
 import { capturingLogger, testClock } from '../helpers/sidecar.js';
@@ -126,5 +126,19 @@ describe('REDEC reconciler against the simulator', () => {
     expect(await metricValue(under.registry, 'consent_sidecar_redec_handed_to_app_total', { outcome: 'accepted' })).toBe(5);
     await under.reconciler.runOnce();
     expect(app.received).toHaveLength(10);
+  });
+
+  it('closing during a hand-off to an app that never answers ends the run at once (not after the forward timeout)', async () => {
+    sim = await simWithObligations();
+    app = await startApp();
+    app.behaviour = 'hang';
+    const clock = testClock();
+    // A forward timeout far beyond the test's own: only closing can end this run in time.
+    under = reconcilerFor({ upstream: upstreamOf(sim.url, KEY), appUrl: app.url, now: clock.now, logger: capturingLogger().logger, graceMs: 0, forwardTimeoutMs: 600_000 });
+    const run = under.reconciler.runOnce();
+    await vi.waitFor(() => expect(app!.received.length).toBeGreaterThan(0), { timeout: 10_000, interval: 10 });
+    await under.close();
+    under = undefined;
+    expect(await run).toBe('ok');
   });
 });
