@@ -140,7 +140,8 @@ export class Reconciler {
         );
       }
     }
-    metrics.runs.labels(outcome).inc();
+    // A run cut short because the sidecar is stopping is not a failure of the listing.
+    if (outcome === 'ok' || outcome === 'skipped' || !this.closed) metrics.runs.labels(outcome).inc();
     return outcome;
   }
 

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { capturingLogger, testClock } from '../helpers/sidecar.js';
 import { metricValue, startApp, type FakeApp } from '../webhooks/helpers.js';
 import { json, reconcilerFor, scriptedService, upstreamOf, type ReconcilerUnderTest } from './helpers.js';
@@ -111,5 +111,19 @@ describe('REDEC reconciler against a service with other field names', () => {
     // The six seen 1000 ms ago are due; the one that came back was first seen just now.
     expect(app.received).toHaveLength(6);
     expect(app.received.map((r) => (JSON.parse(r.body.toString()) as { data: { obligationId: string } }).data.obligationId)).not.toContain('obl_0');
+  });
+
+  it('stopping the sidecar during a page that never answers ends the run without counting a failure', async () => {
+    svc = await scriptedService(() => undefined);
+    const { logger, lines } = capturingLogger();
+    under = reconcilerFor({ upstream: upstreamOf(svc.url, 'k', 600_000), appUrl: null, now: testClock().now, logger });
+    const run = under.reconciler.runOnce();
+    await vi.waitFor(() => expect(svc!.requests).toHaveLength(1), { timeout: 10_000, interval: 10 });
+    await under.close();
+    const registry = under.registry;
+    under = undefined;
+    await run;
+    expect(await metricValue(registry, 'consent_sidecar_redec_reconcile_runs_total')).toBe(0);
+    expect(lines().filter((l) => l.event === 'redec_reconcile_run')).toEqual([]);
   });
 });
