@@ -20,6 +20,7 @@ import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startSharedState, type SharedState } from './redis/index.js';
+import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 
 /** How often dead cache entries are swept out (ms, up to SWEEP_BUDGET each time); serving never depends on it. */
@@ -143,10 +144,13 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
+  // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
+  const reconciler = startReconciler(config, { shared, registry, logger, now });
 
   const release = async (): Promise<void> => {
     clearInterval(sweeper);
     for (const s of secrets) s.close();
+    await reconciler?.close();
     // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
     // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
     await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close(), decisionLog?.close()]);

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index.js';
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry, registerBuildInfo } from '../src/observability/index.js';
+import { createRedecMetrics } from '../src/redec/index.js';
 import { createRedisMetrics } from '../src/redis/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
@@ -22,6 +23,7 @@ describe('README tells the truth', () => {
     createWebhookMetrics(registry);
     createRedisMetrics(registry);
     createSecretMetrics(registry);
+    createRedecMetrics(registry);
     registerBuildInfo(registry, 'x');
     for (const m of await registry.getMetricsAsJSON()) expect(readme, m.name).toContain(`\`${m.name}\``);
   });

@@ -34,7 +34,15 @@ export interface DemoOptions {
   readonly logger?: Logger;
   /** The simulator's logger (its lines say `"service":"consent-service-simulator"`). */
   readonly simulatorLogger?: Logger;
+  /** The sidecar's `--redec-reconcile-interval-ms` in the demo; default {@link DEMO_RECONCILE_INTERVAL_MS}. */
+  readonly reconcileIntervalMs?: number;
+  /** The sidecar's `--redec-reconcile-grace-ms` in the demo; default {@link DEMO_RECONCILE_GRACE_MS}. */
+  readonly reconcileGraceMs?: number;
 }
+
+/** The demo reconciles every 5 s with a 20 s grace, so the REDEC story plays out in under a minute. */
+export const DEMO_RECONCILE_INTERVAL_MS = 5000;
+export const DEMO_RECONCILE_GRACE_MS = 20_000;
 
 export interface DemoHandle {
   readonly simulator: SimulatorHandle;
@@ -48,14 +56,49 @@ export interface DemoHandle {
   close(): Promise<void>;
 }
 
-/** The demo app: accepts events that carry the sidecar's verification mark and prints each one. */
-async function startDemoApp(address: ListenAddress, print: (line: string) => void, received: DemoAppEvent[]): Promise<{ url: string; server: Server }> {
+/**
+ * The demo app: accepts events that carry the sidecar's verification mark, and the reconciler's
+ * events (marked reconciled, never verified), and prints each one. `POST /_demo/down` makes it
+ * answer 503 (as an app that is down), `POST /_demo/up` brings it back.
+ */
+async function startDemoApp(address: ListenAddress, print: (line: string) => void, received: DemoAppEvent[], decisionUrl: () => string): Promise<{ url: string; server: Server }> {
+  let down = false;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/webhooks' || req.headers['x-consent-sidecar-verified'] !== 'v1') {
+      if (req.method === 'POST' && (req.url === '/_demo/down' || req.url === '/_demo/up')) {
+        down = req.url === '/_demo/down';
+        print(`[demo app] ${down ? 'down: answering 503 to every event' : 'up again'}`);
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ down }));
+        return;
+      }
+      const verified = req.headers['x-consent-sidecar-verified'] === 'v1';
+      const reconciled = !verified && req.headers['x-consent-sidecar-reconciled'] === '1';
+      if (req.method !== 'POST' || req.url !== '/webhooks' || !(verified || reconciled)) {
         res.writeHead(400).end();
+        return;
+      }
+      if (down) {
+        res.writeHead(503).end();
+        return;
+      }
+      if (reconciled) {
+        let event: DemoAppEvent;
+        try {
+          const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; type: string; data: Record<string, unknown> };
+          event = { id: parsed.id, type: parsed.type, sequence: 0, data: parsed.data, headers: req.headers };
+        } catch {
+          res.writeHead(400).end();
+          return;
+        }
+        received.push(event);
+        const d = event.data;
+        print(
+          `[demo app] RECONCILED (from the sidecar, not a signed service event) ${event.type}: ${String(d.notificationReason ?? '')} for ${String(d.customerTenantId ?? '?')} is still pending; ` +
+            `send the notice, then: curl -s -X POST ${decisionUrl()}/v1/redec/consents/${String(d.redecConsentId ?? '<redecConsentId>')}/notification-evidence -H 'content-type: application/json' -d '{}'`,
+        );
+        res.writeHead(200).end();
         return;
       }
       let event: DemoAppEvent;
@@ -104,7 +147,7 @@ export function cliCommand(argv1: string | undefined = process.argv[1], cwd = pr
   return 'node dist/cli.js';
 }
 
-function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string, secret: string, webhookUrl: string | null): string {
+function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string, secret: string, webhookUrl: string | null, reconcile: { intervalMs: number; graceMs: number }): string {
   const cli = cliCommand();
   const check = (user: string, key: string): string =>
     `curl -s -i -X POST ${decision}/v1/authorization/check -H 'content-type: application/json' -d '{"userReference":"${user}","configKey":"${key}"}'`;
@@ -143,6 +186,15 @@ function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null
     'REDEC obligations the tenant still has to notify (after a credit-report grant or revoke):',
     `  ${control('consents/revoke', '{"userReference":"alice","configKey":"credit-report"}')}`,
     `  ${cli} redec pending --upstream-url ${sim.url} --api-key ${sim.apiKey} --output table`,
+    `A lost REDEC notification, recovered by the reconciler (it lists pending obligations every ${reconcile.intervalMs / 1000} s and`,
+    `hands the app any still pending ${reconcile.graceMs / 1000} s after it first saw it): take the demo app down, grant a`,
+    'REDEC consent (its redec.notification.required deliveries get 503 until the service gives up: watch',
+    `them turn terminal in ${sim.url}/_simulator/deliveries), bring the app up, and wait for a RECONCILED line:`,
+    `  curl -s -X POST ${new URL(appUrl).origin}/_demo/down`,
+    `  ${control('consents/grant', '{"userReference":"carol","configKey":"credit-report","ttlMs":3600000}')}`,
+    `  curl -s -X POST ${new URL(appUrl).origin}/_demo/up`,
+    'Then register the evidence through the sidecar as the RECONCILED line says: the obligation leaves',
+    `the listing and is not handed again (${admin}/metrics: consent_sidecar_redec_pending_obligations).`,
     'The same check from the command line (exit 0 ALLOW, 1 DENY, 2 no decision):',
     `  ${cli} check --via ${decision} --user-reference alice --config-key marketing-email`,
     'Make the simulator send a signed event of any type, then replay it (the sidecar answers the',
@@ -182,7 +234,8 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
       logger: options.simulatorLogger ?? (options.logger ? logger.child({ component: 'simulator' }) : createLogger(options.logLevel, undefined, { service: SIMULATOR_SERVICE_NAME })),
     }, '--simulator-listen');
     cleanups.push(() => simulator.close());
-    const app = await startDemoApp(options.appListen, options.print, received);
+    let decisionUrl = '';
+    const app = await startDemoApp(options.appListen, options.print, received, () => decisionUrl);
     cleanups.push(() => closeServer(app.server));
     // A fresh secret per run: it lives only between the two processes of this demo.
     const secret = `whsec_${randomBytes(24).toString('base64url')}`;
@@ -198,16 +251,20 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
         'webhook-secret': [secret],
         'log-level': options.logLevel,
         'shutdown-timeout-ms': '1000',
+        'redec-reconcile-interval-ms': String(options.reconcileIntervalMs ?? DEMO_RECONCILE_INTERVAL_MS),
+        'redec-reconcile-grace-ms': String(options.reconcileGraceMs ?? DEMO_RECONCILE_GRACE_MS),
       },
       {},
     );
     const sidecar = await startSidecar(config, { logger });
     cleanups.push(() => sidecar.close());
+    decisionUrl = sidecar.urls.decision;
     if (sidecar.urls.webhook) {
       simulator.registerWebhookEndpoint({ url: `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}`, secret });
     }
     const webhookUrl = sidecar.urls.webhook ? `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}` : null;
-    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url, secret, webhookUrl);
+    const reconcile = config.redecReconcile ?? { intervalMs: 0, graceMs: 0 };
+    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url, secret, webhookUrl, reconcile);
     return { simulator, sidecar, appUrl: app.url, received, guide, close };
   } catch (err) {
     await close();

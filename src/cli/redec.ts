@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
+import { REDEC_LISTING_OPTIONS, resolveRedecListingFields, resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
 import { DEFAULT_REDEC_PAGE_LIMIT, formatTable, listNotificationRequirements, RedecError, type NotificationRequirementItem } from '../redec/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, ONE_SHOT_UPSTREAM_MEANING, rawFlags, unknownVariableWarnings } from './spec-options.js';
@@ -29,9 +29,17 @@ export function registerRedec(program: Command): void {
       if (flags.status.trim() === '') problems.push('--status: must not be empty');
       if (problems.length > 0) throw new CliUsageError(problems.join('\n  '));
       const upstream = resolveUpstreamConfig(rawFlags(pending, UPSTREAM_OPTIONS));
+      const fields = resolveRedecListingFields(rawFlags(pending, REDEC_LISTING_OPTIONS));
       const all: NotificationRequirementItem[] = [];
+      let said = false;
+      // Which member held the records, once, on stderr (stdout stays JSON lines or the table).
+      const onItemsField = (field: string): void => {
+        if (said || field === 'items') return;
+        said = true;
+        process.stderr.write(`consent-sidecar: redec pending: records read from "${field}"\n`);
+      };
       try {
-        for await (const page of listNotificationRequirements(upstream, { status: flags.status, limit })) {
+        for await (const page of listNotificationRequirements(upstream, { status: flags.status, limit, fields, onItemsField })) {
           // JSON lines stream as pages arrive; a table needs every row for its widths.
           if (flags.output === 'json') for (const item of page) process.stdout.write(`${JSON.stringify(item)}\n`);
           else all.push(...page);
@@ -48,4 +56,5 @@ export function registerRedec(program: Command): void {
     ...ONE_SHOT_UPSTREAM_MEANING,
     'upstream-timeout-ms': 'deadline of each page request',
   });
+  addSpecOptions(pending, REDEC_LISTING_OPTIONS);
 }

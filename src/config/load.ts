@@ -38,7 +38,13 @@ import {
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
 import type { RawEnv, RawFlags, RedisConfig, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
 import { DEFAULT_DECISION_LOG_BUFFER_BYTES, DEFAULT_DECISION_LOG_SAMPLE_RATE } from './options.js';
-import type { DecisionLogConfig } from './types.js';
+import type { DecisionLogConfig, RedecListingFields, RedecReconcileConfig } from './types.js';
+import {
+  DEFAULT_REDEC_RECONCILE_GRACE_MS,
+  DEFAULT_REDEC_RECONCILE_INTERVAL_MS,
+  DEFAULT_REDEC_RECONCILE_PAGE_LIMIT,
+  DEFAULT_REDEC_RECONCILE_REPEAT_MS,
+} from './options.js';
 
 /** Headers the service will not let the portal replace, so they can never be the custom header. */
 const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
@@ -355,6 +361,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const shutdownTimeoutMs = r.int('shutdown-timeout-ms', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 600_000);
   const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
   const decisionLog = readDecisionLog(r);
+  const redecReconcile = readRedecReconcile(r);
 
   const ports = [
     ['--listen', decision],
@@ -390,6 +397,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     shutdownTimeoutMs,
     secretPollIntervalMs,
     decisionLog,
+    redecReconcile,
   });
 }
 
@@ -417,3 +425,37 @@ function readDecisionLog(r: Reader): DecisionLogConfig | null {
   }
   return Object.freeze({ destination, sampleRate, hashKey, bufferBytes });
 }
+
+// --- REDEC reconciliation (issue 11) ---
+const FIELD_NAME = /^[A-Za-z0-9_.~-]{1,64}$/;
+
+function readRedecFields(r: Reader): RedecListingFields {
+  const items = r.raw('redec-items-field');
+  const cursor = r.raw('redec-cursor-param');
+  if (items && !FIELD_NAME.test(items.value)) r.problem(items.label, `must be 1-64 letters, digits, "_", "-", "." or "~", got "${items.value}"`);
+  if (cursor && !FIELD_NAME.test(cursor.value)) r.problem(cursor.label, `must be 1-64 letters, digits, "_", "-", "." or "~", got "${cursor.value}"`);
+  return Object.freeze({ itemsField: items?.value ?? null, cursorParam: cursor?.value ?? 'cursor' });
+}
+
+function readRedecReconcile(r: Reader): RedecReconcileConfig | null {
+  const intervalMs = r.int('redec-reconcile-interval-ms', DEFAULT_REDEC_RECONCILE_INTERVAL_MS, 0, 7 * 86_400_000);
+  const graceMs = r.int('redec-reconcile-grace-ms', DEFAULT_REDEC_RECONCILE_GRACE_MS, 0, 30 * 86_400_000);
+  const repeatMs = r.int('redec-reconcile-repeat-ms', DEFAULT_REDEC_RECONCILE_REPEAT_MS, 1, 30 * 86_400_000);
+  const pageLimit = r.int('redec-reconcile-page-limit', DEFAULT_REDEC_RECONCILE_PAGE_LIMIT, 1, 10_000);
+  const fields = readRedecFields(r);
+  const raw = r.raw('redec-reconcile-interval-ms');
+  if (raw && intervalMs > 0 && intervalMs < 100) r.problem(raw.label, `must be 0 (off) or at least 100, got ${intervalMs}`);
+  return intervalMs === 0 ? null : Object.freeze({ intervalMs, graceMs, repeatMs, pageLimit, fields });
+}
+
+/**
+ * Resolves `--redec-items-field` and `--redec-cursor-param` (for `redec pending`).
+ * @throws ConfigError naming the flag.
+ */
+export function resolveRedecListingFields(flags: RawFlags, env: RawEnv = process.env): RedecListingFields {
+  const r = new Reader(flags, env);
+  const fields = readRedecFields(r);
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return fields;
+}
+// --- end REDEC reconciliation ---

@@ -69,6 +69,53 @@ export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
 /** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
 export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;
 // --- end Several replicas ---
+// --- REDEC reconciliation (issue 11) ---
+/** How often the pending REDEC obligations are listed (ms); 0 turns the reconciler off. */
+export const DEFAULT_REDEC_RECONCILE_INTERVAL_MS = 300_000;
+/** An obligation still pending this long after it was first seen is handed to the app (ms). */
+export const DEFAULT_REDEC_RECONCILE_GRACE_MS = 7_200_000;
+/** An obligation handed to the app and still pending is handed again after this long (ms). */
+export const DEFAULT_REDEC_RECONCILE_REPEAT_MS = 86_400_000;
+/** Page size the reconciler asks of the service (`limit`). */
+export const DEFAULT_REDEC_RECONCILE_PAGE_LIMIT = 100;
+/** Where the listing's records and cursor are (the document does not show it): `serve` and `redec pending`. */
+export const REDEC_LISTING_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'redec-items-field',
+    arg: '<name>',
+    description: 'page member holding the REDEC listing\'s records',
+    defaultText: '"items", else the only array of objects',
+  },
+  { name: 'redec-cursor-param', arg: '<name>', description: 'query parameter the REDEC listing\'s cursor is sent as', defaultText: 'cursor' },
+];
+export const REDEC_RECONCILE_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'redec-reconcile-interval-ms',
+    arg: '<ms>',
+    description: 'how often pending REDEC obligations are listed; 0 turns the reconciler off',
+    defaultText: String(DEFAULT_REDEC_RECONCILE_INTERVAL_MS),
+  },
+  {
+    name: 'redec-reconcile-grace-ms',
+    arg: '<ms>',
+    description: 'an obligation still pending this long after it was first seen is handed to the app',
+    defaultText: String(DEFAULT_REDEC_RECONCILE_GRACE_MS),
+  },
+  {
+    name: 'redec-reconcile-repeat-ms',
+    arg: '<ms>',
+    description: 'an obligation handed and still pending is handed again after this long',
+    defaultText: String(DEFAULT_REDEC_RECONCILE_REPEAT_MS),
+  },
+  {
+    name: 'redec-reconcile-page-limit',
+    arg: '<n>',
+    description: 'page size the reconciler asks of the service',
+    defaultText: String(DEFAULT_REDEC_RECONCILE_PAGE_LIMIT),
+  },
+  ...REDEC_LISTING_OPTIONS,
+];
+// --- end REDEC reconciliation ---
 /** Time given to in-flight work after SIGTERM (ms). */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
@@ -279,6 +326,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_SECRET_POLL_INTERVAL_MS),
   },
   ...DECISION_LOG_OPTIONS,
+  ...REDEC_RECONCILE_OPTIONS,
 ];
 
 /** `upstream-url` → `CONSENT_SIDECAR_UPSTREAM_URL`. */

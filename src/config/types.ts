@@ -91,6 +91,24 @@ export interface DecisionLogConfig {
   readonly bufferBytes: number;
 }
 
+// --- REDEC reconciliation (issue 11) ---
+/** Where the listing's records are and how its cursor goes out (`--redec-items-field`, `--redec-cursor-param`). */
+export interface RedecListingFields {
+  /** null: `items`, else the page's only array of objects. */
+  readonly itemsField: string | null;
+  readonly cursorParam: string;
+}
+
+/** The reconciler (`--redec-reconcile-*`); null when the interval is 0. */
+export interface RedecReconcileConfig {
+  readonly intervalMs: number;
+  readonly graceMs: number;
+  readonly repeatMs: number;
+  readonly pageLimit: number;
+  readonly fields: RedecListingFields;
+}
+// --- end REDEC reconciliation ---
+
 /** Everything `serve` needs, validated and frozen. */
 export interface SidecarConfig {
   readonly upstream: UpstreamConfig & UpstreamPoolConfig;
@@ -111,6 +129,8 @@ export interface SidecarConfig {
   readonly secretPollIntervalMs: number;
   /** `null` when `--decision-log` is off (the default). */
   readonly decisionLog: DecisionLogConfig | null;
+  /** `null` when `--redec-reconcile-interval-ms` is 0. */
+  readonly redecReconcile: RedecReconcileConfig | null;
 }
 
 /** Raw values as commander parsed them, keyed by long flag name without dashes. */

@@ -7,3 +7,9 @@ export {
   type NotificationRequirementItem,
 } from './list-pending.js';
 export { formatTable } from './format-table.js';
+export { DEFAULT_PAGE_FIELD_RULES, DEFAULT_REDEC_CURSOR_PARAM, DEFAULT_REDEC_ITEMS_FIELD, readPage, type PageFieldRules, type ParsedPage } from './page.js';
+export { identityOf } from './identity.js';
+export { MemoryLedger, type LedgerEntry, type ObligationLedger } from './ledger.js';
+export { LocalLease, type ReconcileLease, type RunSummary } from './lease.js';
+export { createRedecMetrics, HANDED_OUTCOMES, RUN_OUTCOMES, type HandedOutcome, type RedecMetrics, type RunOutcome } from './metrics.js';
+export { Reconciler, RECONCILED_EVENT_TYPE, RECONCILED_HEADER, type DeliverToApp, type ReconcilerOptions } from './reconciler.js';

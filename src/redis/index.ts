@@ -6,3 +6,4 @@ export { RedisKeyspace } from './keyspace.js';
 export { createRedisMetrics, type RedisMetrics } from './metrics.js';
 export { RedisScript } from './script.js';
 export { startSharedState, type SharedState, type SharedStateOptions } from './shared-state.js';
+export { REDEC_KEY_OWNER, RedisRedecState, type RedisRedecStateOptions } from './redec-state.js';

@@ -7,6 +7,9 @@ import { readJsonObject, sendJson } from './http-util.js';
 import type { SimulatorCore } from './simulator-core.js';
 import type { WebhookEndpointInput } from './webhook-endpoints.js';
 
+/** Pending obligations one seeding request may add. */
+const MAX_SEEDED_OBLIGATIONS = 100_000;
+
 /** Prefix of the control surface. */
 export const CONTROL_PREFIX = '/_simulator';
 
@@ -59,6 +62,7 @@ function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
  * | `POST /_simulator/events/{id}/resend` | | deliver a past event again (same id: a replay) |
  * | `GET /_simulator/deliveries` | | delivery timelines |
  * | `PUT /_simulator/faults` / `DELETE /_simulator/faults` | a fault spec | inject / clear |
+ * | `POST /_simulator/redec/notification-requirements` | `{count}` (1..100000) | seed `count` pending tenant obligations (no events): volume for the reconciler |
  *
  * With a control token, requests must carry `x-simulator-control-token`.
  */
@@ -131,6 +135,14 @@ export async function handleControl(
       core.faults.set(validateFault(await readJsonObject(req)));
       sendJson(res, 200, { fault: core.faults.current() });
       return;
+    case 'POST /_simulator/redec/notification-requirements': {
+      const { count } = await readJsonObject(req);
+      if (!(typeof count === 'number' && Number.isSafeInteger(count) && count >= 1 && count <= MAX_SEEDED_OBLIGATIONS)) {
+        throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', `count: expected an integer 1..${MAX_SEEDED_OBLIGATIONS}`);
+      }
+      sendJson(res, 201, { added: core.seedObligations(count) });
+      return;
+    }
     case 'DELETE /_simulator/faults':
       core.faults.clear();
       sendJson(res, 200, { fault: null });

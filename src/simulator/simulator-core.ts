@@ -87,6 +87,26 @@ export class SimulatorCore {
     return this.store.publish(configKey, version);
   }
 
+  /**
+   * Adds `count` pending tenant-responsibility obligations without consents or events (a listing
+   * of volume, for measuring the reconciler). Returns how many were added.
+   */
+  seedObligations(count: number): number {
+    const now = this.options.now();
+    for (let i = 0; i < count; i++) {
+      const n = randomUUID();
+      this.requirements.add({
+        redecConsentId: `rdc_seed_${n}`,
+        consentActionId: `cact_seed_${n}`,
+        notificationReason: 'grant',
+        deliveryResponsibility: 'tenant',
+        customerTenantId: 'seed',
+        createdAt: now,
+      });
+    }
+    return count;
+  }
+
   async close(): Promise<void> {
     await this.sender.close();
   }

@@ -51,6 +51,31 @@ describe('consent-sidecar redec pending', () => {
     expect(lines[0]).toMatch(/^notificationRequirementId\s+redecConsentId\s+notificationReason/);
     expect(lines).toHaveLength(6);
     expect(lines[1]).toMatch(/nrq_000001 .* revoke .* tenant .* pending/);
+    // Times are ISO 8601 in the table (the listing gives epoch ms).
+    expect(lines[0]).toMatch(/createdAt$/);
+    expect(lines[1]).toMatch(/ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  });
+
+  it('learns the field rules: the only array of objects, or --redec-items-field; the cursor as --redec-cursor-param', async () => {
+    const url = await fakeService((u) => {
+      const after = u.searchParams.get('after');
+      return JSON.stringify({
+        meta: [{ page: after ?? 'first' }],
+        records: after === null ? [{ id: 'r1', dueAt: 1767225600 }] : [{ id: 'r2', dueAt: 1767225600123 }],
+        nextCursor: after === null ? 'c2' : null,
+      });
+    });
+    // Two arrays of objects: no guessing.
+    const guess = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k']);
+    expect(guess.code).toBe(1);
+    expect(guess.stderr).toContain('--redec-items-field');
+    const res = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k', '--redec-items-field', 'records', '--redec-cursor-param', 'after', '--output', 'table']);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toContain('records read from "records"');
+    expect(res.stdout.trim().split('\n')).toEqual(['id  dueAt', 'r1  2026-01-01T00:00:00.000Z', 'r2  2026-01-01T00:00:00.123Z']);
+    // The same from the variables.
+    const env = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k'], { CONSENT_SIDECAR_REDEC_ITEMS_FIELD: 'records', CONSENT_SIDECAR_REDEC_CURSOR_PARAM: 'after' });
+    expect(env.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { id: string }).id)).toEqual(['r1', 'r2']);
   });
 
   it('fails with exit 1 and a coded message on 401, malformed pages and cursor loops', async () => {
@@ -78,6 +103,7 @@ describe('consent-sidecar redec pending', () => {
   it.each([
     [['--output', 'xml'], '--output'],
     [['--limit', '0'], '--limit'],
+    [['--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--redec-cursor-param', 'a b'], '--redec-cursor-param'],
     [[], '--upstream-url'],
   ])('rejects %j naming %s, exit 2', async (args, flag) => {
     const res = await runCli(['redec', 'pending', ...args]);

@@ -1,10 +1,10 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startDemo, type DemoHandle } from '../../src/cli/demo.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { deliveryHeaders } from '../webhooks/helpers.js';
+import { deliveryHeaders, metricValue } from '../webhooks/helpers.js';
 import { runCli } from './cli.js';
 
 const ANY = { host: '127.0.0.1', port: 0 };
@@ -137,6 +137,55 @@ describe('consent-sidecar demo', () => {
     const missing = await runCli(['webhook', 'resend', 'evt_missing', '--simulator', sim]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('404');
+  });
+
+  it('tells the REDEC story: deliveries go terminal while the app is down, the reconciler hands the obligation once, the evidence ends it', async () => {
+    const printed: string[] = [];
+    demo = await startDemo({
+      listen: ANY,
+      webhookListen: ANY,
+      adminListen: ANY,
+      simulatorListen: ANY,
+      appListen: ANY,
+      // A service hour of retries lasts a second; the reconciler runs every 200 ms with a 1 s grace.
+      timeScale: 3600,
+      reconcileIntervalMs: 200,
+      reconcileGraceMs: 1000,
+      logLevel: 'silent',
+      logger: silentLogger(),
+      print: (l) => printed.push(l),
+    });
+    const { guide } = demo;
+    const curl = (needle: string): { url: string; body: string | undefined } => {
+      const line = guide.split('\n').find((l) => l.includes(needle))!;
+      return { url: /curl -s -X POST (\S+)/.exec(line)![1]!, body: /-d '([^']+)'/.exec(line)?.[1] };
+    };
+    const post = async (c: { url: string; body: string | undefined }): Promise<number> =>
+      (await fetch(c.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: c.body ?? '' })).status;
+
+    expect(await post(curl('/_demo/down'))).toBe(200);
+    expect(await post(curl('"userReference":"carol","configKey":"credit-report"'))).toBe(200);
+    await demo.simulator.deliveriesSettled();
+    const timelines = (await (await fetch(`${demo.simulator.url}/_simulator/deliveries`)).json()) as { eventType: string; state: string }[];
+    expect(timelines.filter((t) => t.eventType === 'redec.notification.required').map((t) => t.state)).toEqual(['terminal']);
+    expect(demo.received.filter((e) => e.type === 'redec.notification.required')).toEqual([]);
+
+    expect(await post(curl('/_demo/up'))).toBe(200);
+    await vi.waitFor(() => expect(demo!.received.filter((e) => e.type === 'consent_sidecar.redec.notification_pending')).toHaveLength(1), { timeout: 15_000, interval: 50 });
+    const event = demo.received.find((e) => e.type === 'consent_sidecar.redec.notification_pending')!;
+    expect(event.id).toMatch(/^reconcile_/);
+    expect(event.data).toMatchObject({ customerTenantId: 'carol', deliveryResponsibility: 'tenant', notificationReason: 'grant', status: 'pending' });
+    expect(event.headers['x-consent-sidecar-reconciled']).toBe('1');
+    expect(event.headers['x-consent-sidecar-verified']).toBeUndefined();
+    const line = printed.find((l) => l.startsWith('[demo app] RECONCILED'))!;
+    expect(line).toContain('for carol');
+
+    // The evidence, registered as the printed line says (through the sidecar's passthrough).
+    const evidence = /curl -s -X POST (\S+notification-evidence)/.exec(line)![1]!;
+    expect(evidence.startsWith(demo.sidecar.urls.decision)).toBe(true);
+    expect((await fetch(evidence, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
+    await vi.waitFor(async () => expect(await metricValue(demo!.sidecar.registry, 'consent_sidecar_redec_pending_obligations')).toBe(0), { timeout: 15_000, interval: 50 });
+    expect(demo.received.filter((e) => e.type === 'consent_sidecar.redec.notification_pending')).toHaveLength(1);
   });
 
   it('rejects bad flags naming them, exit 2', async () => {

@@ -41,7 +41,7 @@ describe('shutdown keeps to --shutdown-timeout-ms', () => {
     const app = await hanging();
     child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'serve', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
+      ['--import', 'tsx', 'src/cli.ts', 'serve', '--redec-reconcile-interval-ms', '0', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
         '--webhook-listen', '127.0.0.1:0', '--app-webhook-url', `${app.url}/hooks`, '--webhook-secret', SECRET,
         '--shutdown-timeout-ms', String(BUDGET_MS), '--passthrough-timeout-ms', '30000', '--webhook-forward-timeout-ms', '30000'],
       { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] },

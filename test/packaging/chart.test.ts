@@ -514,6 +514,7 @@ describe('monitoring', () => {
       'ConsentSidecarDown',
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
+      'ConsentSidecarRedecObligationPendingTooLong',
       'ConsentSidecarSecretReloadFailing',
       'ConsentSidecarWebhookForwardFailures',
       'ConsentSidecarWebhookRejectionsRising',
@@ -533,8 +534,8 @@ describe('monitoring', () => {
     const rule = mustFind(objects, 'PrometheusRule');
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
-    // 7 alerts since ConsentSidecarSecretReloadFailing, less the one switched off.
-    expect(names).toHaveLength(6);
+    // 8 alerts since ConsentSidecarRedecObligationPendingTooLong (issue 11), less the one switched off.
+    expect(names).toHaveLength(7);
   });
 });
 

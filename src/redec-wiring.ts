@@ -1,0 +1,57 @@
+import type { Registry } from 'prom-client';
+import type { SidecarConfig } from './config/index.js';
+import type { Logger } from './observability/index.js';
+import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, type DeliverToApp } from './redec/index.js';
+import { RedisRedecState, type SharedState } from './redis/index.js';
+import { Forwarder } from './webhooks/index.js';
+
+/** Slack over one page and one forward that a running lease allows before it lapses (ms). */
+const LEASE_SLACK_MS = 10_000;
+
+/**
+ * Part of the composition root: builds the REDEC reconciler from the config, with its bookkeeping in
+ * Redis when replicas share it (one replica at a time) and in memory otherwise (each replica alone),
+ * and starts it. Returns null when `--redec-reconcile-interval-ms` is 0. Its events go to
+ * `--app-webhook-url` over a pool of its own.
+ */
+export function startReconciler(
+  config: SidecarConfig,
+  deps: { shared: SharedState | null; registry: Registry; logger: Logger; now: () => number },
+): { close(): Promise<void> } | null {
+  const rc = config.redecReconcile;
+  if (!rc) return null;
+  const { shared, now } = deps;
+  const forwarder = config.webhooks ? new Forwarder({ appUrl: config.webhooks.appUrl, timeoutMs: config.webhooks.forwardTimeoutMs, connections: 8 }) : null;
+  const deliver: DeliverToApp | null = forwarder ? (body, headers) => forwarder.forward(body, headers) : null;
+  const state = shared
+    ? new RedisRedecState({
+        connection: shared.connection,
+        keyspace: shared.keyspace,
+        leaseMs: config.upstream.timeoutMs + (config.webhooks?.forwardTimeoutMs ?? 0) + LEASE_SLACK_MS,
+        // A little under the interval, so the replica that ran finds it free at its next tick.
+        holdMs: Math.max(1, Math.floor(rc.intervalMs * 0.9)),
+        now,
+      })
+    : null;
+  let reconciler: Reconciler | undefined;
+  const metrics = createRedecMetrics(deps.registry, () => reconciler?.oldestFirstSeenAt ?? null, now);
+  reconciler = new Reconciler({
+    upstream: config.upstream,
+    config: rc,
+    ledger: state ?? new MemoryLedger(),
+    lease: state ?? new LocalLease(),
+    deliver,
+    metrics,
+    logger: deps.logger.child({ component: 'redec-reconciler' }),
+    now,
+  });
+  reconciler.start();
+  const r = reconciler;
+  return {
+    async close() {
+      // Together: destroying the pool ends a forward the app holds, so the run stops at once
+      // instead of keeping the process past --shutdown-timeout-ms for the forward timeout.
+      await Promise.all([r.close(), forwarder?.destroy()]);
+    },
+  };
+}

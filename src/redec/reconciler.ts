@@ -1,0 +1,256 @@
+import type { RedecReconcileConfig, UpstreamConfig } from '../config/index.js';
+import type { Logger } from '../observability/index.js';
+import { RedecError, type RedecErrorCode } from './errors.js';
+import { identityOf } from './identity.js';
+import type { ObligationLedger } from './ledger.js';
+import type { ReconcileLease, RunSummary } from './lease.js';
+import { listNotificationRequirements, type NotificationRequirementItem } from './list-pending.js';
+import type { RedecMetrics, RunOutcome } from './metrics.js';
+
+/** Event type of what the reconciler hands to the app (CONTRACT.md). */
+export const RECONCILED_EVENT_TYPE = 'consent_sidecar.redec.notification_pending';
+/** The mark of a reconciled event; it never carries `x-consent-sidecar-verified`. */
+export const RECONCILED_HEADER = 'x-consent-sidecar-reconciled';
+/** Obligations handed to the app at once. */
+const HAND_CONCURRENCY = 8;
+/** Handed identities recorded per ledger write. */
+const MARK_BATCH = 500;
+
+/** Posts one reconciled event to the app; ok only on a 2xx. */
+export type DeliverToApp = (body: Buffer, headers: Record<string, string>) => Promise<{ readonly ok: boolean; readonly detail?: string }>;
+
+export interface ReconcilerOptions {
+  readonly upstream: UpstreamConfig;
+  readonly config: RedecReconcileConfig;
+  readonly ledger: ObligationLedger;
+  readonly lease: ReconcileLease;
+  /** Null without `--app-webhook-url`: obligations are listed and measured, not handed. */
+  readonly deliver: DeliverToApp | null;
+  readonly metrics: RedecMetrics;
+  readonly logger: Logger;
+  readonly now: () => number;
+}
+
+/** The lease lapsed under a run, or Redis failed: the run stops and counts as this. */
+class RunAborted extends Error {
+  constructor(readonly outcome: RunOutcome, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+const outcomeOfListing = (code: RedecErrorCode): RunOutcome =>
+  (
+    ({
+      ERR_REDEC_NETWORK: 'network',
+      ERR_REDEC_TIMEOUT: 'timeout',
+      ERR_REDEC_HTTP_STATUS: 'http_status',
+      ERR_REDEC_MALFORMED_PAGE: 'malformed_page',
+      ERR_REDEC_CURSOR_LOOP: 'cursor_loop',
+    }) as const
+  )[code];
+
+/**
+ * REDEC reconciliation (CONTRACT.md): every `intervalMs`, lists every pending obligation (all pages),
+ * remembers when each was first seen, and hands each one still pending `graceMs` after that to the
+ * app once (again after `repeatMs` if still pending) as a `consent_sidecar.redec.notification_pending`
+ * event marked `x-consent-sidecar-reconciled: 1`. Obligations that left the listing are forgotten.
+ *
+ * A failed run (listing, Redis, lease) is counted, logged, and forgets nothing; the next run starts
+ * over. Nothing it meets throws out of its timer.
+ *
+ * @example
+ * const r = new Reconciler({ upstream, config, ledger: new MemoryLedger(), lease: new LocalLease(), deliver, metrics, logger, now: Date.now });
+ * r.start(); // … await r.close();
+ */
+export class Reconciler {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<RunOutcome> | undefined;
+  private readonly stop = new AbortController();
+  private closed = false;
+  private loggedField: string | undefined;
+  private oldest: number | null = null;
+
+  constructor(private readonly options: ReconcilerOptions) {
+    if (!(options.config.intervalMs > 0)) throw new RangeError('Reconciler: intervalMs must be > 0 (0 means: do not build one)');
+  }
+
+  /** First-seen time (epoch ms) of the oldest pending obligation as last known, for the age gauge. */
+  get oldestFirstSeenAt(): number | null {
+    return this.oldest;
+  }
+
+  /** Runs at once, then every `intervalMs` after the end of the previous run (runs never overlap). */
+  start(): void {
+    if (this.timer || this.closed) return;
+    if (!this.options.deliver) {
+      this.options.logger.warn({ event: 'redec_reconcile_no_app' }, 'REDEC reconciliation lists and measures pending obligations but hands none: --app-webhook-url is not set');
+    }
+    const tick = (): void => {
+      this.timer = undefined;
+      void this.runOnce().finally(() => {
+        if (!this.closed) {
+          this.timer = setTimeout(tick, this.options.config.intervalMs);
+          this.timer.unref();
+        }
+      });
+    };
+    this.timer = setTimeout(tick, 0);
+    this.timer.unref();
+  }
+
+  /** One run; never rejects. Resolves to its outcome (also counted). */
+  runOnce(): Promise<RunOutcome> {
+    this.running ??= this.run().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  /** Stops the timer, aborts a run in flight between pages, and waits for it. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.stop.abort();
+    await this.running;
+  }
+
+  private async run(): Promise<RunOutcome> {
+    const { metrics, logger, lease } = this.options;
+    const started = this.options.now();
+    let outcome: RunOutcome;
+    let acquired = false;
+    try {
+      acquired = await this.redis(() => lease.acquire());
+      if (!acquired) {
+        const summary = await this.redis(() => lease.lastSummary());
+        if (summary) this.report(summary);
+        outcome = 'skipped';
+      } else {
+        const summary = await this.reconcile();
+        await this.redis(() => lease.finish(summary));
+        acquired = false;
+        outcome = 'ok';
+        logger.info({ event: 'redec_reconcile_run', outcome, pending: summary.pending, durationMs: this.options.now() - started }, 'REDEC reconcile run done');
+      }
+    } catch (err) {
+      outcome = err instanceof RunAborted ? err.outcome : err instanceof RedecError ? outcomeOfListing(err.code) : 'error';
+      if (acquired) await lease.finish(null).catch(() => undefined);
+      if (!this.closed) {
+        logger.warn(
+          { event: 'redec_reconcile_run', outcome, code: (err as { code?: string }).code, durationMs: this.options.now() - started },
+          `REDEC reconcile run failed (${(err as Error).message}); the next run starts over`,
+        );
+      }
+    }
+    // A run cut short because the sidecar is stopping is not a failure of the listing.
+    if (outcome === 'ok' || outcome === 'skipped' || !this.closed) metrics.runs.labels(outcome).inc();
+    return outcome;
+  }
+
+  /** Lists, syncs the ledger, hands what is due. */
+  private async reconcile(): Promise<RunSummary> {
+    const { config, ledger, lease } = this.options;
+    const records = new Map<string, NotificationRequirementItem>();
+    const listing = listNotificationRequirements(this.options.upstream, {
+      status: 'pending',
+      limit: config.pageLimit,
+      fields: config.fields,
+      signal: this.stop.signal,
+      onItemsField: (field) => this.logField(field),
+    });
+    for await (const page of listing) {
+      for (const record of page) {
+        const id = identityOf(record);
+        if (!records.has(id)) records.set(id, record);
+      }
+      if (this.closed) throw new RunAborted('error', 'the sidecar is stopping');
+      if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed during the listing');
+    }
+    const now = this.options.now();
+    const entries = await this.redis(() => ledger.sync([...records.keys()], now));
+    let oldest: number | null = null;
+    for (const e of entries.values()) if (oldest === null || e.firstSeenAt < oldest) oldest = e.firstSeenAt;
+    const summary: RunSummary = { pending: records.size, oldestFirstSeenAt: oldest };
+    this.report(summary);
+
+    const due = [...entries].filter(
+      ([, e]) => now - e.firstSeenAt >= config.graceMs && (e.handedAt === null || now - e.handedAt >= config.repeatMs),
+    );
+    if (due.length > 0 && this.options.deliver) await this.hand(due.map(([id]) => [id, records.get(id)!] as const));
+    return summary;
+  }
+
+  private async hand(due: readonly (readonly [string, NotificationRequirementItem])[]): Promise<void> {
+    const { deliver, metrics, logger, ledger, lease } = this.options;
+    let next = 0;
+    // Set when one worker stops the run (lease lost, Redis): the others hand nothing more.
+    let aborted = false;
+    let accepted: string[] = [];
+    let refused = 0;
+    let lastDetail: string | undefined;
+    const flush = async (): Promise<void> => {
+      const batch = accepted;
+      accepted = [];
+      if (batch.length > 0) await this.redis(() => ledger.markHanded(batch, this.options.now()));
+    };
+    const worker = async (): Promise<void> => {
+      try {
+        await loop();
+      } catch (err) {
+        aborted = true;
+        throw err;
+      }
+    };
+    const loop = async (): Promise<void> => {
+      while (next < due.length && !this.closed && !aborted) {
+        const [id, record] = due[next++]!;
+        const body = Buffer.from(JSON.stringify({ id: `reconcile_${id}`, type: RECONCILED_EVENT_TYPE, occurredAt: this.options.now(), data: record }));
+        const result = await deliver!(body, { 'content-type': 'application/json', [RECONCILED_HEADER]: '1' });
+        metrics.handed.labels(result.ok ? 'accepted' : 'failed').inc();
+        if (result.ok) accepted.push(id);
+        else {
+          refused += 1;
+          lastDetail = result.detail;
+        }
+        if (accepted.length >= MARK_BATCH) await flush();
+        if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
+      }
+    };
+    const workers = Array.from({ length: Math.min(HAND_CONCURRENCY, due.length) }, worker);
+    const results = await Promise.allSettled(workers);
+    // One line per run, not per obligation: an app that is down would otherwise flood the log.
+    if (refused > 0) {
+      logger.warn(
+        { event: 'redec_handed_to_app', outcome: 'failed', count: refused, detail: lastDetail },
+        `the app did not accept ${refused} pending REDEC obligation(s); the next run hands them again`,
+      );
+    }
+    // What the app accepted is recorded even when a worker failed, so it is not handed twice.
+    await flush();
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private report(summary: RunSummary): void {
+    this.oldest = summary.oldestFirstSeenAt;
+    this.options.metrics.pending.set(summary.pending);
+  }
+
+  private logField(field: string): void {
+    if (this.loggedField === field) return;
+    this.loggedField = field;
+    const { fields } = this.options.config;
+    this.options.logger.info(
+      { event: 'redec_listing_fields', itemsField: field, cursorParam: fields.cursorParam, configured: fields.itemsField !== null },
+      `REDEC listing: records read from "${field}", cursor sent as "${fields.cursorParam}"`,
+    );
+  }
+
+  /** A ledger or lease call; any failure aborts the run as `redis`. */
+  private async redis<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof RunAborted) throw err;
+      throw new RunAborted('redis', `the reconciler's shared state failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadServeConfig, resolveRedecListingFields } from '../../src/config/index.js';
+
+const BASE = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' };
+
+function problems(flags: Record<string, string>, env: Record<string, string> = {}): string[] {
+  try {
+    loadServeConfig({ ...BASE, ...flags }, env);
+    return [];
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return [...err.problems];
+  }
+}
+
+describe('REDEC reconciliation flags', () => {
+  it('defaults: on every 300000 ms, grace 7200000, repeat 86400000, page 100, items auto, cursor "cursor"', () => {
+    expect(loadServeConfig(BASE, {}).redecReconcile).toEqual({
+      intervalMs: 300_000,
+      graceMs: 7_200_000,
+      repeatMs: 86_400_000,
+      pageLimit: 100,
+      fields: { itemsField: null, cursorParam: 'cursor' },
+    });
+  });
+
+  it('0 turns the reconciler off; flags win over variables', () => {
+    expect(loadServeConfig({ ...BASE, 'redec-reconcile-interval-ms': '0' }, {}).redecReconcile).toBeNull();
+    const c = loadServeConfig({ ...BASE, 'redec-reconcile-grace-ms': '5' }, {
+      CONSENT_SIDECAR_REDEC_RECONCILE_GRACE_MS: '9',
+      CONSENT_SIDECAR_REDEC_ITEMS_FIELD: 'records',
+      CONSENT_SIDECAR_REDEC_CURSOR_PARAM: 'after',
+    });
+    expect(c.redecReconcile).toMatchObject({ graceMs: 5, fields: { itemsField: 'records', cursorParam: 'after' } });
+  });
+
+  it.each([
+    [{ 'redec-reconcile-interval-ms': '-1' }, '--redec-reconcile-interval-ms'],
+    [{ 'redec-reconcile-interval-ms': '50' }, '--redec-reconcile-interval-ms'],
+    [{ 'redec-reconcile-grace-ms': 'soon' }, '--redec-reconcile-grace-ms'],
+    [{ 'redec-reconcile-repeat-ms': '0' }, '--redec-reconcile-repeat-ms'],
+    [{ 'redec-reconcile-page-limit': '0' }, '--redec-reconcile-page-limit'],
+    [{ 'redec-items-field': 'a b' }, '--redec-items-field'],
+    [{ 'redec-cursor-param': '' }, '--redec-cursor-param'],
+    [{ 'redec-cursor-param': 'x&y=1' }, '--redec-cursor-param'],
+  ])('%j is refused naming %s', (flags, flag) => {
+    const p = problems(flags);
+    expect(p).toHaveLength(1);
+    expect(p[0]).toMatch(new RegExp(`^${flag}\\b`));
+  });
+
+  it('redec pending resolves the same field rules', () => {
+    expect(resolveRedecListingFields({}, {})).toEqual({ itemsField: null, cursorParam: 'cursor' });
+    expect(() => resolveRedecListingFields({ 'redec-items-field': '{}' }, {})).toThrow(ConfigError);
+  });
+});
