@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
+import { DeadlineQueue, type Deadline } from '../lib/deadline-queue.js';
 import { DecisionError } from './errors.js';
 import type { UpstreamResponse } from './parse-response.js';
 
@@ -28,60 +29,10 @@ export function joinPath(base: URL, apiPath: string): string {
   return base.pathname.replace(/\/+$/, '') + apiPath;
 }
 
-/** One check in flight: its deadline (monotonic ms) and how to end it. */
-interface Call {
-  readonly deadline: number;
-  settled: boolean;
+/** One check in flight: its deadline and how to end it. */
+interface Call extends Deadline {
   /** The current attempt's controller, once undici has dispatched it. */
   controller: Dispatcher.DispatchController | null;
-  timeout(): void;
-}
-
-/**
- * Every check has the same timeout, so deadlines come in the order calls start: one FIFO and one
- * timer armed for the oldest live call serve them all, instead of an AbortController and a timer
- * per call. A settled call stays in the queue until it reaches the front (skipped in O(1)).
- */
-class DeadlineQueue {
-  private q: Call[] = [];
-  private head = 0;
-  private timer: NodeJS.Timeout | null = null;
-
-  add(call: Call): void {
-    this.q.push(call);
-    if (this.timer === null) this.arm();
-  }
-
-  private arm(): void {
-    const q = this.q;
-    while (this.head < q.length && q[this.head]!.settled) this.head++;
-    if (this.head > 1024 && this.head * 2 > q.length) {
-      this.q = q.slice(this.head);
-      this.head = 0;
-    }
-    if (this.head === this.q.length) {
-      this.q = [];
-      this.head = 0;
-      this.timer = null;
-      return;
-    }
-    this.timer = setTimeout(this.fire, Math.max(0, Math.ceil(this.q[this.head]!.deadline - performance.now())));
-  }
-
-  private readonly fire = (): void => {
-    const now = performance.now();
-    const q = this.q;
-    while (this.head < q.length && (q[this.head]!.settled || q[this.head]!.deadline <= now)) {
-      const call = q[this.head++]!;
-      if (!call.settled) call.timeout();
-    }
-    this.arm();
-  };
-
-  clear(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-  }
 }
 
 /**

@@ -1,4 +1,6 @@
+import { performance } from 'node:perf_hooks';
 import { Pool, type Dispatcher } from 'undici';
+import { DeadlineQueue, type Deadline } from '../lib/deadline-queue.js';
 import type { ForwardFailureCause } from './metrics.js';
 
 /** Headers of the service passed to the app unchanged (interface document, Delivery headers). */
@@ -31,6 +33,7 @@ export class Forwarder {
   private readonly pool: Pool;
   private readonly path: string;
   private readonly timeoutMs: number;
+  private readonly deadlines = new DeadlineQueue();
 
   constructor(options: ForwarderOptions) {
     if (options.appUrl.protocol !== 'http:' && options.appUrl.protocol !== 'https:') {
@@ -53,19 +56,23 @@ export class Forwarder {
   forward(rawBody: Buffer, headers: Record<string, string>): Promise<ForwardResult> {
     return new Promise((resolve) => {
       let status = 0;
-      let settled = false;
       let controller: Dispatcher.DispatchController | undefined;
+      // One timer for every forward (they all have the same timeout): see DeadlineQueue.
+      const call: Deadline = {
+        deadline: performance.now() + this.timeoutMs,
+        settled: false,
+        timeout: () => {
+          finish({ ok: false, cause: 'timeout', detail: `no answer within ${this.timeoutMs} ms` });
+          controller?.abort(new Error('forward timeout'));
+        },
+      };
       const finish = (result: ForwardResult): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
+        if (call.settled) return;
+        call.settled = true;
         resolve(result);
       };
       const accepted = (): boolean => status >= 200 && status < 300;
-      const timer = setTimeout(() => {
-        finish({ ok: false, cause: 'timeout', detail: `no answer within ${this.timeoutMs} ms` });
-        controller?.abort(new Error('forward timeout'));
-      }, this.timeoutMs);
+      this.deadlines.add(call);
 
       this.pool.dispatch(
         { path: this.path, method: 'POST', headers, body: rawBody },
@@ -73,7 +80,7 @@ export class Forwarder {
           onRequestStart: (c) => {
             controller = c;
             // Still queued when the timeout fired: drop it before it reaches the app.
-            if (settled) c.abort(new Error('forward timeout'));
+            if (call.settled) c.abort(new Error('forward timeout'));
           },
           onResponseStart: (_c, statusCode) => {
             if (statusCode >= 200) status = statusCode;
@@ -93,12 +100,14 @@ export class Forwarder {
     });
   }
 
-  close(): Promise<void> {
-    return this.pool.close();
+  async close(): Promise<void> {
+    await this.pool.close();
+    this.deadlines.clear();
   }
 
   /** Aborts forwards still in flight and closes every connection (shutdown past its budget). */
-  destroy(): Promise<void> {
-    return this.pool.destroy();
+  async destroy(): Promise<void> {
+    await this.pool.destroy();
+    this.deadlines.clear();
   }
 }
