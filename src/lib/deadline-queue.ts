@@ -1,6 +1,4 @@
-import { performance } from 'node:perf_hooks';
-
-/** Something with a deadline (monotonic ms, `performance.now()`) that is ended when it passes. */
+/** Something with a deadline (monotonic ms, the global `performance.now()`) that is ended when it passes. */
 export interface Deadline {
   readonly deadline: number;
   /** Set once the work ended one way or another; a settled entry is skipped. */
