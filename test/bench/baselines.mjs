@@ -1,5 +1,6 @@
 // The bench's small servers, each run in a process of its own (plain JS: nothing to compile).
 //   upstream <port> <validUntil>            the consent service: ALLOW for the configKey asked
+//                                           (an empty REDEC listing for a GET)
 //   forwarder <port> <upstreamUrl> <apiKey> the miss path's baseline: node:http + an undici Pool
 //   hmac <port> <secret>                    the webhooks' baseline: reads the body, checks the HMAC
 //   app <port>                              the application behind the sidecar: 204 to everything
@@ -21,6 +22,8 @@ if (role === 'upstream') {
   const validUntil = Number(a);
   handler = (req, res) =>
     readBody(req, (body) => {
+      // Anything but a check (the REDEC reconciler's listing) gets an empty page.
+      if (req.method !== 'POST') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"items":[]}');
       const { configKey } = JSON.parse(body.toString('utf8'));
       const text = JSON.stringify({ decision: 'ALLOW', configKey, validUntil });
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
