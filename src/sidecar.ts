@@ -115,6 +115,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
         now,
         shutdownTimeoutMs: config.shutdownTimeoutMs,
         ...(shared?.dedup ? { dedup: shared.dedup } : {}),
+        ...(shared?.queue ? { queue: shared.queue } : {}),
       })
     : null;
   if (webhooks) servers.push({ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server });

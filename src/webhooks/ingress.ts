@@ -3,6 +3,7 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { WebhookConfig } from '../config/index.js';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
+import type { EventQueue } from './event-queue.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
@@ -38,8 +39,26 @@ export interface WebhookIngressDeps {
   readonly dedup: DedupStore;
   readonly forwarder: Forwarder;
   readonly revocations: RevocationHook;
+  /** Queue mode: accepted events go here instead of to the app (200 once stored). */
+  readonly queue?: EventQueue;
   /** Epoch ms. */
   readonly now: () => number;
+}
+
+/** The headers the app gets with an event, in both delivery modes. */
+export function forwardHeaders(headers: DeliveryHeaders, eventId: string, outOfOrder: boolean): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of FORWARDED_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') out[name] = v;
+  }
+  // The header is not signed, the body is: the app must see the id we deduplicated on, not
+  // whatever a sender put in the header.
+  out['x-service-event-id'] = eventId;
+  out['content-type'] ??= 'application/json';
+  out[VERIFIED_HEADER] = 'v1';
+  if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+  return out;
 }
 
 const deliveryIdOf = (headers: DeliveryHeaders): string | undefined => {
@@ -177,6 +196,21 @@ export class WebhookIngress {
     let settled = false;
     try {
       const outOfOrder = this.sequences.observe(envelope.sequence);
+      if (this.deps.queue) {
+        // Queue mode: the event is accepted once it is in the queue; the workers forward it.
+        try {
+          await this.deps.queue.enqueue({ id: envelope.id, type: envelope.type, headers: forwardHeaders(headers, envelope.id, outOfOrder), body: rawBody });
+        } catch (err) {
+          this.count('failed');
+          logger.warn({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
+          return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
+        }
+        await dedup.markAccepted(envelope.id, claim.token);
+        settled = true;
+        this.count('accepted');
+        logger.info({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
+        return { status: 200, outcome: 'accepted', reason: 'queued' };
+      }
       const result = await this.forward(rawBody, headers, outOfOrder, envelope.id);
       if (result.ok) {
         await dedup.markAccepted(envelope.id, claim.token);
@@ -195,18 +229,7 @@ export class WebhookIngress {
   }
 
   private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {
-    const out: Record<string, string> = {};
-    for (const name of FORWARDED_HEADERS) {
-      const v = headers[name];
-      if (typeof v === 'string') out[name] = v;
-    }
-    // The header is not signed, the body is: the app must see the id we deduplicated on, not
-    // whatever a sender put in the header.
-    out['x-service-event-id'] = eventId;
-    out['content-type'] ??= 'application/json';
-    out[VERIFIED_HEADER] = 'v1';
-    if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
-
+    const out = forwardHeaders(headers, eventId, outOfOrder);
     const end = this.deps.metrics.forwardDuration.startTimer();
     const result = await this.deps.forwarder.forward(rawBody, out);
     end({ outcome: result.ok ? 'accepted' : 'failed' });

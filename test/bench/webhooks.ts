@@ -53,6 +53,7 @@ async function serveSidecar(appUrl: string, root: string): Promise<void> {
       requiredHeader: null,
       forwardTimeoutMs: 10_000,
       dedupLeaseMs: 15_000,
+      queueHorizonMs: 259_200_000,
       delivery: 'passthrough',
       dedupRetentionMs: 86_400_000,
       dedupMaxEntries: 1_000_000,

@@ -515,7 +515,10 @@ describe('monitoring', () => {
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
       'ConsentSidecarSecretReloadFailing',
+      // issue 10: queue mode's dead letters and an old queue
+      'ConsentSidecarWebhookDeadLetters',
       'ConsentSidecarWebhookForwardFailures',
+      'ConsentSidecarWebhookQueueOld',
       'ConsentSidecarWebhookRejectionsRising',
     ]);
     for (const r of rules) {
@@ -533,8 +536,8 @@ describe('monitoring', () => {
     const rule = mustFind(objects, 'PrometheusRule');
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
-    // 7 alerts since ConsentSidecarSecretReloadFailing, less the one switched off.
-    expect(names).toHaveLength(6);
+    // 7 alerts since ConsentSidecarSecretReloadFailing, 9 since the queue's two (issue 10), less the one switched off.
+    expect(names).toHaveLength(8);
   });
 });
 
