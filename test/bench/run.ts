@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { startSimulator } from '../../src/simulator/index.js';
 import { benchWebhooks } from './webhooks.js';
+import { benchWebhookQueue, queueBenchLines } from './webhook-queue.js';
 import { fixedRate, fmt, freePort, load, startChild, stopChild, type LoadResult, type RateResult } from './lib.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
@@ -141,6 +142,10 @@ async function main(): Promise<void> {
   console.log('Webhooks: verified deliveries forwarded to a loopback app vs a bare handler that only computes the HMAC');
   console.log(`  bare HMAC handler ${fmt(w.baselineRps)} req/s, sidecar ${fmt(w.sidecarRps)} req/s, ratio ${fmt(w.ratio, 2)} (target >= 0.50)\n`);
   results.webhooks = w;
+  // Queue mode vs passthrough (issue 10): its own file, real serve processes and Redis.
+  const q = await benchWebhookQueue();
+  console.log(`${queueBenchLines(q).join('\n')}\n`);
+  results.webhookQueue = q;
   console.log(`JSON: ${JSON.stringify(results)}`);
 }
 
