@@ -31,7 +31,8 @@ export interface SharedState {
   readonly dedup: DedupStore | null;
   /** `--webhook-delivery queue`: the durable queue and its workers, else null. */
   readonly queue: RedisWebhookQueue | null;
-  close(): Promise<void>;
+  /** Stops the queue's workers (forwards in flight get up to `queueGraceMs`), then closes Redis. */
+  close(queueGraceMs?: number): Promise<void>;
 }
 
 /**
@@ -82,8 +83,8 @@ export async function startSharedState(options: SharedStateOptions): Promise<Sha
     revocations: bus,
     dedup,
     queue,
-    close: async () => {
-      await queue?.stop();
+    close: async (queueGraceMs = 0) => {
+      await queue?.stop(queueGraceMs);
       await connection.close();
     },
   };

@@ -119,10 +119,11 @@ export class RedisWebhookQueue implements EventQueue {
   }
 
   /**
-   * Stops taking events and gives those in flight up to `graceMs` to finish; what is still
-   * unfinished stays pending in Redis and is taken over by another replica after `visibilityMs`.
+   * Stops taking events and gives those in flight up to `graceMs` to finish (what is left of
+   * `--shutdown-timeout-ms`); what is still unfinished stays pending in Redis and is taken over by
+   * another replica after `visibilityMs`.
    */
-  async stop(graceMs = 1000): Promise<void> {
+  async stop(graceMs = 0): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     let timer: NodeJS.Timeout | undefined;
