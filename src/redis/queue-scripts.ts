@@ -15,12 +15,19 @@ import { RedisScript } from './script.js';
  * Every step that moves an event is one script, so an event is never in two places nor in none.
  */
 
-/** KEYS: events, born. ARGV: json, event id, accepted at (ms), wake channel. Returns the entry id. */
+/**
+ * Deduplicate and store in one step. KEYS: events, born, the shared dedup key (`dedup:<id>`).
+ * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms).
+ * 0: accepted before (not stored again); 1: stored. A passthrough claim in flight (a fleet in the
+ * middle of a change of mode) is taken over: the queue owns the event from now on.
+ */
 export const ENQUEUE = new RedisScript(`
-local entry = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+if redis.call('GET', KEYS[3]) == 'accepted' then return 0 end
+redis.call('SET', KEYS[3], 'accepted', 'PX', ARGV[5])
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
 redis.call('PUBLISH', ARGV[4], '1')
-return entry
+return 1
 `);
 
 /**
@@ -86,4 +93,11 @@ redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[3])
 redis.call('PUBLISH', ARGV[5], '1')
 return 1
+`);
+
+/** Which events were delivered already. KEYS: their delivered markers. Returns 1/0 per key, in order. */
+export const SEEN = new RedisScript(`
+local out = {}
+for i, k in ipairs(KEYS) do out[i] = redis.call('EXISTS', k) end
+return out
 `);

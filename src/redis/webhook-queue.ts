@@ -3,11 +3,12 @@ import { hostname } from 'node:os';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
-import { Forwarder, type EventQueue, type QueuedEvent } from '../webhooks/index.js';
+import { Forwarder, type EnqueueResult, type EventQueue, type QueuedEvent } from '../webhooks/index.js';
 import type { RedisConnection } from './connection.js';
+import { DEDUP_KEY_OWNER } from './dedup-store.js';
 import type { RedisKeyspace } from './keyspace.js';
 import type { QueueMetrics } from './metrics.js';
-import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, PROMOTE, RETRY_LATER } from './queue-scripts.js';
+import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, PROMOTE, RETRY_LATER, SEEN } from './queue-scripts.js';
 import { parseEntries, QUEUE_GROUP, QueueKeys, type StoredEvent, type StreamEntry } from './queue-store.js';
 
 /** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
@@ -47,7 +48,7 @@ export interface RedisWebhookQueueOptions {
   readonly visibilityMs: number;
   /** `--webhook-queue-horizon-ms`: retried this long after acceptance, then dead-lettered. */
   readonly horizonMs: number;
-  /** How long the delivered marker lives (ms), `--webhook-dedup-retention-ms`. */
+  /** How long an accepted id is remembered and the delivered marker lives (ms), `--webhook-dedup-retention-ms`. */
   readonly deliveredRetentionMs: number;
   /** Epoch ms. */
   readonly now: () => number;
@@ -110,12 +111,22 @@ export class RedisWebhookQueue implements EventQueue {
     this.kick();
   }
 
-  async enqueue(event: QueuedEvent): Promise<void> {
+  /**
+   * Stores the event unless its id was accepted before: one script marks the shared dedup key
+   * `accepted` (retention as TTL, as passthrough does) and adds the event, so two copies arriving
+   * at two replicas at once cannot both be queued.
+   */
+  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
     const acceptedAt = this.options.now();
     const stored: StoredEvent = { id: event.id, type: event.type, headers: event.headers, body: event.body.toString('base64'), acceptedAt, attempts: 0 };
-    await this.options.connection.call('queue_enqueue', (c) =>
-      ENQUEUE.run(c, [this.keys.events, this.keys.born], [JSON.stringify(stored), event.id, String(acceptedAt), this.keys.wake]),
+    const added = await this.options.connection.call('queue_enqueue', (c) =>
+      ENQUEUE.run(
+        c,
+        [this.keys.events, this.keys.born, this.options.keyspace.key(DEDUP_KEY_OWNER, event.id)],
+        [JSON.stringify(stored), event.id, String(acceptedAt), this.keys.wake, String(this.options.deliveredRetentionMs)],
+      ),
     );
+    return Number(added) === 1 ? 'queued' : 'duplicate';
   }
 
   /**
@@ -166,7 +177,7 @@ export class RedisWebhookQueue implements EventQueue {
         this.claimCursor = typeof cursor === 'string' ? cursor : '0-0';
         const entries = parseEntries(claimed);
         if (entries.length > 0) this.options.logger.info({ event: 'webhook_queue_taken_over', events: entries.length }, 'events abandoned by another replica taken over');
-        for (const e of entries) this.dispatch(e);
+        await this.dispatchBatch(entries);
       }
       while (this.free() > 0 && !this.stopped) {
         const reply = await connection.call('queue_read', (c) =>
@@ -175,7 +186,7 @@ export class RedisWebhookQueue implements EventQueue {
         const streams = Array.isArray(reply) ? (reply as unknown[]) : [];
         const entries = parseEntries(Array.isArray(streams[0]) ? (streams[0] as unknown[])[1] : undefined);
         if (entries.length === 0) break;
-        for (const e of entries) this.dispatch(e);
+        await this.dispatchBatch(entries);
       }
       if (now - this.lastStats >= STATS_INTERVAL_MS) {
         this.lastStats = now;
@@ -207,14 +218,35 @@ export class RedisWebhookQueue implements EventQueue {
     return this.concurrency - this.inFlight.size;
   }
 
-  private dispatch(entry: StreamEntry): void {
-    const work = this.handle(entry)
+  /**
+   * Starts a batch of entries: one script tells which were delivered already (a copy, or an entry
+   * taken over after a crash that followed the app's 2xx); those are dropped, never forwarded.
+   */
+  private async dispatchBatch(entries: StreamEntry[]): Promise<void> {
+    const events = entries.filter((e) => e.event);
+    const seen = events.length === 0 ? [] : await this.options.connection.call('queue_seen', (c) => SEEN.run(c, events.map((e) => this.keys.delivered(e.event!.id)), []));
+    const delivered = new Set(events.filter((_e, i) => Array.isArray(seen) && Number(seen[i]) === 1));
+    for (const e of entries) {
+      if (delivered.has(e)) this.dispatch(e, (entry) => this.dropDelivered(entry));
+      else this.dispatch(e);
+    }
+  }
+
+  private async dropDelivered({ entryId, event }: StreamEntry): Promise<void> {
+    await this.options.connection.call('queue_drop', (c) => DROP.run(c, [this.keys.events], [QUEUE_GROUP, entryId]));
+    this.options.metrics.forwards.inc({ outcome: 'already_delivered' });
+    this.options.logger.info({ event: 'webhook_queue_duplicate', eventId: event?.id, type: event?.type, attempts: event?.attempts }, 'queued event delivered before; dropped');
+  }
+
+  private dispatch(entry: StreamEntry, work: (e: StreamEntry) => Promise<void> = (e) => this.handle(e)): void {
+    const running = work(entry)
       .catch((err: unknown) => this.logError('handle', err))
       .finally(() => {
-        this.inFlight.delete(work);
-        this.kick();
+        this.inFlight.delete(running);
+        // Read again once a quarter of the slots are free: batches, not one read per event.
+        if (this.inFlight.size <= this.concurrency - Math.max(1, Math.floor(this.concurrency / 4))) this.kick();
       });
-    this.inFlight.add(work);
+    this.inFlight.add(running);
   }
 
   private async handle({ entryId, event }: StreamEntry): Promise<void> {
@@ -227,15 +259,6 @@ export class RedisWebhookQueue implements EventQueue {
       return;
     }
     const log = { eventId: event.id, type: event.type, attempts: event.attempts };
-    // A copy (an entry taken over after a crash that followed the app's 2xx, or a second copy).
-    const seen = await connection.call('queue_seen', (c) => c.sendCommand(['EXISTS', this.keys.delivered(event.id)]));
-    if (Number(seen) === 1) {
-      await connection.call('queue_drop', (c) => DROP.run(c, [events], [QUEUE_GROUP, entryId]));
-      metrics.forwards.inc({ outcome: 'already_delivered' });
-      logger.info({ event: 'webhook_queue_duplicate', ...log }, 'queued event delivered before; dropped');
-      return;
-    }
-
     const result = await this.forwarder.forward(Buffer.from(event.body, 'base64'), { ...event.headers });
     if (result.ok) {
       await this.settle('queue_delivered', () =>

@@ -10,12 +10,17 @@ export interface QueuedEvent {
   readonly body: Buffer;
 }
 
+/** `queued`: stored now; `duplicate`: an event with this id was accepted before (not stored again). */
+export type EnqueueResult = 'queued' | 'duplicate';
+
 /**
  * The durable queue behind `--webhook-delivery queue` (contract, Webhooks). The ingress answers 200
- * only once {@link enqueue} resolved: the event is in the queue's store then. The composition root
- * plugs the Redis streams implementation in (src/redis/); the ingress never sees Redis.
+ * only once {@link enqueue} resolved: the event is in the queue's store then. The queue also
+ * deduplicates (in the same atomic step as the store, so two copies arriving at two replicas at
+ * once cannot both be queued); the ingress does not claim in the dedup store in this mode. The
+ * composition root plugs the Redis streams implementation in (src/redis/); the ingress never sees Redis.
  */
 export interface EventQueue {
-  /** Resolves once the event is stored; rejects when it is not (the ingress answers 503). */
-  enqueue(event: QueuedEvent): Promise<void>;
+  /** Resolves once the event is stored (or known as a duplicate); rejects when it is not (the ingress answers 503). */
+  enqueue(event: QueuedEvent): Promise<EnqueueResult>;
 }

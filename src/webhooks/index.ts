@@ -1,5 +1,5 @@
 export type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
-export type { EventQueue, QueuedEvent } from './event-queue.js';
+export type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
 export { parseEnvelope, type EnvelopeResult, type WebhookEnvelope } from './envelope.js';
 export {
   reasonLabel,

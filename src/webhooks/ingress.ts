@@ -3,7 +3,7 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { WebhookConfig } from '../config/index.js';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
-import type { EventQueue } from './event-queue.js';
+import type { EnqueueResult, EventQueue } from './event-queue.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
@@ -179,6 +179,7 @@ export class WebhookIngress {
   private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
     const { dedup, logger } = this.deps;
     const log = { eventId: envelope.id, type: envelope.type, sequence: envelope.sequence, deliveryId: deliveryIdOf(headers) };
+    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, headers, rawBody, log);
     const claim = await dedup.claim(envelope.id);
 
     if (claim.kind === 'duplicate') return this.duplicate(log);
@@ -196,21 +197,6 @@ export class WebhookIngress {
     let settled = false;
     try {
       const outOfOrder = this.sequences.observe(envelope.sequence);
-      if (this.deps.queue) {
-        // Queue mode: the event is accepted once it is in the queue; the workers forward it.
-        try {
-          await this.deps.queue.enqueue({ id: envelope.id, type: envelope.type, headers: forwardHeaders(headers, envelope.id, outOfOrder), body: rawBody });
-        } catch (err) {
-          this.count('failed');
-          logger.warn({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
-          return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
-        }
-        await dedup.markAccepted(envelope.id, claim.token);
-        settled = true;
-        this.count('accepted');
-        logger.info({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
-        return { status: 200, outcome: 'accepted', reason: 'queued' };
-      }
       const result = await this.forward(rawBody, headers, outOfOrder, envelope.id);
       if (result.ok) {
         await dedup.markAccepted(envelope.id, claim.token);
@@ -226,6 +212,24 @@ export class WebhookIngress {
     } finally {
       if (!settled) await dedup.release(envelope.id, claim.token);
     }
+  }
+
+  /** Queue mode: accepted once the queue stored it; the queue deduplicates in the same step. */
+  private async enqueue(queue: EventQueue, envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer, log: Record<string, unknown>): Promise<IngressAnswer> {
+    const outOfOrder = this.sequences.isBehind(envelope.sequence);
+    let result: EnqueueResult;
+    try {
+      result = await queue.enqueue({ id: envelope.id, type: envelope.type, headers: forwardHeaders(headers, envelope.id, outOfOrder), body: rawBody });
+    } catch (err) {
+      this.count('failed');
+      this.deps.logger.warn({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
+      return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
+    }
+    if (result === 'duplicate') return this.duplicate(log);
+    this.sequences.observe(envelope.sequence);
+    this.count('accepted');
+    this.deps.logger.info({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
+    return { status: 200, outcome: 'accepted', reason: 'queued' };
   }
 
   private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {

@@ -91,7 +91,8 @@ async function runLoad(url: string, durationS: number, connections: number, tag:
   }
   const report: LoadReport = { accepted: Object.keys(ok).length, refused, elapsedMs: clock() - start, ok };
   await pool.close();
-  process.stdout.write(`${JSON.stringify(report)}\n`);
+  // A pipe is written asynchronously: exit only once the whole report is out.
+  await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(report)}\n`, () => resolve()));
 }
 
 function loadInChild(url: string, durationS: number, tag: string, rate = 0): Promise<LoadReport> {
@@ -104,8 +105,8 @@ function loadInChild(url: string, durationS: number, tag: string, rate = 0): Pro
       if (code !== 0) return reject(new Error(`load generator exited ${code}`));
       try {
         resolve(JSON.parse(out.trim().split('\n').pop()!) as LoadReport);
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
+      } catch {
+        reject(new Error(`load generator report unreadable (${out.length} bytes)`));
       }
     });
   });
@@ -125,6 +126,8 @@ export interface QueueBenchRun {
   readonly receiptP99Ms: number;
   /** Accepted events the app had not received 30 s after the load ended. */
   readonly missing: number;
+  /** Events the app received per second, first receipt to last (how fast the workers drain). */
+  readonly forwardedPerS: number;
 }
 
 /** As fast as it answers (throughput; a queue then builds up), and at a fixed rate it sustains (latency). */
@@ -171,8 +174,12 @@ export async function benchWebhookQueue(): Promise<{ passthrough: QueueBenchSide
         const ids = Object.keys(report.ok);
         const deadline = Date.now() + 30_000;
         while (ids.some((id) => !received.has(id)) && Date.now() < deadline) await sleep(100);
-        const delays = ids.filter((id) => received.has(id)).map((id) => received.get(id)! - report.ok[id]!);
+        const got = ids.filter((id) => received.has(id));
+        const delays = got.map((id) => received.get(id)! - report.ok[id]!);
+        const times = got.map((id) => received.get(id)!);
+        const spanS = times.length > 1 ? (times.reduce((a, b) => Math.max(a, b)) - times.reduce((a, b) => Math.min(a, b))) / 1000 : Number.NaN;
         return {
+          forwardedPerS: got.length / spanS,
           acceptedPerS: report.accepted / (report.elapsedMs / 1000),
           refused: report.refused,
           receiptP50Ms: pct(delays, 50),
@@ -198,7 +205,7 @@ export async function benchWebhookQueue(): Promise<{ passthrough: QueueBenchSide
 
 export function queueBenchLines(r: { passthrough: QueueBenchSide; queue: QueueBenchSide }): string[] {
   const row = (name: string, s: QueueBenchRun): string =>
-    `  ${name.padEnd(24)} ${fmt(s.acceptedPerS).padStart(7)} accepted/s   200→app receipt p50 ${fmt(s.receiptP50Ms, 2)} ms   p99 ${fmt(s.receiptP99Ms, 2)} ms   (${s.refused} refused, ${s.missing} never received)`;
+    `  ${name.padEnd(24)} ${fmt(s.acceptedPerS).padStart(7)} accepted/s ${fmt(s.forwardedPerS).padStart(7)} forwarded/s   200→app receipt p50 ${fmt(s.receiptP50Ms, 2)} ms   p99 ${fmt(s.receiptP99Ms, 2)} ms   (${s.refused} refused, ${s.missing} never received)`;
   return [
     `Webhooks, queue mode vs passthrough (real serve, same Redis, ${CONNECTIONS} connections, ${DURATION_S} s each; negative: the app had it before the 200)`,
     row('passthrough, max', r.passthrough.max),

@@ -163,6 +163,20 @@ describe('RedisWebhookQueue', () => {
     expect(await replayDeadLetters(conn, keys, { ids: ['evt_dl', 'evt_other'] }, Date.now())).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'] });
   });
 
+  it('deduplicates in the same step as it stores: again, from another replica at once, or accepted before in passthrough', async () => {
+    const a = await app();
+    const p = prefix();
+    const [one, two] = [await queue(p, a.url), await queue(p, a.url)];
+    expect(await one.q.enqueue(event('evt_once'))).toBe('queued');
+    expect(await one.q.enqueue(event('evt_once'))).toBe('duplicate');
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).q.enqueue(event('evt_race'))));
+    expect(results.filter((r) => r === 'queued')).toHaveLength(1);
+    await admin.sendCommand(['SET', `${p}dedup:evt_passthrough`, 'accepted', 'PX', '60000']);
+    expect(await two.q.enqueue(event('evt_passthrough'))).toBe('duplicate');
+    expect(Number(await admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
+    await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
+  });
+
   it('Redis unreachable: enqueue rejects with a RedisError (the ingress answers 503), nothing is claimed to be stored', async () => {
     const a = await app();
     const { q } = await queue(prefix(), a.url, { url: 'redis://127.0.0.1:1' });

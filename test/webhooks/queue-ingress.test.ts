@@ -3,7 +3,7 @@ import { baseUrlOf, listen } from '../../src/http/listen.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import type { EventQueue, QueuedEvent } from '../../src/webhooks/index.js';
+import type { EnqueueResult, EventQueue, QueuedEvent } from '../../src/webhooks/index.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, webhookConfig, type FakeApp } from './helpers.js';
 
 /**
@@ -14,9 +14,11 @@ import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocation
 class RecordingQueue implements EventQueue {
   readonly events: QueuedEvent[] = [];
   failing = false;
-  async enqueue(event: QueuedEvent): Promise<void> {
+  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
     if (this.failing) throw new Error('Redis is not connected');
+    if (this.events.some((e) => e.id === event.id)) return 'duplicate';
     this.events.push(event);
+    return 'queued';
   }
 }
 
@@ -40,7 +42,7 @@ describe('webhook ingress, queue mode', () => {
     expect(() => createWebhookListener({ config: { ...webhookConfig({ appUrl: 'http://127.0.0.1:1/h' }), delivery: 'queue' }, logger: silentLogger(), registry: createRegistry({ defaultMetrics: false }), revocations: new RecordingRevocations() })).toThrow(/needs a queue/);
   });
 
-  it('a verified event is queued with the passthrough headers and the raw body, answered 200 queued, never forwarded by the ingress; its copy is a duplicate', async () => {
+  it('a verified event is queued with the passthrough headers and the raw body, answered 200 queued, never forwarded by the ingress; a copy the queue calls a duplicate is answered so', async () => {
     const queue = new RecordingQueue();
     const { url, app, registry } = await start(queue);
     const body = envelope({ id: 'evt_q1', type: 'consent_action.created', data: { action: 'revoke', userReference: 'alice' } });
