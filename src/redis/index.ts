@@ -9,4 +9,4 @@ export { startSharedState, type SharedState, type SharedStateOptions } from './s
 export { listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
 export { createQueueMetrics, type QueueMetrics, type QueueForwardOutcome } from './metrics.js';
 export { QUEUE_GROUP, QUEUE_KEY_OWNER, QueueKeys, type StoredEvent } from './queue-store.js';
-export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS, RedisWebhookQueue, type RedisWebhookQueueOptions } from './webhook-queue.js';
+export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS, QUEUE_STALE_CONSUMER_MS, RedisWebhookQueue, type RedisWebhookQueueOptions } from './webhook-queue.js';

@@ -21,6 +21,10 @@ export const QUEUE_CONCURRENCY = 32;
 export const QUEUE_POLL_INTERVAL_MS = 250;
 /** How often the gauges are read from Redis (ms). */
 const STATS_INTERVAL_MS = 1000;
+/** How often a worker looks for consumers of dead processes to remove from the group (ms). */
+const CONSUMER_SWEEP_INTERVAL_MS = 60_000;
+/** A consumer with nothing pending and idle this long is removed (ms); a live one is recreated by its next read. */
+export const QUEUE_STALE_CONSUMER_MS = 3_600_000;
 /** Due events moved back to the stream per step. */
 const PROMOTE_BATCH = 200;
 const ERROR_LOG_INTERVAL_MS = 30_000;
@@ -54,6 +58,8 @@ export interface RedisWebhookQueueOptions {
   readonly now: () => number;
   readonly concurrency?: number;
   readonly pollIntervalMs?: number;
+  /** Default {@link QUEUE_STALE_CONSUMER_MS}. */
+  readonly staleConsumerMs?: number;
 }
 
 /**
@@ -87,6 +93,7 @@ export class RedisWebhookQueue implements EventQueue {
   private lastClaim = 0;
   private lastPromote = 0;
   private lastStats = 0;
+  private lastSweep = 0;
 
   constructor(private readonly options: RedisWebhookQueueOptions) {
     if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('RedisWebhookQueue: visibilityMs must exceed forwardTimeoutMs');
@@ -192,6 +199,10 @@ export class RedisWebhookQueue implements EventQueue {
         this.lastStats = now;
         await this.readStats(now);
       }
+      if (now - this.lastSweep >= CONSUMER_SWEEP_INTERVAL_MS) {
+        this.lastSweep = now;
+        await this.sweepConsumers();
+      }
     } catch (err) {
       if (isNoGroup(err)) {
         // Redis lost the group (restarted empty, or the stream was deleted): recreate it at once.
@@ -296,6 +307,23 @@ export class RedisWebhookQueue implements EventQueue {
     } catch (first) {
       this.logError(op, first);
       await work();
+    }
+  }
+
+  /**
+   * Every pod that ever ran left a consumer in the group: remove those with nothing pending and
+   * idle past {@link QUEUE_STALE_CONSUMER_MS} (whatever they held was taken over by XAUTOCLAIM).
+   */
+  private async sweepConsumers(): Promise<void> {
+    const { connection } = this.options;
+    const staleMs = this.options.staleConsumerMs ?? QUEUE_STALE_CONSUMER_MS;
+    const reply = await connection.call('queue_consumers', (c) => c.sendCommand(['XINFO', 'CONSUMERS', this.keys.events, QUEUE_GROUP]));
+    for (const item of Array.isArray(reply) ? reply : []) {
+      const fields = new Map<string, unknown>();
+      if (Array.isArray(item)) for (let i = 0; i + 1 < item.length; i += 2) fields.set(String(item[i]), item[i + 1]);
+      const name = String(fields.get('name') ?? '');
+      if (name === '' || name === this.consumer || Number(fields.get('pending')) !== 0 || !(Number(fields.get('idle')) >= staleMs)) continue;
+      await connection.call('queue_consumers', (c) => c.sendCommand(['XGROUP', 'DELCONSUMER', this.keys.events, QUEUE_GROUP, name]));
     }
   }
 

@@ -54,7 +54,7 @@ async function app(): Promise<FakeApp> {
   return a;
 }
 
-async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; url?: string } = {}) {
+async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; url?: string; staleConsumerMs?: number } = {}) {
   const conn = await connection(o.url);
   const registry = createRegistry({ defaultMetrics: false });
   const q = new RedisWebhookQueue({
@@ -68,6 +68,7 @@ async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; ur
     horizonMs: o.horizonMs ?? 60_000,
     deliveredRetentionMs: 60_000,
     now: Date.now,
+    ...(o.staleConsumerMs === undefined ? {} : { staleConsumerMs: o.staleConsumerMs }),
   });
   await q.start();
   opened.push({ close: () => q.stop() });
@@ -175,6 +176,23 @@ describe('RedisWebhookQueue', () => {
     expect(await two.q.enqueue(event('evt_passthrough'))).toBe('duplicate');
     expect(Number(await admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
+  });
+
+  it('consumers of dead processes with nothing pending are removed from the group; those holding events are not', async () => {
+    const a = await app();
+    const p = prefix();
+    const events = `${p}queue:events`;
+    await admin.sendCommand(['XGROUP', 'CREATE', events, 'workers', '0', 'MKSTREAM']);
+    await admin.sendCommand(['XGROUP', 'CREATECONSUMER', events, 'workers', 'ghost-idle']);
+    // a ghost holding an event (read, never acknowledged): it must stay until the event is taken over
+    await admin.sendCommand(['XADD', events, '*', 'e', 'not-json']);
+    await admin.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'ghost-holding', 'COUNT', '1', 'STREAMS', events, '>']);
+    await new Promise((r) => setTimeout(r, 20));
+    await queue(p, a.url, { staleConsumerMs: 10 });
+    const names = async (): Promise<string[]> =>
+      ((await admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).map((c) => String(c[1]));
+    await vi.waitFor(async () => expect(await names()).not.toContain('ghost-idle'), { timeout: 5000 });
+    expect(await names()).toContain('ghost-holding');
   });
 
   it('Redis unreachable: enqueue rejects with a RedisError (the ingress answers 503), nothing is claimed to be stored', async () => {
