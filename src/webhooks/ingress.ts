@@ -228,7 +228,8 @@ export class WebhookIngress {
     if (result === 'duplicate') return this.duplicate(log);
     this.sequences.observe(envelope.sequence);
     this.count('accepted');
-    this.deps.logger.info({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
+    // Debug: a line per event would cost more than the event (the deliveries counter says it in aggregate).
+    this.deps.logger.debug({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
     return { status: 200, outcome: 'accepted', reason: 'queued' };
   }
 
