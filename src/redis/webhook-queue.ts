@@ -28,6 +28,8 @@ export const QUEUE_STALE_CONSUMER_MS = 3_600_000;
 /** Due events moved back to the stream per step. */
 const PROMOTE_BATCH = 200;
 const ERROR_LOG_INTERVAL_MS = 30_000;
+/** At most one `webhook_retry_scheduled` line per failure cause per this interval (ms); the rest are counted. */
+const RETRY_LOG_INTERVAL_MS = 1000;
 
 /** Delay before attempt `attempts + 1` (ms), after `attempts` failures (≥ 1). */
 export function backoffMs(attempts: number, random: () => number = Math.random, minMs = QUEUE_BACKOFF_MIN_MS, maxMs = QUEUE_BACKOFF_MAX_MS): number {
@@ -82,6 +84,8 @@ export class RedisWebhookQueue implements EventQueue {
   private readonly forwarder: Forwarder;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
+  /** An app down with thousands of events waiting must not turn every retry into a log line. */
+  private readonly retryLog = new RateLimiter(RETRY_LOG_INTERVAL_MS);
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private timer: NodeJS.Timeout | undefined;
@@ -298,7 +302,13 @@ export class RedisWebhookQueue implements EventQueue {
     const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
     await connection.call('queue_retry', (c) => RETRY_LATER.run(c, [events, this.keys.delayed], [QUEUE_GROUP, entryId, String(dueAt), JSON.stringify(failed)]));
     metrics.forwards.inc({ outcome: 'retry_scheduled' });
-    logger.info({ event: 'webhook_retry_scheduled', ...log, attempts, cause: result.cause, detail: result.detail, retryInMs: dueAt - now }, 'app did not accept queued webhook; retry scheduled');
+    const suppressed = this.retryLog.admit(result.cause);
+    if (suppressed !== undefined) {
+      logger.info(
+        { event: 'webhook_retry_scheduled', ...log, attempts, cause: result.cause, detail: result.detail, retryInMs: dueAt - now, suppressedSinceLast: suppressed },
+        'app did not accept queued webhook; retry scheduled',
+      );
+    }
   }
 
   /** The app accepted: recording it is worth a second try (a miss means one more copy later). */
