@@ -10,6 +10,13 @@ import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-option
 const REDIS_OPTION_NAMES = ['redis-url', 'redis-url-file', 'redis-key-prefix', 'redis-command-timeout-ms'];
 const REDIS_OPTIONS = SERVE_OPTIONS.filter((o) => REDIS_OPTION_NAMES.includes(o.name));
 const OUTPUTS = ['table', 'json'] as const;
+/** What the Redis flags mean for these one-shot commands (serve's texts are about a running sidecar). */
+const ONE_SHOT_REDIS_MEANING: Readonly<Record<string, string>> = {
+  'redis-url': "the Redis the sidecars use (serve's --redis-url); redis:// or rediss:// (TLS)",
+  'redis-url-file': 'file holding the Redis URL (read once)',
+  'redis-key-prefix': "serve's --redis-key-prefix, to find its queue",
+  'redis-command-timeout-ms': 'deadline of every Redis call (at least 5000 here: a page of dead letters can be large)',
+};
 /** A one-shot command waits this long for Redis to answer before giving up (ms). */
 const CONNECT_WAIT_MS = 5000;
 /** Per-call deadline floor for the one-shot commands: a page of dead letters can be large (ms). */
@@ -89,7 +96,7 @@ export function registerDeadLetters(webhook: Command): void {
         failed('list', err);
       }
     });
-  addSpecOptions(list, REDIS_OPTIONS);
+  addSpecOptions(list, REDIS_OPTIONS, ONE_SHOT_REDIS_MEANING);
 
   const replay = dl
     .command('replay')
@@ -113,5 +120,5 @@ export function registerDeadLetters(webhook: Command): void {
         failed('replay', err);
       }
     });
-  addSpecOptions(replay, REDIS_OPTIONS);
+  addSpecOptions(replay, REDIS_OPTIONS, ONE_SHOT_REDIS_MEANING);
 }
