@@ -81,6 +81,11 @@ describe('queue mode (issue 10)', () => {
     expect(env.CONSENT_SIDECAR_REDIS_URL_FILE).toBe('/var/run/secrets/consent-sidecar/redis-url');
   });
 
+  it('NOTES.txt points at the queue metrics and the dead-letter commands in queue mode only', async () => {
+    expect(await notes(valuesPath(queue))).toContain('webhook dead-letters list|replay');
+    expect(await notes(valuesPath(s))).not.toContain('Queue mode');
+  });
+
   it('the schema refuses queue mode without a Redis URL, and accepts each of the three ways of giving one', async () => {
     const without = await helmTemplateRaw({ valuesFiles: [valuesPath(native)], set: ['config.webhookDelivery=queue'] });
     expect(without.code).not.toBe(0);
