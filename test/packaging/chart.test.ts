@@ -515,6 +515,7 @@ describe('monitoring', () => {
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
       'ConsentSidecarRedecObligationPendingTooLong',
+      'ConsentSidecarRedisDown',
       'ConsentSidecarSecretReloadFailing',
       // issue 10: queue mode's dead letters and an old queue
       'ConsentSidecarWebhookDeadLetters',
@@ -538,8 +539,8 @@ describe('monitoring', () => {
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
     // 7 alerts since ConsentSidecarSecretReloadFailing (issue 13), 8 since ConsentSidecarRedecObligationPendingTooLong
-    // (issue 11), 10 since the queue's two (issue 10), less the one switched off.
-    expect(names).toHaveLength(9);
+    // (issue 11), 10 since the queue's two (issue 10), 11 since ConsentSidecarRedisDown, less the one switched off.
+    expect(names).toHaveLength(10);
   });
 });
 
