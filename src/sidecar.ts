@@ -128,6 +128,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
         now,
         shutdownTimeoutMs: config.shutdownTimeoutMs,
         ...(shared?.dedup ? { dedup: shared.dedup } : {}),
+        ...(shared?.queue ? { queue: shared.queue } : {}),
       })
     : null;
   if (webhooks) servers.push({ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server });
@@ -147,14 +148,15 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
   const reconciler = startReconciler(config, { shared, registry, logger, now });
 
-  const release = async (): Promise<void> => {
+  // queueGraceMs: what is left of the shutdown budget for queue forwards in flight (queue mode).
+  const release = async (queueGraceMs = 0): Promise<void> => {
     clearInterval(sweeper);
     for (const s of secrets) s.close();
     await reconciler?.close();
     // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
     // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
     await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close(), decisionLog?.close()]);
-    await shared?.close();
+    await shared?.close(queueGraceMs);
   };
 
   const urls: Record<string, string> = {};
@@ -185,7 +187,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
         const traffic = servers.filter((s) => s.name !== 'admin');
         await Promise.all(traffic.map((s) => closeGracefully(s.server, left())));
         await Promise.all(servers.filter((s) => s.name === 'admin').map((s) => closeGracefully(s.server, Math.min(1000, left()))));
-        await release();
+        await release(left());
         logger.info({ event: 'stopped' }, 'consent-sidecar stopped');
       })();
       return closing;

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { DEFAULT_WEBHOOK_TOLERANCE_S, parseRequiredHeader, parseWebhookSecrets, type RequiredHeader } from '../config/index.js';
 import { parseEnvelope, signatureHeaders, verifyDelivery, type DeliveryHeaders } from '../webhooks/index.js';
+import { registerDeadLetters } from './dead-letters.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { registerSimulatorWebhookCommands } from './webhook-simulator.js';
 
@@ -175,8 +176,9 @@ function registerVerify(webhook: Command): void {
 export function registerWebhook(program: Command): void {
   const webhook = program
     .command('webhook')
-    .description('sign a body like the service, verify a captured delivery, or make the simulator send one');
+    .description('sign a body like the service, verify a captured delivery, make the simulator send one, or list and replay dead letters (queue mode)');
   registerSign(webhook);
   registerVerify(webhook);
   registerSimulatorWebhookCommands(webhook);
+  registerDeadLetters(webhook);
 }

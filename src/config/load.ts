@@ -14,6 +14,7 @@ import {
   DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS,
   DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
   DEFAULT_REDIS_KEY_PREFIX,
+  DEFAULT_WEBHOOK_QUEUE_HORIZON_MS,
   DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS,
   DEFAULT_SECRET_POLL_INTERVAL_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -255,6 +256,7 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   }
   // --- end ---
   const dedupLeaseMs = readDedupLease(r, forwardTimeoutMs);
+  const queueHorizonMs = r.int('webhook-queue-horizon-ms', DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, 1, 365 * 86_400_000);
 
   if (!appUrl) {
     if (secrets || requiredHeader) {
@@ -264,11 +266,6 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   }
   if (!secrets && !r.problems.some((p) => p.startsWith('--webhook-secret'))) {
     r.problem('--webhook-secret', 'one of --webhook-secret or --webhook-secret-file is required with --app-webhook-url');
-  }
-  if (delivery === 'queue') {
-    // The durable queue (Redis streams, dead letters) is planned but not built; refusing is
-    // safer than silently delivering in another mode than the operator asked for.
-    r.problem('--webhook-delivery', 'queue mode is not available in this version; use passthrough');
   }
   if (!secrets) return null;
   return {
@@ -285,6 +282,7 @@ function readWebhooks(r: Reader): WebhookConfig | null {
     maxUnverifiedBytes,
     bodyTimeoutMs,
     dedupLeaseMs,
+    queueHorizonMs,
   };
 }
 
@@ -320,6 +318,19 @@ function readDedupLease(r: Reader, forwardTimeoutMs: number): number {
   return leaseMs;
 }
 // --- end Several replicas ---
+
+/**
+ * Resolves `--redis-url[-file]`, `--redis-key-prefix` and `--redis-command-timeout-ms` for the
+ * one-shot commands that read the queue (`webhook dead-letters`); the URL is required.
+ * @throws ConfigError listing every problem.
+ */
+export function resolveRedisConfig(flags: RawFlags, env: RawEnv = process.env): RedisConfig {
+  const r = new Reader(flags, env);
+  const redis = readRedis(r);
+  if (!redis && !r.problems.some((p) => p.startsWith('--redis-url'))) r.problem('--redis-url', 'is required (or --redis-url-file)');
+  if (r.problems.length > 0 || !redis) throw new ConfigError(r.problems);
+  return Object.freeze(redis);
+}
 
 /**
  * Resolves the upstream flags shared by `check` and `redec pending`.
@@ -362,6 +373,10 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
   const decisionLog = readDecisionLog(r);
   const redecReconcile = readRedecReconcile(r);
+  // The durable queue lives in Redis: without it there is nowhere to put an event (issue 10).
+  if (webhooks?.delivery === 'queue' && !redis && !r.problems.some((p) => p.startsWith('--redis-url'))) {
+    r.problem('--redis-url', 'is required with --webhook-delivery queue (or --redis-url-file): the queue lives in Redis');
+  }
 
   const ports = [
     ['--listen', decision],

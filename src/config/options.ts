@@ -68,6 +68,8 @@ export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
 /** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
 export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;
+/** Queue mode: how long an event is retried before it is dead-lettered (ms), 72 h. */
+export const DEFAULT_WEBHOOK_QUEUE_HORIZON_MS = 259_200_000;
 // --- end Several replicas ---
 // --- REDEC reconciliation (issue 11) ---
 /** How often the pending REDEC obligations are listed (ms); 0 turns the reconciler off. */
@@ -311,6 +313,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: 'with Redis: how long a replica holds an event it forwards (must exceed --webhook-forward-timeout-ms)',
     defaultText: `forward timeout + ${DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS}`,
   },
+  // --- durable queue (issue 10) ---
+  {
+    name: 'webhook-queue-horizon-ms',
+    arg: '<ms>',
+    description: 'queue mode: how long an event is retried before it is dead-lettered',
+    defaultText: String(DEFAULT_WEBHOOK_QUEUE_HORIZON_MS),
+  },
+  // --- end durable queue ---
   // --- end Several replicas ---
   { name: 'log-level', arg: '<level>', description: `one of ${LOG_LEVELS.join(', ')}`, defaultText: 'info' },
   {

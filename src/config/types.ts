@@ -67,6 +67,8 @@ export interface WebhookConfig {
   readonly bodyTimeoutMs: number;
   /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
   readonly dedupLeaseMs: number;
+  /** Queue mode: how long an event is retried before it is dead-lettered (ms), `--webhook-queue-horizon-ms`. */
+  readonly queueHorizonMs: number;
 }
 
 /** Redis, for state shared by replicas (`--redis-url` / `--redis-url-file`). */

@@ -12,6 +12,7 @@ import {
   UnverifiedBudget,
   WebhookIngress,
   type DedupStore,
+  type EventQueue,
   type IngressAnswer,
 } from '../webhooks/index.js';
 import { closeGracefully } from './listen.js';
@@ -26,6 +27,8 @@ export interface WebhookListenerOptions {
   readonly now?: () => number;
   /** Defaults to an in-memory store sized by `config.dedupMaxEntries` / `dedupRetentionMs`. */
   readonly dedup?: DedupStore;
+  /** Queue mode (`config.delivery === 'queue'`): where accepted events go; required then. */
+  readonly queue?: EventQueue;
   /** Time given to in-flight deliveries on close (ms); defaults to the forward timeout + 1 s. */
   readonly shutdownTimeoutMs?: number;
 }
@@ -50,7 +53,7 @@ const DRAIN_GRACE_MS = 1000;
  */
 export function createWebhookListener(options: WebhookListenerOptions): WebhookListener {
   const { config, logger } = options;
-  if (config.delivery !== 'passthrough') throw new RangeError(`webhook delivery mode ${config.delivery} is not implemented`);
+  if (config.delivery === 'queue' && !options.queue) throw new RangeError('webhook delivery mode queue needs a queue (--redis-url)');
   const now = options.now ?? ((): number => Date.now());
   const dedup = options.dedup ?? new MemoryDedupStore({ retentionMs: config.dedupRetentionMs, maxEntries: config.dedupMaxEntries, now });
   const forwarder = new Forwarder({ appUrl: config.appUrl, timeoutMs: config.forwardTimeoutMs });
@@ -64,6 +67,7 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     dedup,
     forwarder,
     revocations: options.revocations,
+    ...(config.delivery === 'queue' && options.queue ? { queue: options.queue } : {}),
     now,
   });
 

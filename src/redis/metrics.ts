@@ -58,3 +58,39 @@ export function createRedisMetrics(registry: Registry): RedisMetrics {
     }),
   };
 }
+
+// --- durable queue (issue 10) ---
+/** What a worker did with an event it took: `outcome` label of the forwards counter. */
+export type QueueForwardOutcome = 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'already_delivered';
+
+/** The queue's metrics (contract names for the three gauges), against an injected registry. */
+export interface QueueMetrics {
+  /** `consent_sidecar_webhook_queue_depth`: events waiting or being forwarded (all replicas). */
+  readonly depth: Gauge;
+  /** `consent_sidecar_webhook_queue_oldest_age_seconds`: age of the oldest event not yet delivered. */
+  readonly oldestAge: Gauge;
+  /** `consent_sidecar_webhook_dead_letters`: events parked past the horizon. */
+  readonly deadLetters: Gauge;
+  /** Forwards by this replica's workers, by outcome. */
+  readonly forwards: Counter<'outcome'>;
+}
+
+export function createQueueMetrics(registry: Registry): QueueMetrics {
+  const registers = [registry];
+  return {
+    depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
+    oldestAge: new Gauge({
+      name: `${METRIC_PREFIX}webhook_queue_oldest_age_seconds`,
+      help: 'Queue mode: age of the oldest event accepted and not yet delivered nor dead-lettered (0 when none).',
+      registers,
+    }),
+    deadLetters: new Gauge({ name: `${METRIC_PREFIX}webhook_dead_letters`, help: 'Queue mode: events retried past --webhook-queue-horizon-ms, parked for replay.', registers }),
+    forwards: new Counter({
+      name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
+      help: 'Queue mode: events taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered).',
+      labelNames: ['outcome'],
+      registers,
+    }),
+  };
+}
+// --- end durable queue ---

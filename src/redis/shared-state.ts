@@ -7,7 +7,8 @@ import { RedisConnection } from './connection.js';
 import { RedisDedupStore } from './dedup-store.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { RedisKeyspace } from './keyspace.js';
-import { createRedisMetrics } from './metrics.js';
+import { createQueueMetrics, createRedisMetrics } from './metrics.js';
+import { RedisWebhookQueue } from './webhook-queue.js';
 
 export interface SharedStateOptions {
   readonly redis: RedisConfig;
@@ -28,7 +29,10 @@ export interface SharedState {
   readonly revocations: RevocationHook;
   /** Shared dedup for the webhook ingress, or null without it. */
   readonly dedup: DedupStore | null;
-  close(): Promise<void>;
+  /** `--webhook-delivery queue`: the durable queue and its workers, else null. */
+  readonly queue: RedisWebhookQueue | null;
+  /** Stops the queue's workers (forwards in flight get up to `queueGraceMs`), then closes Redis. */
+  close(queueGraceMs?: number): Promise<void>;
 }
 
 /**
@@ -55,14 +59,33 @@ export async function startSharedState(options: SharedStateOptions): Promise<Sha
         logger,
       })
     : null;
+  const queue =
+    webhooks?.delivery === 'queue'
+      ? new RedisWebhookQueue({
+          connection,
+          keyspace,
+          logger,
+          metrics: createQueueMetrics(options.registry),
+          appUrl: webhooks.appUrl,
+          forwardTimeoutMs: webhooks.forwardTimeoutMs,
+          visibilityMs: webhooks.dedupLeaseMs,
+          horizonMs: webhooks.queueHorizonMs,
+          deliveredRetentionMs: webhooks.dedupRetentionMs,
+          now: options.now,
+        })
+      : null;
   connection.start();
   // Each waits for its subscription at most --redis-command-timeout-ms: a Redis that is away does not hold the start.
-  await Promise.all([bus.start(), dedup?.start()]);
+  await Promise.all([bus.start(), dedup?.start(), queue?.start()]);
   return {
     connection,
     keyspace,
     revocations: bus,
     dedup,
-    close: () => connection.close(),
+    queue,
+    close: async (queueGraceMs = 0) => {
+      await queue?.stop(queueGraceMs);
+      await connection.close();
+    },
   };
 }

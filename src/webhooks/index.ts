@@ -1,4 +1,5 @@
 export type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
+export type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
 export { parseEnvelope, type EnvelopeResult, type WebhookEnvelope } from './envelope.js';
 export {
   reasonLabel,
@@ -12,6 +13,7 @@ export {
   OUT_OF_ORDER_HEADER,
   ROUTE_REJECTIONS,
   VERIFIED_HEADER,
+  forwardHeaders,
   WebhookIngress,
   type IngressAnswer,
   type RouteRejection,

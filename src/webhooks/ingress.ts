@@ -4,6 +4,7 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { WebhookConfig } from '../config/index.js';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
+import type { EnqueueResult, EventQueue } from './event-queue.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
@@ -39,8 +40,26 @@ export interface WebhookIngressDeps {
   readonly dedup: DedupStore;
   readonly forwarder: Forwarder;
   readonly revocations: RevocationHook;
+  /** Queue mode: accepted events go here instead of to the app (200 once stored). */
+  readonly queue?: EventQueue;
   /** Epoch ms. */
   readonly now: () => number;
+}
+
+/** The headers the app gets with an event, in both delivery modes. */
+export function forwardHeaders(headers: DeliveryHeaders, eventId: string, outOfOrder: boolean): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of FORWARDED_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') out[name] = v;
+  }
+  // The header is not signed, the body is: the app must see the id we deduplicated on, not
+  // whatever a sender put in the header.
+  out['x-service-event-id'] = eventId;
+  out['content-type'] ??= 'application/json';
+  out[VERIFIED_HEADER] = 'v1';
+  if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+  return out;
 }
 
 const deliveryIdOf = (headers: DeliveryHeaders): string | undefined => {
@@ -167,6 +186,7 @@ export class WebhookIngress {
   private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
     const { dedup, logger } = this.deps;
     const log = { eventId: envelope.id, type: envelope.type, sequence: envelope.sequence, deliveryId: deliveryIdOf(headers) };
+    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, headers, rawBody, log);
     const claim = await dedup.claim(envelope.id);
 
     if (claim.kind === 'duplicate') return this.duplicate(log);
@@ -203,19 +223,27 @@ export class WebhookIngress {
     }
   }
 
-  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {
-    const out: Record<string, string> = {};
-    for (const name of FORWARDED_HEADERS) {
-      const v = headers[name];
-      if (typeof v === 'string') out[name] = v;
+  /** Queue mode: accepted once the queue stored it; the queue deduplicates in the same step. */
+  private async enqueue(queue: EventQueue, envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer, log: Record<string, unknown>): Promise<IngressAnswer> {
+    const outOfOrder = this.sequences.isBehind(envelope.sequence);
+    let result: EnqueueResult;
+    try {
+      result = await queue.enqueue({ id: envelope.id, type: envelope.type, headers: forwardHeaders(headers, envelope.id, outOfOrder), body: rawBody });
+    } catch (err) {
+      this.count('failed');
+      this.deps.logger.warn({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
+      return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
     }
-    // The header is not signed, the body is: the app must see the id we deduplicated on, not
-    // whatever a sender put in the header.
-    out['x-service-event-id'] = eventId;
-    out['content-type'] ??= 'application/json';
-    out[VERIFIED_HEADER] = 'v1';
-    if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+    if (result === 'duplicate') return this.duplicate(log);
+    this.sequences.observe(envelope.sequence);
+    this.count('accepted');
+    // Debug: a line per event would cost more than the event (the deliveries counter says it in aggregate).
+    this.deps.logger.debug({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
+    return { status: 200, outcome: 'accepted', reason: 'queued' };
+  }
 
+  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {
+    const out = forwardHeaders(headers, eventId, outOfOrder);
     const started = performance.now();
     const result = await this.deps.forwarder.forward(rawBody, out);
     this.deps.metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);

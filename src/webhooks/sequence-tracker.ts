@@ -9,6 +9,11 @@ export class SequenceTracker {
 
   constructor(private readonly metrics: Pick<WebhookMetrics, 'highestSequence' | 'outOfOrder'>) {}
 
+  /** Whether `sequence` is lower than the highest seen, without recording it. */
+  isBehind(sequence: number): boolean {
+    return this.highest !== undefined && sequence < this.highest;
+  }
+
   /** Records `sequence`; true when it is lower than the highest seen before it. */
   observe(sequence: number): boolean {
     if (this.highest !== undefined && sequence < this.highest) {

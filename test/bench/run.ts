@@ -35,6 +35,7 @@ import {
 import { benchCacheAtScale, cacheScaleLines } from './cache-scale.js';
 import { benchCoalescing } from './coalescing.js';
 import { benchWebhooks } from './webhooks.js';
+import { benchWebhookQueue, queueBenchLines } from './webhook-queue.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -280,7 +281,15 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['cache-scale', cacheScaleSection],
   ['coalescing', coalescingSection],
   ['forward-auth', forwardAuthSection],
+  ['webhook-queue', webhookQueueSection],
 ];
+
+async function webhookQueueSection(): Promise<void> {
+  // Queue mode vs passthrough (issue 10): its own file, real serve processes and Redis.
+  const q = await benchWebhookQueue();
+  console.log(`${queueBenchLines(q).join('\n')}\n`);
+  results.webhookQueue = q;
+}
 
 async function main(): Promise<void> {
   const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());

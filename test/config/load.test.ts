@@ -61,7 +61,9 @@ describe('loadServeConfig', () => {
     ['an app URL without secrets', { ...base, 'app-webhook-url': 'http://127.0.0.1:8080/h' }, {}, ['--webhook-secret: one of --webhook-secret or --webhook-secret-file is required']],
     ['a secret without whsec_', { ...base, 'app-webhook-url': 'http://127.0.0.1:8080/h', 'webhook-secret': ['whsec_ok', 'nope'] }, {}, ['--webhook-secret: secret #2 does not start with "whsec_"']],
     ['a forbidden required header', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-required-header': 'X-Service-Foo: 1' }, {}, ['--webhook-required-header: "X-Service-Foo" cannot be a custom header']],
-    ['queue mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'queue' }, {}, ['--webhook-delivery: queue mode is not available']],
+    // Queue mode exists now (issue 10); without Redis it has nowhere to keep events, and says which flag is missing.
+    ['queue mode without Redis', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'queue' }, {}, ['--redis-url: is required with --webhook-delivery queue']],
+    ['a horizon that is not a number', { ...base, 'webhook-queue-horizon-ms': 'soon' }, {}, ['--webhook-queue-horizon-ms:']],
     ['an unknown delivery mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'kafka' }, {}, ['--webhook-delivery: must be one of passthrough, queue']],
     ['a non-redis URL', { ...base, 'redis-url': 'http://r:6379' }, {}, ['--redis-url: must be a redis:// or rediss:// URL']],
     ['Redis URL and URL file', { ...base, 'redis-url': 'redis://r:6379', 'redis-url-file': '/x' }, {}, ['--redis-url: give the secret as --redis-url or --redis-url-file, not both']],
@@ -90,6 +92,16 @@ describe('loadServeConfig', () => {
     expect(w.maxBodyBytes).toBe(1_048_576);
     expect(w.forwardTimeoutMs).toBe(10_000);
     expect(w.delivery).toBe('passthrough');
+  });
+
+  it('queue mode with Redis: accepted, the horizon defaults to 72 h and reads its flag and variable', () => {
+    const flags = { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'queue', 'redis-url': 'redis://r:6379' };
+    const c = loadServeConfig(flags, {});
+    expect(c.webhooks?.delivery).toBe('queue');
+    expect(c.webhooks?.queueHorizonMs).toBe(259_200_000);
+    expect(loadServeConfig({ ...flags, 'webhook-queue-horizon-ms': '5000' }, {}).webhooks?.queueHorizonMs).toBe(5000);
+    expect(loadServeConfig(flags, { CONSENT_SIDECAR_WEBHOOK_QUEUE_HORIZON_MS: '7000' }).webhooks?.queueHorizonMs).toBe(7000);
+    c.redis?.url.close();
   });
 
   it('reads Redis from a URL or a mounted file (re-read on rotation), with defaults; never echoes the URL', async () => {

@@ -112,31 +112,43 @@ export class ServeProcess {
   }
 }
 
-/** An app on loopback recording what it got; `delayMs` makes it slow. */
+/** An app on loopback recording what it got; `delayMs` makes it slow, `status` makes it refuse. */
 export class RecordingApp {
-  readonly received: { id: string; at: number }[] = [];
+  readonly received: { id: string; at: number; headers?: Record<string, string | string[] | undefined>; status?: number }[] = [];
   delayMs = 0;
+  status = 200;
   private server: Server | undefined;
   url = '';
 
-  async up(): Promise<void> {
+  /** Listens on `port` (0: a free one); up again after {@link down} on the same port with `up(app.port)`. */
+  async up(port = 0): Promise<void> {
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        this.received.push({ id: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, at: Date.now() });
-        const reply = (): void => void res.writeHead(200).end();
+        const status = this.status;
+        this.received.push({ id: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, at: Date.now(), headers: req.headers, status });
+        const reply = (): void => void res.writeHead(status).end();
         if (this.delayMs > 0) setTimeout(reply, this.delayMs);
         else reply();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', () => resolve()));
     this.server = server;
-    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+    this.port = (server.address() as AddressInfo).port;
+    this.url = `http://127.0.0.1:${this.port}/webhooks`;
   }
 
+  port = 0;
+
+  /** Copies of `id` the app received (whatever it answered). */
   count(id: string): number {
     return this.received.filter((r) => r.id === id).length;
+  }
+
+  /** Copies of `id` the app answered 2xx. */
+  accepted(id: string): number {
+    return this.received.filter((r) => r.id === id && (r.status ?? 200) < 300).length;
   }
 
   async down(): Promise<void> {

@@ -515,8 +515,12 @@ describe('monitoring', () => {
       'ConsentSidecarFailClosedRateHigh',
       'ConsentSidecarPreEvaluationDenials',
       'ConsentSidecarRedecObligationPendingTooLong',
+      'ConsentSidecarRedisDown',
       'ConsentSidecarSecretReloadFailing',
+      // issue 10: queue mode's dead letters and an old queue
+      'ConsentSidecarWebhookDeadLetters',
       'ConsentSidecarWebhookForwardFailures',
+      'ConsentSidecarWebhookQueueOld',
       'ConsentSidecarWebhookRejectionsRising',
     ]);
     for (const r of rules) {
@@ -534,8 +538,9 @@ describe('monitoring', () => {
     const rule = mustFind(objects, 'PrometheusRule');
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
-    // 8 alerts since ConsentSidecarRedecObligationPendingTooLong (issue 11), less the one switched off.
-    expect(names).toHaveLength(7);
+    // 7 alerts since ConsentSidecarSecretReloadFailing (issue 13), 8 since ConsentSidecarRedecObligationPendingTooLong
+    // (issue 11), 10 since the queue's two (issue 10), 11 since ConsentSidecarRedisDown, less the one switched off.
+    expect(names).toHaveLength(10);
   });
 });
 

@@ -2,7 +2,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHART, mustFind, render, type K8sObject } from './helm.js';
+import { CHART, helmTemplateRaw, mustFind, render, type K8sObject } from './helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 /** Several replicas: the Redis URL from an existing Secret, and what NOTES.txt tells the operator. */
@@ -67,5 +67,50 @@ describe('several replicas with Redis', () => {
     expect(withRedis).not.toContain('WARNING');
     expect(withRedis).toContain('shared through Redis');
     expect(await notes(valuesPath(native), ['deployment.replicas=3', 'config.redisUrl=redis://redis:6379'])).not.toContain('WARNING');
+  });
+});
+
+describe('queue mode (issue 10)', () => {
+  const queue = SCENARIOS.find((x) => x.file === 'queue-values.yaml')!;
+
+  it('renders with a Redis URL: the delivery mode and the horizon reach the sidecar', async () => {
+    const objects = await render({ valuesFiles: [valuesPath(queue)], kubeVersion: queue.kubeVersion });
+    const env = Object.fromEntries((sidecar(mustFind(objects, 'Deployment')).env ?? []).map((e) => [e.name, e.value]));
+    expect(env.CONSENT_SIDECAR_WEBHOOK_DELIVERY).toBe('queue');
+    expect(env.CONSENT_SIDECAR_WEBHOOK_QUEUE_HORIZON_MS).toBe('86400000');
+    expect(env.CONSENT_SIDECAR_REDIS_URL_FILE).toBe('/var/run/secrets/consent-sidecar/redis-url');
+  });
+
+  it('NOTES.txt points at the queue metrics and the dead-letter commands in queue mode only', async () => {
+    expect(await notes(valuesPath(queue))).toContain('webhook dead-letters list|replay');
+    expect(await notes(valuesPath(s))).not.toContain('Queue mode');
+  });
+
+  it('the schema refuses queue mode without a Redis URL, and accepts each of the three ways of giving one', async () => {
+    const without = await helmTemplateRaw({ valuesFiles: [valuesPath(native)], set: ['config.webhookDelivery=queue'] });
+    expect(without.code).not.toBe(0);
+    expect(without.stderr).toMatch(/values don't meet the specifications of the schema/);
+    for (const set of [
+      ['config.webhookDelivery=queue', 'config.redisUrl=redis://redis:6379'],
+      ['config.webhookDelivery=queue', 'secrets.redisUrl.existingSecret=consent-redis'],
+      ['config.webhookDelivery=queue', 'extraEnv[0].name=CONSENT_SIDECAR_REDIS_URL', 'extraEnv[0].value=redis://redis:6379'],
+    ]) {
+      const ok = await helmTemplateRaw({ valuesFiles: [valuesPath(native)], set });
+      expect(ok.code, `${set.join(' ')}\n${ok.stderr}`).toBe(0);
+    }
+  });
+
+  it('consent-sidecar.validate names the problem too (a parent chart may not apply our schema)', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'consent-sidecar-noschema-'));
+    try {
+      const chart = join(base, 'consent-sidecar');
+      await cp(CHART, chart, { recursive: true });
+      await rm(join(chart, 'values.schema.json'));
+      const result = await helmTemplateRaw({ chart, valuesFiles: [valuesPath(native)], set: ['config.webhookDelivery=queue'] });
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain('config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
   });
 });

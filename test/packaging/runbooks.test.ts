@@ -87,8 +87,15 @@ describe('runbooks name only what the binary emits', () => {
     expect(snakeWords('timestamp_out_of_tolerance points at skew').filter((w) => !allowed.has(w))).toEqual(['timestamp_out_of_tolerance']);
   });
 
-  it('no runbook sends operators to a dead-letter stream (none exists yet)', () => {
-    for (const rule of rules) expect(rule.annotations.runbook, rule.alert).not.toMatch(/dead.letter/i);
+  // Dead letters exist since queue mode (issue 10): only the queue's alerts may speak of them, and
+  // the dead-letter alert must give the commands that exist (`webhook dead-letters list|replay`).
+  it('only the queue alerts speak of dead letters, and the dead-letter runbook names the real commands', () => {
+    const queueAlerts = new Set(['ConsentSidecarWebhookDeadLetters', 'ConsentSidecarWebhookQueueOld']);
+    for (const rule of rules) if (!queueAlerts.has(rule.alert)) expect(rule.annotations.runbook, rule.alert).not.toMatch(/dead.letter/i);
+    const dead = rules.find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!;
+    expect(dead.annotations.runbook).toContain('consent-sidecar webhook dead-letters list');
+    expect(dead.annotations.runbook).toContain('consent-sidecar webhook dead-letters replay --all');
+    expect(dead.expr).toContain('consent_sidecar_webhook_dead_letters');
   });
 
   // Unauthenticated load (a full budget of unverified bytes, bodies that never arrive) is an attack

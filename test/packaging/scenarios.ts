@@ -24,6 +24,7 @@ export const SCENARIOS: readonly Scenario[] = [
   { file: 'monitoring-off-values.yaml', kubeVersion: '1.29.0', apiVersions: [MONITORING_API], monitoring: false, deployment: true },
   { file: 'existing-secrets-values.yaml', kubeVersion: '1.30.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'replicas-redis-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
+  { file: 'queue-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'policies-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'include-values.yaml', kubeVersion: '1.29.0', apiVersions: [MONITORING_API], monitoring: true, deployment: false },
 ];

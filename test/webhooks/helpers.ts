@@ -137,6 +137,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
     dedupLeaseMs: (o.forwardTimeoutMs ?? 2000) + 5000,
+    queueHorizonMs: 259_200_000,
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,

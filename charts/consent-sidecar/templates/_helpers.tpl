@@ -73,6 +73,9 @@ any template uses the values.
 {{- $p = append $p "secrets.webhookRequiredHeader: set existingSecret or value, not both" -}}
 {{- end -}}
 {{- end -}}
+{{- if and (eq (toString $v.config.webhookDelivery) "queue") (not (include "consent-sidecar.redisConfigured" .)) -}}
+{{- $p = append $p "config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl (the sidecar would exit 2 naming --redis-url)" -}}
+{{- end -}}
 {{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
 {{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
 {{- end -}}

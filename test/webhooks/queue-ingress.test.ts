@@ -1,0 +1,90 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { baseUrlOf, listen } from '../../src/http/listen.js';
+import { createWebhookListener } from '../../src/http/webhook-listener.js';
+import { silentLogger } from '../../src/observability/index.js';
+import { createRegistry } from '../../src/observability/registry.js';
+import type { EnqueueResult, EventQueue, QueuedEvent } from '../../src/webhooks/index.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, webhookConfig, type FakeApp } from './helpers.js';
+
+/**
+ * The ingress in queue mode, through the real listener: what it hands the queue, and what it answers
+ * when the queue does not take the event. The queue here is a recording seam (the Redis one is tested
+ * in test/redis/webhook-queue.test.ts and test/e2e/queue-mode.test.ts).
+ */
+class RecordingQueue implements EventQueue {
+  readonly events: QueuedEvent[] = [];
+  failing = false;
+  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
+    if (this.failing) throw new Error('Redis is not connected');
+    if (this.events.some((e) => e.id === event.id)) return 'duplicate';
+    this.events.push(event);
+    return 'queued';
+  }
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.allSettled(closers.splice(0).map((c) => c()));
+});
+
+async function start(queue: RecordingQueue): Promise<{ url: string; app: FakeApp; registry: ReturnType<typeof createRegistry>; revocations: RecordingRevocations }> {
+  const app = await startApp();
+  const registry = createRegistry({ defaultMetrics: false });
+  const revocations = new RecordingRevocations();
+  const listener = createWebhookListener({ config: { ...webhookConfig({ appUrl: app.url }), delivery: 'queue' }, logger: silentLogger(), registry, revocations, queue });
+  const info = await listen(listener.server, { host: '127.0.0.1', port: 0 });
+  closers.push(() => listener.close(), () => app.close());
+  return { url: `${baseUrlOf(info)}/webhooks`, app, registry, revocations };
+}
+
+describe('webhook ingress, queue mode', () => {
+  it('refuses to build in queue mode without a queue', () => {
+    expect(() => createWebhookListener({ config: { ...webhookConfig({ appUrl: 'http://127.0.0.1:1/h' }), delivery: 'queue' }, logger: silentLogger(), registry: createRegistry({ defaultMetrics: false }), revocations: new RecordingRevocations() })).toThrow(/needs a queue/);
+  });
+
+  it('a verified event is queued with the passthrough headers and the raw body, answered 200 queued, never forwarded by the ingress; a copy the queue calls a duplicate is answered so', async () => {
+    const queue = new RecordingQueue();
+    const { url, app, registry } = await start(queue);
+    const body = envelope({ id: 'evt_q1', type: 'consent_action.created', data: { action: 'revoke', userReference: 'alice' } });
+    const headers = deliveryHeaders(SECRET_A, nowS(), body, 'evt_header_lies');
+    expect(await post(url, body, headers)).toEqual({ status: 200, body: '{"status":"queued"}' });
+    expect(queue.events).toHaveLength(1);
+    const [e] = queue.events;
+    expect(e!.id).toBe('evt_q1');
+    expect(e!.type).toBe('consent_action.created');
+    expect(e!.body.equals(body)).toBe(true);
+    expect(e!.headers).toEqual({
+      'content-type': 'application/json',
+      'x-service-event-id': 'evt_q1',
+      'x-service-delivery-id': headers['x-service-delivery-id'],
+      'x-service-timestamp': headers['x-service-timestamp'],
+      'x-service-signature': headers['x-service-signature'],
+      'x-consent-sidecar-verified': 'v1',
+    });
+    expect(app.received).toHaveLength(0);
+    expect(await post(url, body, deliveryHeaders(SECRET_A, nowS(), body))).toEqual({ status: 200, body: '{"status":"duplicate"}' });
+    expect(queue.events).toHaveLength(1);
+    expect(await metricValue(registry, 'consent_sidecar_webhook_deliveries_total', { outcome: 'accepted' })).toBe(1);
+  });
+
+  it('revocations are purged at ingress, before the queue', async () => {
+    const queue = new RecordingQueue();
+    const { url, revocations } = await start(queue);
+    const body = envelope({ id: 'evt_rev', type: 'consent_action.created', data: { action: 'revoke', userReference: 'bob' } });
+    queue.failing = true;
+    expect((await post(url, body, deliveryHeaders(SECRET_A, nowS(), body))).status).toBe(503);
+    expect(revocations.calls).toContain('user:bob');
+  });
+
+  it('the queue does not take it: 503 queue_unavailable, counted failed; the service retry is queued once the queue takes it', async () => {
+    const queue = new RecordingQueue();
+    const { url, registry } = await start(queue);
+    const body = envelope({ id: 'evt_q2' });
+    queue.failing = true;
+    expect(await post(url, body, deliveryHeaders(SECRET_A, nowS(), body))).toEqual({ status: 503, body: '{"error":"queue_unavailable"}' });
+    expect(await metricValue(registry, 'consent_sidecar_webhook_deliveries_total', { outcome: 'failed' })).toBe(1);
+    queue.failing = false;
+    expect(await post(url, body, deliveryHeaders(SECRET_A, nowS(), body))).toEqual({ status: 200, body: '{"status":"queued"}' });
+    expect(queue.events.map((e) => e.id)).toEqual(['evt_q2']);
+  });
+});
