@@ -1,4 +1,5 @@
 import { createClient } from '@redis/client';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -182,4 +183,35 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
       (e: unknown) => (clearTimeout(t), reject(e instanceof Error ? e : new Error(String(e)))),
     );
   });
+}
+
+/** What {@link useTestRedis} gives a test file: its Redis, an admin client, and things to close after each test. */
+export interface RedisFixture {
+  readonly redis: TestRedis;
+  readonly admin: ReturnType<typeof createClient>;
+  /** Closed after each test, the last opened first. */
+  readonly opened: { close(): Promise<void> }[];
+}
+
+/**
+ * Registers the hooks every in-process Redis test file needs: a Redis for the file (see
+ * {@link getTestRedis}), an admin client to inspect it, and what each test opened closed after it.
+ * Read the fields inside tests and hooks, not at module level (they are set in beforeAll).
+ */
+export function useTestRedis(): RedisFixture {
+  const fx = { opened: [] as { close(): Promise<void> }[] } as { redis: TestRedis; admin: ReturnType<typeof createClient>; opened: { close(): Promise<void> }[] };
+  beforeAll(async () => {
+    fx.redis = await getTestRedis();
+    fx.admin = createClient({ url: fx.redis.url });
+    fx.admin.on('error', () => undefined);
+    await fx.admin.connect();
+  });
+  afterAll(async () => {
+    await fx.admin?.close();
+    await fx.redis?.stop();
+  });
+  afterEach(async () => {
+    await Promise.allSettled(fx.opened.splice(0).reverse().map((o) => o.close()));
+  });
+  return fx;
 }

@@ -1,30 +1,14 @@
-import { createClient } from '@redis/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import { createRedisMetrics, RedisConnection, RedisKeyspace, RedisRedecState } from '../../src/redis/index.js';
-import { getTestRedis, type TestRedis } from '../helpers/redis.js';
+import { useTestRedis } from '../helpers/redis.js';
 
-let redis: TestRedis;
-let admin: ReturnType<typeof createClient>;
-const opened: { close(): Promise<void> }[] = [];
-
-beforeAll(async () => {
-  redis = await getTestRedis();
-  admin = createClient({ url: redis.url });
-  admin.on('error', () => undefined);
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.close();
-  await redis?.stop();
-});
-afterEach(async () => {
-  await Promise.allSettled(opened.splice(0).map((o) => o.close()));
-});
+const fx = useTestRedis();
+const { opened } = fx;
 
 async function state(prefix: string, o: { leaseMs?: number; holdMs?: number } = {}): Promise<RedisRedecState> {
-  const conn = new RedisConnection({ url: () => redis.url, commandTimeoutMs: 2000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })), healthIntervalMs: 100 });
+  const conn = new RedisConnection({ url: () => fx.redis.url, commandTimeoutMs: 2000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })), healthIntervalMs: 100 });
   opened.push(conn);
   conn.start();
   await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
@@ -33,7 +17,7 @@ async function state(prefix: string, o: { leaseMs?: number; holdMs?: number } = 
 
 describe('the reconciler bookkeeping in Redis (redec:*)', () => {
   it('first-seen survives a restart (a new replica reads the same clock); handed times too; what left the listing is forgotten', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await state(prefix);
     expect([...(await a.sync(['x', 'y'], 1000))]).toEqual([
       ['x', { firstSeenAt: 1000, handedAt: null }],
@@ -48,17 +32,17 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     ]);
     // x left the listing: forgotten, first-seen and handed alike; it starts over if it comes back.
     await b.sync(['y', 'z'], 6000);
-    expect(await admin.hKeys(`${prefix}redec:first-seen`)).toEqual(expect.arrayContaining(['y', 'z']));
-    expect(await admin.hLen(`${prefix}redec:first-seen`)).toBe(2);
-    expect(await admin.hLen(`${prefix}redec:handed`)).toBe(0);
+    expect(await fx.admin.hKeys(`${prefix}redec:first-seen`)).toEqual(expect.arrayContaining(['y', 'z']));
+    expect(await fx.admin.hLen(`${prefix}redec:first-seen`)).toBe(2);
+    expect(await fx.admin.hLen(`${prefix}redec:handed`)).toBe(0);
     expect((await b.sync(['x', 'y'], 7000)).get('x')).toEqual({ firstSeenAt: 7000, handedAt: null });
     // An empty listing forgets everything.
     await b.sync([], 8000);
-    expect(await admin.exists([`${prefix}redec:first-seen`, `${prefix}redec:handed`])).toBe(0);
+    expect(await fx.admin.exists([`${prefix}redec:first-seen`, `${prefix}redec:handed`])).toBe(0);
   });
 
   it('a listing longer than one chunk (1000 per call) is remembered and forgotten whole', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const s = await state(prefix);
     const ids = Array.from({ length: 2500 }, (_, i) => `obl_${i}`);
     const first = await s.sync(ids, 1000);
@@ -68,12 +52,12 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     const second = await s.sync(kept, 3000);
     expect([...second.values()].every((e) => e.firstSeenAt === 1000)).toBe(true);
     expect([...second].filter(([, e]) => e.handedAt === 2000)).toHaveLength(750);
-    expect(await admin.hLen(`${prefix}redec:first-seen`)).toBe(1250);
-    expect(await admin.hLen(`${prefix}redec:handed`)).toBe(750);
+    expect(await fx.admin.hLen(`${prefix}redec:first-seen`)).toBe(1250);
+    expect(await fx.admin.hLen(`${prefix}redec:handed`)).toBe(750);
   });
 
   it('one replica at a time: a complete run keeps the lease as done for the hold and leaves its summary; a failed run releases it', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await state(prefix);
     const b = await state(prefix);
     expect(await a.acquire()).toBe(true);
@@ -81,27 +65,27 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     expect(await a.renew()).toBe(true);
     expect(await b.lastSummary()).toBeNull();
     await a.finish({ pending: 3, oldestFirstSeenAt: 1000 });
-    expect(await admin.get(`${prefix}redec:lease`)).toMatch(/^done:/);
+    expect(await fx.admin.get(`${prefix}redec:lease`)).toMatch(/^done:/);
     expect(await b.acquire()).toBe(false); // ran within the interval
     expect(await b.lastSummary()).toEqual({ pending: 3, oldestFirstSeenAt: 1000 });
-    await admin.del(`${prefix}redec:lease`); // the hold ran out
+    await fx.admin.del(`${prefix}redec:lease`); // the hold ran out
     expect(await b.acquire()).toBe(true);
     await b.finish(null);
-    expect(await admin.exists(`${prefix}redec:lease`)).toBe(0);
+    expect(await fx.admin.exists(`${prefix}redec:lease`)).toBe(0);
     expect(await a.acquire()).toBe(true);
     await a.finish({ pending: 0, oldestFirstSeenAt: null });
     expect(await b.lastSummary()).toEqual({ pending: 0, oldestFirstSeenAt: null });
   });
 
   it('a lease that lapsed and was taken by another replica is lost: renew says so and finish touches nothing', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await state(prefix, { leaseMs: 3 });
     const b = await state(prefix, { leaseMs: 60_000 });
     expect(await a.acquire()).toBe(true);
     await vi.waitFor(async () => expect(await b.acquire()).toBe(true), { timeout: 2000 });
     expect(await a.renew()).toBe(false);
     await a.finish({ pending: 1, oldestFirstSeenAt: 1 });
-    expect(await admin.get(`${prefix}redec:lease`)).toMatch(/^running:/);
+    expect(await fx.admin.get(`${prefix}redec:lease`)).toMatch(/^running:/);
     expect(await b.lastSummary()).toBeNull();
   });
 });

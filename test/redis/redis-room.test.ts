@@ -1,5 +1,5 @@
 import { createClient } from '@redis/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Revocation } from '../../src/lib/revocation-hook.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
@@ -14,27 +14,12 @@ import {
   type RedisMetrics,
 } from '../../src/redis/index.js';
 import { MemoryDedupStore } from '../../src/webhooks/index.js';
-import { getTestRedis, spawnRedisServer, type TestRedis } from '../helpers/redis.js';
+import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
 
-let redis: TestRedis;
-let admin: ReturnType<typeof createClient>;
-const opened: { close(): Promise<void> }[] = [];
+const fx = useTestRedis();
+const { opened } = fx;
 
-beforeAll(async () => {
-  redis = await getTestRedis();
-  admin = createClient({ url: redis.url });
-  admin.on('error', () => undefined);
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.close();
-  await redis?.stop();
-});
-afterEach(async () => {
-  await Promise.allSettled(opened.splice(0).map((o) => o.close()));
-});
-
-async function connection(url = redis.url, commandTimeoutMs = 500): Promise<{ conn: RedisConnection; metrics: RedisMetrics; registry: ReturnType<typeof createRegistry> }> {
+async function connection(url = fx.redis.url, commandTimeoutMs = 500): Promise<{ conn: RedisConnection; metrics: RedisMetrics; registry: ReturnType<typeof createRegistry> }> {
   const registry = createRegistry({ defaultMetrics: false });
   const metrics = createRedisMetrics(registry);
   const conn = new RedisConnection({ url: () => url, commandTimeoutMs, logger: silentLogger(), metrics, healthIntervalMs: 100 });
@@ -43,7 +28,7 @@ async function connection(url = redis.url, commandTimeoutMs = 500): Promise<{ co
   return { conn, metrics, registry };
 }
 
-async function upConnection(url = redis.url, commandTimeoutMs = 500): ReturnType<typeof connection> {
+async function upConnection(url = fx.redis.url, commandTimeoutMs = 500): ReturnType<typeof connection> {
   const c = await connection(url, commandTimeoutMs);
   await vi.waitFor(() => expect(c.conn.isUp).toBe(true), { timeout: 5000 });
   return c;
@@ -70,12 +55,12 @@ const count = async (c: { get(): Promise<{ values: { value: number; labels: Reco
 
 describe('RedisDedupStore against real Redis', () => {
   it('one claim across replicas; the waiter learns "accepted" from the channel; then duplicate everywhere', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await replica(prefix);
     const b = await replica(prefix);
     const claim = await a.store.claim('evt_1');
     expect(claim.kind).toBe('claimed');
-    expect(await admin.get(`${prefix}dedup:evt_1`)).toMatch(/^inflight:/);
+    expect(await fx.admin.get(`${prefix}dedup:evt_1`)).toMatch(/^inflight:/);
 
     const waiting = await b.store.claim('evt_1');
     expect(waiting.kind).toBe('in_flight');
@@ -83,8 +68,8 @@ describe('RedisDedupStore against real Redis', () => {
     await a.store.markAccepted('evt_1', claim.token);
     expect(await waiting.outcome).toBe('accepted');
 
-    expect(await admin.get(`${prefix}dedup:evt_1`)).toBe('accepted');
-    const ttl = await admin.pTTL(`${prefix}dedup:evt_1`);
+    expect(await fx.admin.get(`${prefix}dedup:evt_1`)).toBe('accepted');
+    const ttl = await fx.admin.pTTL(`${prefix}dedup:evt_1`);
     expect(ttl).toBeGreaterThan(10_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
     expect((await b.store.claim('evt_1')).kind).toBe('duplicate');
@@ -95,7 +80,7 @@ describe('RedisDedupStore against real Redis', () => {
   });
 
   it('release lets the next copy claim; the waiter learns "released"', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await replica(prefix);
     const b = await replica(prefix);
     const claim = await a.store.claim('evt_2');
@@ -103,27 +88,27 @@ describe('RedisDedupStore against real Redis', () => {
     if (claim.kind !== 'claimed' || waiting.kind !== 'in_flight') throw new Error(`unexpected ${claim.kind} / ${waiting.kind}`);
     await a.store.release('evt_2', claim.token);
     expect(await waiting.outcome).toBe('released');
-    expect(await admin.exists(`${prefix}dedup:evt_2`)).toBe(0);
+    expect(await fx.admin.exists(`${prefix}dedup:evt_2`)).toBe(0);
     expect((await b.store.claim('evt_2')).kind).toBe('claimed');
   });
 
   it('release and accept are guarded by the claim token', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await replica(prefix);
     const claim = await a.store.claim('evt_3');
     if (claim.kind !== 'claimed') throw new Error('not claimed');
     await a.store.release('evt_3', 'someone-else');
-    expect(await admin.get(`${prefix}dedup:evt_3`)).toBe(`inflight:${claim.token}`);
+    expect(await fx.admin.get(`${prefix}dedup:evt_3`)).toBe(`inflight:${claim.token}`);
 
     // the scripts themselves, called with another token
     const { RELEASE } = await import('../../src/redis/dedup-scripts.js');
     const r = await a.conn.call('t', (c) => RELEASE.run(c, [`${prefix}dedup:evt_3`], ['other', `${prefix}dedup-settled`, '{}']));
     expect(r).toBe(0);
-    expect(await admin.get(`${prefix}dedup:evt_3`)).toBe(`inflight:${claim.token}`);
+    expect(await fx.admin.get(`${prefix}dedup:evt_3`)).toBe(`inflight:${claim.token}`);
   });
 
   it('a holder that never settles (killed) loses the claim after its lease; settling late counts a lapse', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const dead = await replica(prefix, { leaseMs: 300 });
     const b = await replica(prefix, { leaseMs: 300 });
     const claim = await dead.store.claim('evt_4');
@@ -135,14 +120,14 @@ describe('RedisDedupStore against real Redis', () => {
 
     await dead.store.markAccepted('evt_4', claim.token);
     expect(await count(dead.metrics.dedupLeaseLapses)).toBe(1);
-    expect(await admin.get(`${prefix}dedup:evt_4`)).toBe('accepted');
+    expect(await fx.admin.get(`${prefix}dedup:evt_4`)).toBe('accepted');
   });
 
   it('Redis unreachable: claims fall back to this replica, counted, and accepted ids are still remembered here', async () => {
     const down = await spawnRedisServer();
     const url = down.url;
     await down.stop();
-    const a = await replica(redis.prefix(), { url });
+    const a = await replica(fx.redis.prefix(), { url });
     const claim = await a.store.claim('evt_5');
     expect(claim.kind).toBe('claimed');
     if (claim.kind !== 'claimed') return;
@@ -161,7 +146,7 @@ describe('RedisDedupStore across an outage', () => {
   it('an event accepted while Redis was away is a duplicate on the other replicas once it is back', async () => {
     const own = await spawnRedisServer();
     opened.push({ close: () => own.stop() });
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const a = await replica(prefix, { url: own.url });
     const b = await replica(prefix, { url: own.url });
     await vi.waitFor(() => expect(a.conn.isUp && b.conn.isUp).toBe(true), { timeout: 5000 });
@@ -222,7 +207,7 @@ describe('RedisConnection', () => {
     const { conn } = await upConnection();
     const script = new RedisScript(`return ARGV[1] .. '!'`);
     expect(await conn.call('s', (c) => script.run(c, [], ['a']))).toBe('a!');
-    await admin.sendCommand(['SCRIPT', 'FLUSH']);
+    await fx.admin.sendCommand(['SCRIPT', 'FLUSH']);
     expect(await conn.call('s', (c) => script.run(c, [], ['b']))).toBe('b!');
   });
 
@@ -241,7 +226,7 @@ describe('InvalidationBus', () => {
   };
 
   it('a shared revocation reaches the other replicas, not its sender twice', async () => {
-    const prefix = redis.prefix();
+    const prefix = fx.redis.prefix();
     const mk = async () => {
       const { conn, metrics } = await upConnection();
       const rec = recorder();
@@ -269,7 +254,7 @@ describe('InvalidationBus', () => {
     opened.push({ close: () => own.stop() });
     const { conn, metrics } = await upConnection(own.url);
     const rec = recorder();
-    const bus = new InvalidationBus({ connection: conn, keyspace: new RedisKeyspace(redis.prefix()), local: rec.hook, metrics, logger: silentLogger() });
+    const bus = new InvalidationBus({ connection: conn, keyspace: new RedisKeyspace(fx.redis.prefix()), local: rec.hook, metrics, logger: silentLogger() });
     await bus.start();
 
     await own.stop();
@@ -295,16 +280,16 @@ describe('RedisConnection follows a rotated URL', () => {
     opened.push(conn);
     conn.start();
     const got: string[] = [];
-    const channel = `${redis.prefix()}rotation`;
+    const channel = `${fx.redis.prefix()}rotation`;
     await conn.subscribe(channel, (m) => got.push(m));
     expect(conn.isUp).toBe(false);
 
-    url = redis.url; // what a re-read --redis-url-file would give
+    url = fx.redis.url; // what a re-read --redis-url-file would give
     await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
     expect(await conn.call('get', (c) => c.sendCommand(['PING']))).toBe('PONG');
     await vi.waitFor(
       async () => {
-        await admin.publish(channel, 'hello');
+        await fx.admin.publish(channel, 'hello');
         expect(got).toContain('hello');
       },
       { timeout: 5000, interval: 100 },

@@ -1,5 +1,4 @@
-import { createClient } from '@redis/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import {
@@ -15,36 +14,21 @@ import {
   RedisWebhookQueue,
   replayDeadLetters,
 } from '../../src/redis/index.js';
-import { getTestRedis, type TestRedis } from '../helpers/redis.js';
+import { useTestRedis } from '../helpers/redis.js';
 import { startApp, type FakeApp } from '../webhooks/helpers.js';
 
 /**
  * The queue's pieces against a real Redis, in process (the scenarios with real `serve` processes
  * are in test/e2e/queue-mode.test.ts). No timed assertions: waits poll for an outcome.
  */
-let redis: TestRedis;
-let admin: ReturnType<typeof createClient>;
-const opened: { close(): Promise<void> }[] = [];
+const fx = useTestRedis();
+const { opened } = fx;
 
-beforeAll(async () => {
-  redis = await getTestRedis();
-  admin = createClient({ url: redis.url });
-  admin.on('error', () => undefined);
-  await admin.connect();
-});
-afterAll(async () => {
-  await admin?.close();
-  await redis?.stop();
-});
-afterEach(async () => {
-  await Promise.allSettled(opened.splice(0).reverse().map((o) => o.close()));
-});
-
-async function connection(url = redis.url): Promise<RedisConnection> {
+async function connection(url = fx.redis.url): Promise<RedisConnection> {
   const conn = new RedisConnection({ url: () => url, commandTimeoutMs: 1000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })), healthIntervalMs: 100 });
   opened.push(conn);
   conn.start();
-  if (url === redis.url) await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
+  if (url === fx.redis.url) await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
   return conn;
 }
 
@@ -77,7 +61,7 @@ async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; ur
 
 const event = (id: string) => ({ id, type: 'test.event', headers: { 'content-type': 'application/json', 'x-service-event-id': id, 'x-consent-sidecar-verified': 'v1' }, body: Buffer.from(`{"id":"${id}"}`) });
 let n = 0;
-const prefix = (): string => `${redis.prefix()}q${++n}:`;
+const prefix = (): string => `${fx.redis.prefix()}q${++n}:`;
 
 describe('backoffMs', () => {
   it.each([
@@ -122,10 +106,10 @@ describe('RedisWebhookQueue', () => {
     await vi.waitFor(() => expect(a.received).toHaveLength(1), { timeout: 5000 });
     expect(a.received[0]!.body.equals(body)).toBe(true);
     expect(a.received[0]!.headers).toMatchObject({ 'x-service-event-id': 'evt_raw', 'x-consent-sidecar-verified': 'v1' });
-    await vi.waitFor(async () => expect(Number(await admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(0), { timeout: 3000 });
-    expect(Number(await admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0);
-    expect(Number(await admin.sendCommand(['EXISTS', `${p}queue:delivered:evt_raw`]))).toBe(1);
-    expect(Number(await admin.sendCommand(['PTTL', `${p}queue:delivered:evt_raw`]))).toBeGreaterThan(50_000);
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(0), { timeout: 3000 });
+    expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0);
+    expect(Number(await fx.admin.sendCommand(['EXISTS', `${p}queue:delivered:evt_raw`]))).toBe(1);
+    expect(Number(await fx.admin.sendCommand(['PTTL', `${p}queue:delivered:evt_raw`]))).toBeGreaterThan(50_000);
     const forwards = await registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total')!.get();
     expect(forwards.values.find((v) => v.labels.outcome === 'delivered')?.value).toBe(1);
   });
@@ -136,12 +120,12 @@ describe('RedisWebhookQueue', () => {
     const p = prefix();
     const { q } = await queue(p, a.url);
     await q.enqueue(event('evt_retry'));
-    await vi.waitFor(async () => expect(Number(await admin.sendCommand(['ZCARD', `${p}queue:delayed`]))).toBe(1), { timeout: 5000 });
-    const [member] = (await admin.sendCommand(['ZRANGE', `${p}queue:delayed`, '0', '0'])) as string[];
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:delayed`]))).toBe(1), { timeout: 5000 });
+    const [member] = (await fx.admin.sendCommand(['ZRANGE', `${p}queue:delayed`, '0', '0'])) as string[];
     expect(JSON.parse(member!)).toMatchObject({ id: 'evt_retry', attempts: 1, lastError: 'app answered 503' });
     a.behaviour = { status: 204 };
     await vi.waitFor(() => expect(a.received.length).toBe(2), { timeout: 5000 });
-    await vi.waitFor(async () => expect(Number(await admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0), { timeout: 3000 });
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0), { timeout: 3000 });
   });
 
   it('past the horizon: a dead letter; list shows it; two replays at once move it once', async () => {
@@ -159,7 +143,7 @@ describe('RedisWebhookQueue', () => {
     await q.stop();
     const [r1, r2] = await Promise.all([replayDeadLetters(conn, keys, { all: true }, Date.now()), replayDeadLetters(conn, keys, { ids: ['evt_dl'] }, Date.now())]);
     expect([...r1.replayed, ...r2.replayed]).toEqual(['evt_dl']);
-    expect(Number(await admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(1);
+    expect(Number(await fx.admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(1);
     expect(await listDeadLetters(conn, keys)).toEqual([]);
     expect(await replayDeadLetters(conn, keys, { ids: ['evt_dl', 'evt_other'] }, Date.now())).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'] });
   });
@@ -172,9 +156,9 @@ describe('RedisWebhookQueue', () => {
     expect(await one.q.enqueue(event('evt_once'))).toBe('duplicate');
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).q.enqueue(event('evt_race'))));
     expect(results.filter((r) => r === 'queued')).toHaveLength(1);
-    await admin.sendCommand(['SET', `${p}dedup:evt_passthrough`, 'accepted', 'PX', '60000']);
+    await fx.admin.sendCommand(['SET', `${p}dedup:evt_passthrough`, 'accepted', 'PX', '60000']);
     expect(await two.q.enqueue(event('evt_passthrough'))).toBe('duplicate');
-    expect(Number(await admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
+    expect(Number(await fx.admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
   });
 
@@ -182,15 +166,15 @@ describe('RedisWebhookQueue', () => {
     const a = await app();
     const p = prefix();
     const events = `${p}queue:events`;
-    await admin.sendCommand(['XGROUP', 'CREATE', events, 'workers', '0', 'MKSTREAM']);
-    await admin.sendCommand(['XGROUP', 'CREATECONSUMER', events, 'workers', 'ghost-idle']);
+    await fx.admin.sendCommand(['XGROUP', 'CREATE', events, 'workers', '0', 'MKSTREAM']);
+    await fx.admin.sendCommand(['XGROUP', 'CREATECONSUMER', events, 'workers', 'ghost-idle']);
     // a ghost holding an event (read, never acknowledged): it must stay until the event is taken over
-    await admin.sendCommand(['XADD', events, '*', 'e', 'not-json']);
-    await admin.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'ghost-holding', 'COUNT', '1', 'STREAMS', events, '>']);
+    await fx.admin.sendCommand(['XADD', events, '*', 'e', 'not-json']);
+    await fx.admin.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'ghost-holding', 'COUNT', '1', 'STREAMS', events, '>']);
     await new Promise((r) => setTimeout(r, 20));
     await queue(p, a.url, { staleConsumerMs: 10 });
     const names = async (): Promise<string[]> =>
-      ((await admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).map((c) => String(c[1]));
+      ((await fx.admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).map((c) => String(c[1]));
     await vi.waitFor(async () => expect(await names()).not.toContain('ghost-idle'), { timeout: 5000 });
     expect(await names()).toContain('ghost-holding');
   });
