@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,24 +80,36 @@ let converter: Promise<string> | undefined;
  * Kubernetes uses), so the tests need no YAML library: the text goes in with --set-file and comes
  * back as base64 JSON.
  */
+const CONVERTER_CHART = 'apiVersion: v2\nname: yaml-to-json\nversion: 0.0.0\n';
+const CONVERTER_TEMPLATE = [
+  '{{- $docs := list -}}',
+  '{{- range $doc := regexSplit "(?m)^---[ \\\\t]*$" .Values.input -1 -}}',
+  '{{- $obj := fromYaml $doc -}}',
+  '{{- if hasKey $obj "Error" -}}{{- fail (printf "not YAML: %s" $obj.Error) -}}{{- end -}}',
+  '{{- if $obj -}}{{- $docs = append $docs $obj -}}{{- end -}}',
+  '{{- end -}}',
+  'json: {{ toJson $docs | b64enc }}',
+  '',
+].join('\n');
+
 function converterChart(): Promise<string> {
   converter ??= (async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'consent-sidecar-yaml2json-'));
-    await mkdir(join(dir, 'templates'));
-    await writeFile(join(dir, 'Chart.yaml'), 'apiVersion: v2\nname: yaml-to-json\nversion: 0.0.0\n');
-    await writeFile(
-      join(dir, 'templates/out.yaml'),
-      [
-        '{{- $docs := list -}}',
-        '{{- range $doc := regexSplit "(?m)^---[ \\\\t]*$" .Values.input -1 -}}',
-        '{{- $obj := fromYaml $doc -}}',
-        '{{- if hasKey $obj "Error" -}}{{- fail (printf "not YAML: %s" $obj.Error) -}}{{- end -}}',
-        '{{- if $obj -}}{{- $docs = append $docs $obj -}}{{- end -}}',
-        '{{- end -}}',
-        'json: {{ toJson $docs | b64enc }}',
-        '',
-      ].join('\n'),
-    );
+    // One directory per content, shared by every test process and run: it used to be a new
+    // temporary directory per test file, never removed (hundreds piled up in /tmp). Built aside
+    // and renamed into place, so a process never sees it half-written.
+    const hash = createHash('sha256').update(CONVERTER_CHART).update(CONVERTER_TEMPLATE).digest('hex').slice(0, 16);
+    const dir = join(tmpdir(), `consent-sidecar-yaml2json-${hash}`);
+    if (existsSync(join(dir, 'templates/out.yaml'))) return dir;
+    const building = await mkdtemp(join(tmpdir(), 'consent-sidecar-yaml2json-building-'));
+    await mkdir(join(building, 'templates'));
+    await writeFile(join(building, 'Chart.yaml'), CONVERTER_CHART);
+    await writeFile(join(building, 'templates/out.yaml'), CONVERTER_TEMPLATE);
+    try {
+      await rename(building, dir);
+    } catch {
+      // Another process put it in place first.
+      await rm(building, { recursive: true, force: true });
+    }
     return dir;
   })();
   return converter;
