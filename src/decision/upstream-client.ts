@@ -125,6 +125,8 @@ export class UpstreamClient {
           },
           onResponseEnd() {
             if (call.settled) return;
+            // Never a truncated body as if it were whole (abort normally ends in onResponseError).
+            if (tooBig) return fail(tooBig);
             call.settled = true;
             resolve({ status, date, body: (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), attempts: n });
           },
