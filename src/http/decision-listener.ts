@@ -21,6 +21,8 @@ import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
 export const CHECK_PATH = '/v1/authorization/check';
 const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
 export const SOURCE_HEADER = 'x-consent-decision-source';
+/** A `no-cache` directive in one Cache-Control field value (several fields: any of them). */
+const NO_CACHE = /(?:^|,)\s*no-cache\s*(?:,|$)/i;
 
 export interface DecisionListenerOptions {
   readonly service: DecisionService;
@@ -132,13 +134,21 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
 
   const check = (req: IncomingMessage, res: ServerResponse): void => {
     const t0 = performance.now();
-    const declared = Number(req.headers['content-length']);
+    // The raw header list, not `req.headers`, which node builds lazily on first read: a hit
+    // pays for no object it does not use.
+    const raw = req.rawHeaders;
+    let declared = 0;
+    let noCache = false;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      if (name.length === 14 && name.toLowerCase() === 'content-length') declared = Number(raw[i + 1]);
+      else if (name.length === 13 && name.toLowerCase() === 'cache-control' && NO_CACHE.test(raw[i + 1]!)) noCache = true;
+    }
     if (declared > max) {
       send(res, oversize, true, t0);
       req.resume();
       return;
     }
-    const noCache = /(?:^|,)\s*no-cache\s*(?:,|$)/i.test(req.headers['cache-control'] ?? '');
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {

@@ -4,3 +4,4 @@ export { Readiness } from './readiness.js';
 export { RateLimiter } from './rate-limited-log.js';
 export { registerBuildInfo } from './build-info.js';
 export { FastHistogram } from './fast-histogram.js';
+export { FastCounter } from './fast-counter.js';

@@ -50,6 +50,28 @@ describe('ALLOW (fresh, then cached)', () => {
     expect(seen.headers.authorization).toBe('Bearer test-api-key');
   });
 
+  it('Cache-Control: no-cache skips the cache in any spelling: case, in a list, in a second field; a look-alike token does not', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    expect((await sidecar.check({ userReference: USER, configKey: KEY })).source).toBe('upstream');
+    const { request } = await import('undici');
+    const ask = async (headers: string[]): Promise<string | undefined> => {
+      const res = await request(`${sidecar.handle.urls.decision}/v1/authorization/check`, {
+        method: 'POST',
+        headers: ['content-type', 'application/json', ...headers],
+        body: JSON.stringify({ userReference: USER, configKey: KEY }),
+      });
+      await res.body.text();
+      return res.headers['x-consent-decision-source'] as string | undefined;
+    };
+    expect(await ask(['Cache-Control', 'No-Cache'])).toBe('upstream');
+    expect(await ask(['cache-control', 'max-age=0, no-cache'])).toBe('upstream');
+    expect(await ask(['Cache-Control', 'max-age=0', 'CACHE-CONTROL', 'no-cache'])).toBe('upstream');
+    expect(await ask(['cache-control', 'no-cache-please'])).toBe('cache');
+    expect(await ask(['x-cache-control', 'no-cache'])).toBe('cache');
+    expect(await ask([])).toBe('cache');
+    expect(upstream.checks).toBe(4);
+  });
+
   it('keys the cache on the whole request: another configKey or another user is a miss', async () => {
     upstream.reply((r) => {
       const { configKey } = JSON.parse(r.body) as { configKey: string };
