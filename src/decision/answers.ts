@@ -10,8 +10,12 @@ function answer(status: Answer['status'], decision: Answer['decision'], source: 
 /** The service's own shapes, rebuilt from the parsed fields only. */
 export function decisionAnswer(d: ServiceDecision, source: 'cache' | 'upstream'): Answer {
   switch (d.kind) {
-    case 'allow':
-      return answer(200, 'allow', source, { decision: 'ALLOW', configKey: d.configKey, validUntil: d.validUntil });
+    case 'allow': {
+      // What JSON.stringify({decision, configKey, validUntil}) writes (validUntil is a safe integer),
+      // without building the object; not frozen, it is this request's own.
+      const body = `{"decision":"ALLOW","configKey":${JSON.stringify(d.configKey)},"validUntil":${d.validUntil}}`;
+      return { status: 200, decision: 'allow', source, body, bodyBytes: Buffer.byteLength(body) };
+    }
     case 'evaluated_denial':
       return answer(200, 'deny', source, { decision: 'DENY', configKey: d.configKey });
     case 'pre_evaluation_denial':

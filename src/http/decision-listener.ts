@@ -87,27 +87,36 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
           return;
         }
       }
-      o.service
-        .decide(req, noCache)
-        .then(
-          (a) => {
+      // One `then`, its handlers guarding themselves (no promise per fallback): if sending
+      // fails (metrics, headers), fail closed; and if that fails too, the last resort.
+      o.service.decide(req, noCache).then(
+        (a) => {
+          try {
             send(res, a, false, t0);
             log?.record(req, a);
-          },
-          (err: unknown) => {
+          } catch (err) {
+            failClosedOrLastResort(res, err, t0);
+          }
+        },
+        (err: unknown) => {
+          try {
             const a = failClosed(res, err, t0);
             log?.record(req, a);
-          },
-        )
-        // send itself failed (metrics, headers): fail closed; and if that fails too, the last resort.
-        .catch((err: unknown) => failClosed(res, err, t0))
-        .catch((err: unknown) => lastResort(res, err));
+          } catch (again) {
+            lastResort(res, again);
+          }
+        },
+      );
     } catch (err) {
-      try {
-        failClosed(res, err, t0);
-      } catch (again) {
-        lastResort(res, again);
-      }
+      failClosedOrLastResort(res, err, t0);
+    }
+  };
+
+  const failClosedOrLastResort = (res: ServerResponse, err: unknown, t0: number): void => {
+    try {
+      failClosed(res, err, t0);
+    } catch (again) {
+      lastResort(res, again);
     }
   };
 
