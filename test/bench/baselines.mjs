@@ -3,6 +3,9 @@
 //                                           (an empty REDEC listing for a GET)
 //   forwarder <port> <upstreamUrl> <apiKey> the miss path's baseline: node:http + an undici Pool
 //   hmac <port> <secret>                    the webhooks' baseline: reads the body, checks the HMAC
+//   hmac-forward <port> <secret> <appUrl>   the same, then POSTs the body to the app (undici Pool)
+//                                           and answers 200 once the app said 2xx: the least any
+//                                           ingress that forwards before it acknowledges must do
 //   app <port>                              the application behind the sidecar: 204 to everything
 // Each prints `ready <port>` once listening, and exits on SIGTERM.
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -53,6 +56,25 @@ if (role === 'upstream') {
       const expected = Buffer.from(createHmac('sha256', secret).update(`${ts}.`).update(body).digest('hex'));
       const ok = given.length === expected.length && timingSafeEqual(given, expected);
       res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json' }).end('{"status":"accepted"}');
+    });
+} else if (role === 'hmac-forward') {
+  const secret = a;
+  const app = new URL(b);
+  const pool = new Pool(app.origin, { connections: 128, pipelining: 1 });
+  handler = (req, res) =>
+    readBody(req, async (body) => {
+      const ts = String(req.headers['x-service-timestamp']);
+      const given = Buffer.from(String(req.headers['x-service-signature']).slice(3));
+      const expected = Buffer.from(createHmac('sha256', secret).update(`${ts}.`).update(body).digest('hex'));
+      if (!(given.length === expected.length && timingSafeEqual(given, expected))) return res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"signature_mismatch"}');
+      try {
+        const r = await pool.request({ method: 'POST', path: app.pathname, headers: { 'content-type': 'application/json', 'x-service-event-id': String(req.headers['x-service-event-id']) }, body });
+        await r.body.dump();
+        const ok = r.statusCode >= 200 && r.statusCode < 300;
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(ok ? '{"status":"accepted"}' : '{"error":"app_unavailable"}');
+      } catch {
+        res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"app_unavailable"}');
+      }
     });
 } else if (role === 'app') {
   handler = (req, res) => {

@@ -66,6 +66,8 @@ export async function benchWebhooks(o: { rounds: number; durationS: number; conn
     stops.push(() => stopChild(app.child));
     const hmac = await role('hmac', SECRET);
     stops.push(() => stopChild(hmac.child));
+    const hmacForward = await role('hmac-forward', SECRET, `http://127.0.0.1:${app.port}/hooks`);
+    stops.push(() => stopChild(hmacForward.child));
     const up = await role('upstream', String(Date.now() + 3_600_000));
     stops.push(() => stopChild(up.child));
     const [port, admin, decision] = [await freePort(), await freePort(), await freePort()];
@@ -94,6 +96,7 @@ export async function benchWebhooks(o: { rounds: number; durationS: number; conn
       }
     };
     await run(hmac.port, false, 1)();
+    await run(hmacForward.port, false, 1)();
     await run(port, false, 1)();
     const out: Comparison[] = [];
     for (const mixed of [false, true]) {
@@ -113,6 +116,20 @@ export async function benchWebhooks(o: { rounds: number; durationS: number; conn
         }),
       );
     }
+    // Like for like: a minimal verifier that also forwards each event to the app before it
+    // answers, as the sidecar must (the bare verifier never makes that second HTTP exchange).
+    out.push(
+      await compare({
+        name: 'Webhooks, mixed stream: sidecar vs a minimal node verifier that also forwards to the app (undici)',
+        baselineName: 'node HMAC verifier + forward',
+        subjectName: 'sidecar (verify, dedup, forward)',
+        baseline: run(hmacForward.port, true),
+        subject: run(port, true),
+        baselinePids: [hmacForward.child.pid],
+        subjectPids: [sidecar.pid],
+        rounds: o.rounds,
+      }),
+    );
     return out;
   } finally {
     for (const s of stops.reverse()) await s();
