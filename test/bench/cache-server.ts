@@ -2,10 +2,11 @@
  * A sidecar whose ALLOW cache was filled with N entries before it started (as N misses would, in
  * far less time): `cache-server.ts <entries> <upstreamUrl> <decisionPort> <adminPort>`. Entries
  * are userReference `user-<10 digits>` and configKey `cfg-<11 digits>` (15 + 15 characters).
- * Prints `ready` once listening; on SIGTERM prints the event loop's longest stall (ms, from
+ * Prints `ready` once listening; on SIGUSR1 (then starting over) and on SIGTERM prints the event loop's longest stall (ms, from
  * perf_hooks' monitorEventLoopDelay, 1 ms resolution) as `stall <ms>`, and the longest stall spent
  * working (`busy <ms>`: for each gap between 1 ms ticks, the smaller of the wall-clock gap and the
- * CPU time the process used in it, so time the OS gave to other processes does not count).
+ * CPU time the process used in it, so time the OS gave to other processes does not count). SIGUSR2
+ * starts over without printing.
  */
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { loadServeConfig } from '../../src/config/index.js';
@@ -46,13 +47,22 @@ if (entriesText !== undefined) {
     lastCpu = cpu;
   }, 1);
   process.stdout.write('ready\n');
-  process.on('SIGUSR2', () => {
+  const report = (): void => {
+    process.stdout.write(`stall ${(h.max / 1e6).toFixed(1)} busy ${busyMax.toFixed(1)}\n`);
+  };
+  const reset = (): void => {
     h.reset();
     busyMax = 0;
+  };
+  process.on('SIGUSR2', reset);
+  // The phase so far, then a new phase (the bench reads scraping and purging apart).
+  process.on('SIGUSR1', () => {
+    report();
+    reset();
   });
   process.on('SIGTERM', () => {
     h.disable();
-    process.stdout.write(`stall ${(h.max / 1e6).toFixed(1)} busy ${busyMax.toFixed(1)}\n`);
+    report();
     process.exit(0);
   });
 }
