@@ -8,6 +8,12 @@ export function cacheKey(req: CheckRequest): string {
   return `${req.userReference.length}:${req.userReference}${req.configKey}`;
 }
 
+/** Whether `key` is a {@link cacheKey} of `userReference` (without building its prefix). */
+function isKeyOf(key: string, userReference: string): boolean {
+  const len = String(userReference.length);
+  return key.startsWith(len) && key.charCodeAt(len.length) === 58 /* ':' */ && key.startsWith(userReference, len.length + 1);
+}
+
 /**
  * How far ahead of what its `Date` header says the service's clock may be (ms): the header has
  * one-second resolution and is truncated, so `12:00:00` was sent at some instant of that second.
@@ -247,9 +253,12 @@ export class AllowCache implements RevocationHook {
   setAllow(key: string, userReference: string, allow: AllowDecision, diesAt: number, generation: number): boolean {
     const s = this.s;
     if (s === null || generation !== this.gen || allow.kind !== 'allow') return false;
-    if (!key.startsWith(`${userReference.length}:${userReference}`)) return false;
+    if (!isKeyOf(key, userReference)) return false;
     const lifeMs = diesAt - this.now();
     if (!(lifeMs > 0)) return false;
+    // The configKey is held before the entry it replaces lets go of it: a refresh of the same
+    // answer keeps the interned body prefix instead of dropping and rebuilding it.
+    const config = this.configs.acquire(allow.configKey);
     const old = s.slotOf.get(key);
     if (old !== undefined) this.remove(s, old);
     const slot = this.allocate(s);
@@ -258,7 +267,7 @@ export class AllowCache implements RevocationHook {
     s.wallDeath[slot] = diesAt;
     s.monoDeath[slot] = this.monoNow() + lifeMs;
     s.validUntil[slot] = allow.validUntil;
-    s.config[slot] = this.configs.acquire(allow.configKey);
+    s.config[slot] = config;
     // most recently used
     s.lruPrev[slot] = NONE;
     s.lruNext[slot] = s.lruHead;

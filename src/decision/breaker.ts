@@ -10,6 +10,9 @@ export interface BreakerOptions {
   readonly onStateChange?: (state: BreakerState) => void;
 }
 
+/** The ticket of every call while closed (only a half-open probe needs one of its own). */
+const ORDINARY: { readonly probe: boolean } = Object.freeze({ probe: false });
+
 /**
  * A consecutive-failure circuit breaker. While open, checks fail closed at once instead of
  * waiting out the whole deadline against a dead service. After the cooldown one probe at a time
@@ -38,7 +41,7 @@ export class CircuitBreaker {
    * or `null` when the request must fail closed now.
    */
   tryAcquire(): { readonly probe: boolean } | null {
-    if (this.current === 'closed') return { probe: false };
+    if (this.current === 'closed') return ORDINARY;
     if (this.current === 'open' && this.now() - this.openedAt >= this.opts.cooldownMs) this.transition('half_open');
     if (this.current === 'half_open' && !this.probeInFlight) {
       this.probeInFlight = true;
