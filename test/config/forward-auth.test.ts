@@ -1,20 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadServeConfig, type RawFlags } from '../../src/config/index.js';
+import { loadServeConfig, type RawFlags } from '../../src/config/index.js';
+import { configProblems } from '../helpers/config.js';
 
 // --forward-auth-user-header: the default of CONTRACT.md, lower-cased names, and bad names
 // refused naming the flag (and the variable when the value came from it).
 
 const base = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' };
 
-function problems(flags: RawFlags, env: Record<string, string> = {}): string[] {
-  try {
-    loadServeConfig(flags, env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return [...(err as ConfigError).problems];
-  }
-  return [];
-}
+const problems = configProblems;
 
 describe('--forward-auth-user-header', () => {
   it('defaults to x-user-reference and lower-cases what it is given (flag or variable)', () => {

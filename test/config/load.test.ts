@@ -2,20 +2,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadServeConfig, resolveUpstreamConfig, type RawFlags } from '../../src/config/index.js';
+import { loadServeConfig, resolveUpstreamConfig, type RawFlags } from '../../src/config/index.js';
+import { configProblems } from '../helpers/config.js';
 
 const base = { 'upstream-url': 'https://consent.example/api', 'api-key': 'k-123' };
 
-function problems(flags: RawFlags, env: Record<string, string> = {}): string[] {
-  try {
-    loadServeConfig(flags, env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    expect((err as ConfigError).code).toBe('ERR_CONFIG_INVALID');
-    return [...(err as ConfigError).problems];
-  }
-  return [];
-}
+const problems = configProblems;
 
 function tempFile(content: string): string {
   const path = join(mkdtempSync(join(tmpdir(), 'cs-config-')), 'secret');

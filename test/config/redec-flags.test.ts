@@ -1,17 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadServeConfig, resolveRedecListingFields } from '../../src/config/index.js';
+import { configProblems } from '../helpers/config.js';
 
 const BASE = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' };
 
-function problems(flags: Record<string, string>, env: Record<string, string> = {}): string[] {
-  try {
-    loadServeConfig({ ...BASE, ...flags }, env);
-    return [];
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    return [...err.problems];
-  }
-}
+const problems = (flags: Record<string, string>, env: Record<string, string> = {}): string[] => configProblems({ ...BASE, ...flags }, env);
 
 describe('REDEC reconciliation flags', () => {
   it('defaults: on every 300000 ms, grace 7200000, repeat 86400000, page 100, items auto, cursor "cursor"', () => {

@@ -1,19 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadServeConfig, type RawFlags } from '../../src/config/index.js';
+import { loadServeConfig, type RawFlags } from '../../src/config/index.js';
+import { configProblems } from '../helpers/config.js';
 
 // The flags that bound unauthenticated load on the webhook ingress (issue 8, item 3).
 
 const base = { 'upstream-url': 'https://consent.example/api', 'api-key': 'k-123', 'app-webhook-url': 'http://127.0.0.1:8080/h', 'webhook-secret': ['whsec_a'] };
 
-function problems(flags: RawFlags, env: Record<string, string> = {}): string[] {
-  try {
-    loadServeConfig(flags, env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return [...(err as ConfigError).problems];
-  }
-  return [];
-}
+const problems = configProblems;
 
 describe('--webhook-max-unverified-bytes and --webhook-body-timeout-ms', () => {
   it('default to 16 MiB and 10 s', () => {
