@@ -8,6 +8,16 @@ import { deliveryHeaders, metricValue } from '../webhooks/helpers.js';
 import { runCli } from './cli.js';
 
 const ANY = { host: '127.0.0.1', port: 0 };
+/** Every listener on a free loopback port, nothing logged: what each test's demo shares. */
+const QUIET_ON_FREE_PORTS = {
+  listen: ANY,
+  webhookListen: ANY,
+  adminListen: ANY,
+  simulatorListen: ANY,
+  appListen: ANY,
+  logLevel: 'silent',
+  logger: silentLogger(),
+} as const;
 let demo: DemoHandle | undefined;
 afterEach(async () => {
   await demo?.close();
@@ -26,17 +36,7 @@ async function runGuideCheck(guide: string, body: string): Promise<{ status: num
 describe('consent-sidecar demo', () => {
   it('wires simulator, sidecar and app, and every check the guide prints answers as it says', async () => {
     const printed: string[] = [];
-    demo = await startDemo({
-      listen: ANY,
-      webhookListen: ANY,
-      adminListen: ANY,
-      simulatorListen: ANY,
-      appListen: ANY,
-      timeScale: 60,
-      logLevel: 'silent',
-      logger: silentLogger(),
-      print: (l) => printed.push(l),
-    });
+    demo = await startDemo({ ...QUIET_ON_FREE_PORTS, timeScale: 60, print: (l) => printed.push(l) });
     const { guide } = demo;
     const body = (user: string, key: string) => JSON.stringify({ userReference: user, configKey: key });
     const allow = await runGuideCheck(guide, body('alice', 'marketing-email'));
@@ -70,17 +70,7 @@ describe('consent-sidecar demo', () => {
   });
 
   it('prints the webhook secret it uses, CLI lines that run after npm ci, and trigger/resend work against it', async () => {
-    demo = await startDemo({
-      listen: ANY,
-      webhookListen: ANY,
-      adminListen: ANY,
-      simulatorListen: ANY,
-      appListen: ANY,
-      timeScale: 60,
-      logLevel: 'silent',
-      logger: silentLogger(),
-      print: () => undefined,
-    });
+    demo = await startDemo({ ...QUIET_ON_FREE_PORTS, timeScale: 60, print: () => undefined });
     const { guide } = demo;
     // The printed secret is the one the sidecar verifies with: a delivery signed with it here
     // (node:crypto, independently of our code) is accepted and reaches the demo app.
@@ -142,17 +132,11 @@ describe('consent-sidecar demo', () => {
   it('tells the REDEC story: deliveries go terminal while the app is down, the reconciler hands the obligation once, the evidence ends it', async () => {
     const printed: string[] = [];
     demo = await startDemo({
-      listen: ANY,
-      webhookListen: ANY,
-      adminListen: ANY,
-      simulatorListen: ANY,
-      appListen: ANY,
+      ...QUIET_ON_FREE_PORTS,
       // A service hour of retries lasts a second; the reconciler runs every 200 ms with a 1 s grace.
       timeScale: 3600,
       reconcileIntervalMs: 200,
       reconcileGraceMs: 1000,
-      logLevel: 'silent',
-      logger: silentLogger(),
       print: (l) => printed.push(l),
     });
     const { guide } = demo;
