@@ -34,10 +34,8 @@ export const DECISION_DURATION_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.00
  */
 export class DecisionMetrics {
   private readonly decisions: FastCounter;
-  /** Series index of decisions_total: `decisionBase[decision] + sourceOffset[source] + routeOffset[route]`. */
-  private readonly decisionBase: Record<Answer['decision'], number> = { allow: 0, deny: 0 };
-  private readonly sourceOffset: Record<DecisionSource, number> = { cache: 0, upstream: 0, 'fail-closed': 0, rejected: 0 };
-  private readonly routeOffset: Record<DecisionRoute, number> = { check: 0, forward_auth: 0 };
+  /** decisions_total's series index by decision, source and route, bound once at start-up. */
+  private readonly decisionIndex: Record<Answer['decision'], Record<DecisionSource, Record<DecisionRoute, number>>>;
   private readonly preEvaluation = new Map<string, Inc>();
   private readonly failClosed = new Map<FailClosedCause, Inc>();
   private readonly upstreamDuration: FastHistogram<UpstreamOutcome>;
@@ -63,25 +61,17 @@ export class DecisionMetrics {
       this.durationIndex.set(source, this.decisionDuration.indexOf(label));
     }
     // A fast counter: it is counted on every answer, cache hits included.
-    const series: string[][] = [];
+    const decisions = ['allow', 'deny'] as const;
     const sources = Object.keys(SOURCE_LABEL) as DecisionSource[];
-    (['allow', 'deny'] as const).forEach((decision, d) => {
-      this.decisionBase[decision] = d * sources.length * DECISION_ROUTES.length;
-      sources.forEach((source, s) => {
-        this.sourceOffset[source] = s * DECISION_ROUTES.length;
-        DECISION_ROUTES.forEach((route, r) => {
-          this.routeOffset[route] = r;
-          series.push([decision, SOURCE_LABEL[source], route]);
-        });
-      });
-    });
     this.decisions = new FastCounter(
       `${METRIC_PREFIX}decisions_total`,
       'Answers given to the application (check) or to a proxy (forward_auth), by decision, source and route.',
       ['decision', 'source', 'route'],
-      series,
+      decisions.flatMap((d) => sources.flatMap((s) => DECISION_ROUTES.map((r) => [d, SOURCE_LABEL[s], r]))),
       registry,
     );
+    const bind = <K extends string, V>(keys: readonly K[], f: (k: K) => V): Record<K, V> => Object.fromEntries(keys.map((k) => [k, f(k)])) as Record<K, V>;
+    this.decisionIndex = bind(decisions, (d) => bind(sources, (s) => bind(DECISION_ROUTES, (r) => this.decisions.indexOf(d, SOURCE_LABEL[s], r))));
     const pre = new Counter({
       name: `${METRIC_PREFIX}pre_evaluation_denials_total`,
       help: 'Denials the service gave before evaluating (tenant configuration or references), by reason.',
@@ -140,7 +130,7 @@ export class DecisionMetrics {
 
   /** Counts one answer given to the app (`check`) or to a proxy (`forward_auth`). */
   answered(answer: Answer, route: DecisionRoute = 'check'): void {
-    this.decisions.inc(this.decisionBase[answer.decision] + this.sourceOffset[answer.source] + this.routeOffset[route]);
+    this.decisions.inc(this.decisionIndex[answer.decision][answer.source][route]);
   }
 
   /** Records how long the sidecar took to give an answer (s). */
