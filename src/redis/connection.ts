@@ -115,7 +115,11 @@ export class RedisConnection {
     if (this.closed || !this.client) return; // start() opens the subscriber for what is registered
     if (!this.subscriber) this.openSubscriber();
     else if (first && this.subscriber.isReady) {
-      await this.subscriber.subscribe(channel, (m) => this.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
+      // Under the command deadline: a Redis that accepts and then stalls must not hold up the start
+      // (the client keeps the subscription and completes it when Redis answers).
+      await withDeadline(this.subscriber.subscribe(channel, (m) => this.dispatch(channel, m)), this.options.commandTimeoutMs).catch((err: unknown) =>
+        this.logError('subscribe', err),
+      );
     }
     // Bounded: a Redis that is away must not hold up the start.
     await Promise.race([this.firstSubscribed, sleep(this.options.commandTimeoutMs)]);
