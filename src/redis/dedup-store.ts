@@ -16,6 +16,12 @@ const LEASE_SLACK_MS = 50;
 const FALLBACK_LOG_INTERVAL_MS = 30_000;
 /** Ids accepted while Redis was away, kept to be written once it is back (oldest dropped beyond). */
 const MAX_UNSHARED = 100_000;
+/**
+ * How soon ids accepted without Redis are written again (ms). A restore writes them too, but one
+ * failed call while the health check keeps passing is no restore: without this retry those ids
+ * would stay known to this replica only.
+ */
+const UNSHARED_RETRY_MS = 1000;
 
 export interface RedisDedupStoreOptions {
   readonly connection: RedisConnection;
@@ -60,6 +66,7 @@ export class RedisDedupStore implements DedupStore {
   /** Accepted while Redis did not answer: id → end of retention (epoch ms), written when Redis is back. */
   private readonly unshared = new Map<string, number>();
   private flushing = false;
+  private retryTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(private readonly options: RedisDedupStoreOptions) {
@@ -133,6 +140,7 @@ export class RedisDedupStore implements DedupStore {
       this.unshared.delete(id);
       this.unshared.set(id, Date.now() + this.options.retentionMs);
       if (this.unshared.size > MAX_UNSHARED) this.unshared.delete(this.unshared.keys().next().value!);
+      this.retryFlushSoon();
     } finally {
       await this.options.local.markAccepted(id, token);
     }
@@ -155,6 +163,7 @@ export class RedisDedupStore implements DedupStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     for (const set of this.waiters.values()) for (const wake of set) wake('released');
     this.waiters.clear();
     this.held.clear();
@@ -180,7 +189,17 @@ export class RedisDedupStore implements DedupStore {
     } finally {
       this.flushing = false;
       if (written > 0) this.options.logger.info({ event: 'webhook_dedup_backfilled', events: written }, 'events accepted during the Redis outage recorded in Redis');
+      if (this.unshared.size > 0) this.retryFlushSoon();
     }
+  }
+
+  private retryFlushSoon(): void {
+    if (this.retryTimer || this.closed) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.flushUnshared();
+    }, UNSHARED_RETRY_MS);
+    this.retryTimer.unref();
   }
 
   private key(id: string): string {

@@ -172,6 +172,33 @@ describe('RedisDedupStore across an outage', () => {
   });
 });
 
+describe('RedisDedupStore after one failed accept, Redis up all along', () => {
+  it('the id is written to Redis soon after, though no restore happens, and is a duplicate on another replica', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix);
+    const b = await replica(prefix);
+    const claim = await a.store.claim('evt_one_failure');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    // The accept script fails on a key of the wrong type (a reply error; the health PING is untouched).
+    const look = createClient({ url: fx.redis.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      const key = `${prefix}dedup:evt_one_failure`;
+      await look.del(key);
+      await look.hSet(key, 'x', 'y');
+      await a.store.markAccepted('evt_one_failure', claim.token);
+      expect(await count(a.metrics.dedupFallbacks, { op: 'accept' })).toBe(1);
+      await look.del(key);
+      expect(a.conn.isUp).toBe(true);
+      await vi.waitFor(async () => expect(await look.get(key)).toBe('accepted'), { timeout: 5000 });
+    } finally {
+      await look.close();
+    }
+    expect((await b.store.claim('evt_one_failure')).kind).toBe('duplicate');
+  });
+});
+
 describe('RedisConnection', () => {
   it('turns failures into typed errors: reply, timeout, unavailable, closed', async () => {
     // A Redis of its own: CLIENT PAUSE stops every client, and REDIS_URL may be shared with other tests.
