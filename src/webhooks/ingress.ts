@@ -76,12 +76,14 @@ export class WebhookIngress {
   private readonly sequences: SequenceTracker;
   /** Unauthenticated senders choose how often they are refused: the logs must not follow them. */
   private readonly rejectionLog: RateLimiter;
-  private readonly revocationLog = new RateLimiter(1000);
+  private readonly revocationLog: RateLimiter;
   private readonly outcomes = new Map<DeliveryOutcome, { inc(): void }>();
 
   constructor(private readonly deps: WebhookIngressDeps) {
     this.sequences = new SequenceTracker(deps.metrics);
-    this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS);
+    // On the ingress's own clock, like every other time decision here.
+    this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
+    this.revocationLog = new RateLimiter(1000, deps.now);
   }
 
   /**
