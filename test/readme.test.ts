@@ -4,7 +4,7 @@ import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry, registerBuildInfo } from '../src/observability/index.js';
 import { createRedecMetrics } from '../src/redec/index.js';
-import { createRedisMetrics } from '../src/redis/index.js';
+import { createQueueMetrics, createRedisMetrics } from '../src/redis/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -22,6 +22,7 @@ describe('README tells the truth', () => {
     new DecisionMetrics(registry, () => 0);
     createWebhookMetrics(registry);
     createRedisMetrics(registry);
+    createQueueMetrics(registry);
     createSecretMetrics(registry);
     createRedecMetrics(registry);
     registerBuildInfo(registry, 'x');

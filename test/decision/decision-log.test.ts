@@ -3,11 +3,12 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadServeConfig } from '../../src/config/index.js';
+import { loadServeConfig } from '../../src/config/index.js';
 import { DecisionLog, failClosedAnswer } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { configProblems } from '../helpers/config.js';
 
 const KEY = 'decision-log-key-0123456789';
 /** Computed here with node:crypto, independently of src/decision/decision-log.ts. */
@@ -30,13 +31,7 @@ describe('decision log configuration', () => {
   });
 
   it('names each bad flag', () => {
-    let problems: readonly string[] = [];
-    try {
-      loadServeConfig({ ...base, 'decision-log': 'stdout', 'decision-log-sample-rate': '2', 'decision-log-hash-key': 'short', 'decision-log-buffer-bytes': '1' }, {});
-    } catch (err) {
-      expect(err).toBeInstanceOf(ConfigError);
-      problems = (err as ConfigError).problems;
-    }
+    const problems = configProblems({ ...base, 'decision-log': 'stdout', 'decision-log-sample-rate': '2', 'decision-log-hash-key': 'short', 'decision-log-buffer-bytes': '1' });
     expect(problems.join('\n')).toMatch(/--decision-log-sample-rate: must be a number from 0 to 1/);
     expect(problems.join('\n')).toMatch(/--decision-log-hash-key: the decision log hash key must be at least 16 characters/);
     expect(problems.join('\n')).toMatch(/--decision-log-buffer-bytes: must be an integer/);

@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadServeConfig } from '../../src/config/index.js';
+import { loadServeConfig } from '../../src/config/index.js';
 import { parseListenAddress } from '../../src/lib/listen-address.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { configProblems } from '../helpers/config.js';
 
 // CONTRACT: `--listen` also takes `unix:/path/to.sock` (a socket the app reaches through a shared emptyDir).
 
@@ -24,15 +25,7 @@ afterEach(async () => {
 
 const flags = (listen: string, upstreamUrl = 'http://127.0.0.1:9') => ({ 'upstream-url': upstreamUrl, 'api-key': 'k', listen, 'admin-listen': '127.0.0.1:0', 'shutdown-timeout-ms': '500' });
 
-function problemsOf(f: Record<string, string>): string[] {
-  try {
-    loadServeConfig(f, {});
-  } catch (err) {
-    if (err instanceof ConfigError) return err.message.split('\n');
-    throw err;
-  }
-  return [];
-}
+const problemsOf = (f: Record<string, string>): string[] => configProblems(f);
 
 describe('--listen unix:/path', () => {
   it('parses an absolute path; refuses a relative or empty one, naming the flag', () => {
