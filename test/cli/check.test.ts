@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, startCli } from '../e2e/cli.js';
+import { freePort } from '../helpers/ports.js';
 
 /** A real service stand-in that answers every check with 401, as the service does for a bad key. */
 let unauthorized: Server;
@@ -16,10 +17,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => unauthorized.listen(0, '127.0.0.1', r));
   unauthorizedUrl = `http://127.0.0.1:${(unauthorized.address() as AddressInfo).port}`;
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  deadPort = (probe.address() as AddressInfo).port;
-  await new Promise<void>((r) => probe.close(() => r()));
+  deadPort = await freePort();
 });
 
 afterAll(async () => {

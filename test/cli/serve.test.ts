@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/ports.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -31,14 +32,6 @@ afterEach(async () => {
   for (const c of running.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
   await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
 });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe('consent-sidecar serve', () => {
   it('reports every configuration problem at once, naming the flags, exit 2, no stack trace', async () => {

@@ -4,7 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from './ports.js';
 
 /**
  * A real Redis for a test file, in this order:
@@ -122,17 +122,6 @@ export async function spawnRedisServer(): Promise<SpawnedRedis> {
 
   await start();
   return { url: `redis://127.0.0.1:${port}`, port, stop, start };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

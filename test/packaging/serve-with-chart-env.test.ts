@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, mustFind, render, run, type K8sObject } from './helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
+import { freePort } from '../helpers/ports.js';
 
 /**
  * The chart and the binary agree: `serve` started with exactly the environment the chart renders
@@ -24,16 +24,6 @@ interface Container {
   args: string[];
   env: EnvVar[];
   lifecycle?: { postStart?: { exec?: { command: string[] } } };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 const podContainers = (d: K8sObject): Container[] => {
