@@ -339,7 +339,10 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   ...REDEC_RECONCILE_OPTIONS,
 ];
 
+/** Prefix of every variable the sidecar reads. */
+export const ENV_PREFIX = 'CONSENT_SIDECAR_';
+
 /** `upstream-url` → `CONSENT_SIDECAR_UPSTREAM_URL`. */
 export function envName(flagName: string): string {
-  return `CONSENT_SIDECAR_${flagName.toUpperCase().replace(/-/g, '_')}`;
+  return `${ENV_PREFIX}${flagName.toUpperCase().replace(/-/g, '_')}`;
 }

@@ -1,7 +1,6 @@
-import { envName, SERVE_OPTIONS } from './options.js';
+import { ENV_PREFIX, envName, SERVE_OPTIONS } from './options.js';
 
-/** Prefix of every variable the sidecar reads. */
-export const ENV_PREFIX = 'CONSENT_SIDECAR_';
+export { ENV_PREFIX };
 
 /** A `CONSENT_SIDECAR_*` variable no flag reads, with the nearest one that exists. */
 export interface UnknownVariable {

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { CacheConfig } from '../config/index.js';
+import { allowBodyPrefix } from './answers.js';
 import type { Answer, CheckRequest, ServiceDecision } from './types.js';
 
 /** The key is the whole request; a length prefix keeps `("ab","c")` and `("a","bc")` apart. */
@@ -156,8 +157,7 @@ class ConfigKeys {
       id = this.free.pop() ?? this.names.length;
       this.idOf.set(configKey, id);
       this.names[id] = configKey;
-      // The service's shape, as JSON.stringify({decision, configKey, validUntil}) writes it.
-      const prefix = `{"decision":"ALLOW","configKey":${JSON.stringify(configKey)},"validUntil":`;
+      const prefix = allowBodyPrefix(configKey);
       this.prefixes[id] = prefix;
       this.prefixBytes[id] = Buffer.byteLength(prefix);
       this.refs[id] = 0;

@@ -7,13 +7,21 @@ function answer(status: Answer['status'], decision: Answer['decision'], source: 
   return Object.freeze({ status, decision, source, body: text, bodyBytes: Buffer.byteLength(text) });
 }
 
+/**
+ * An ALLOW body up to its `validUntil`: with `validUntil` (a safe integer) and `}` appended it is
+ * what JSON.stringify({decision, configKey, validUntil}) writes, without building the object. The
+ * cache keeps one per configKey.
+ */
+export function allowBodyPrefix(configKey: string): string {
+  return `{"decision":"ALLOW","configKey":${JSON.stringify(configKey)},"validUntil":`;
+}
+
 /** The service's own shapes, rebuilt from the parsed fields only. */
 export function decisionAnswer(d: ServiceDecision, source: 'cache' | 'upstream'): Answer {
   switch (d.kind) {
     case 'allow': {
-      // What JSON.stringify({decision, configKey, validUntil}) writes (validUntil is a safe integer),
-      // without building the object; not frozen, it is this request's own.
-      const body = `{"decision":"ALLOW","configKey":${JSON.stringify(d.configKey)},"validUntil":${d.validUntil}}`;
+      // Not frozen: it is this request's own.
+      const body = `${allowBodyPrefix(d.configKey)}${d.validUntil}}`;
       return { status: 200, decision: 'allow', source, body, bodyBytes: Buffer.byteLength(body) };
     }
     case 'evaluated_denial':

@@ -22,6 +22,9 @@ export type DecisionRoute = (typeof DECISION_ROUTES)[number];
 
 type Inc = { inc(n?: number): void };
 
+/** `{ [k]: f(k) }` for every key: label values bound to their series once, at start-up. */
+const bind = <K extends string, V>(keys: readonly K[], f: (k: K) => V): Record<K, V> => Object.fromEntries(keys.map((k) => [k, f(k)])) as Record<K, V>;
+
 /**
  * Buckets of `consent_sidecar_decision_duration_seconds` (s): from a cache hit (tens of
  * microseconds) to the upstream deadline.
@@ -45,7 +48,8 @@ export class DecisionMetrics {
   /** Decision log lines not written (buffer full or destination broken). */
   readonly decisionLogDropped: Counter;
   private readonly decisionDuration: FastHistogram<string>;
-  private readonly durationIndex = new Map<DecisionSource, number>();
+  private readonly durationIndex: Record<DecisionSource, number>;
+  private readonly upstreamIndex: Record<UpstreamOutcome, number>;
 
   constructor(registry: Registry, cacheSize: () => number) {
     // A fast histogram: it is observed on every answer, cache hits included.
@@ -57,9 +61,7 @@ export class DecisionMetrics {
       DECISION_DURATION_BUCKETS_S,
       registry,
     );
-    for (const [source, label] of Object.entries(SOURCE_LABEL) as [DecisionSource, string][]) {
-      this.durationIndex.set(source, this.decisionDuration.indexOf(label));
-    }
+    this.durationIndex = bind(Object.keys(SOURCE_LABEL) as DecisionSource[], (source) => this.decisionDuration.indexOf(SOURCE_LABEL[source]));
     // A fast counter: it is counted on every answer, cache hits included.
     const decisions = ['allow', 'deny'] as const;
     const sources = Object.keys(SOURCE_LABEL) as DecisionSource[];
@@ -70,7 +72,6 @@ export class DecisionMetrics {
       decisions.flatMap((d) => sources.flatMap((s) => DECISION_ROUTES.map((r) => [d, SOURCE_LABEL[s], r]))),
       registry,
     );
-    const bind = <K extends string, V>(keys: readonly K[], f: (k: K) => V): Record<K, V> => Object.fromEntries(keys.map((k) => [k, f(k)])) as Record<K, V>;
     this.decisionIndex = bind(decisions, (d) => bind(sources, (s) => bind(DECISION_ROUTES, (r) => this.decisions.indexOf(d, SOURCE_LABEL[s], r))));
     const pre = new Counter({
       name: `${METRIC_PREFIX}pre_evaluation_denials_total`,
@@ -95,6 +96,7 @@ export class DecisionMetrics {
       [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registry,
     );
+    this.upstreamIndex = bind(UPSTREAM_OUTCOMES, (o) => this.upstreamDuration.indexOf(o));
     new Gauge({
       name: `${METRIC_PREFIX}cache_entries`,
       help: 'ALLOW answers held in the cache.',
@@ -135,8 +137,7 @@ export class DecisionMetrics {
 
   /** Records how long the sidecar took to give an answer (s). */
   answeredIn(answer: Answer, seconds: number): void {
-    const i = this.durationIndex.get(answer.source);
-    if (i !== undefined) this.decisionDuration.observe(i, seconds);
+    this.decisionDuration.observe(this.durationIndex[answer.source], seconds);
   }
 
   preEvaluationDenial(reason: string): void {
@@ -148,7 +149,7 @@ export class DecisionMetrics {
   }
 
   upstreamCall(outcome: UpstreamOutcome, seconds: number): void {
-    this.upstreamDuration.observe(UPSTREAM_OUTCOMES.indexOf(outcome), seconds);
+    this.upstreamDuration.observe(this.upstreamIndex[outcome], seconds);
   }
 
   setBreakerState(state: BreakerState): void {
