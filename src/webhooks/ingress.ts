@@ -11,7 +11,7 @@ import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
 import { applyRevocation, revocationOf } from './revocations.js';
 import { SequenceTracker } from './sequence-tracker.js';
-import { checkDeliveryHeaders, verifyBodySignature, type CheckedHeaders, type DeliveryHeaders, type VerifyResult } from './verify.js';
+import { checkDeliveryHeaders, type CheckedHeaders, type DeliveryHeaders, type VerifyResult } from './verify.js';
 
 /** Added to every forwarded event: the sidecar checked the signature. */
 export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
@@ -109,11 +109,6 @@ export class WebhookIngress {
     this.logRejection({ event: 'webhook_rejected', reason, remoteAddress }, 'webhook delivery rejected');
   }
 
-  /** Verifies the raw body against the checked headers, then handles the event. Never throws. */
-  receive(headers: DeliveryHeaders, checked: CheckedHeaders, rawBody: Buffer, remoteAddress?: string): Promise<IngressAnswer> {
-    return this.receiveVerified(headers, verifyBodySignature(checked, rawBody, this.deps.config.secrets.current()), rawBody, remoteAddress);
-  }
-
   /**
    * Handles a body whose signature was checked as it arrived (`verified`, from
    * {@link startBodyVerification}): refused unless verified, then envelope, revocation, dedup,
@@ -140,7 +135,8 @@ export class WebhookIngress {
     // Whether the other replicas learned of a revocation; settled before we answer.
     let shared: Promise<boolean> = Promise.resolve(true);
     try {
-      const scope = applyRevocation(envelope, this.deps.revocations);
+      const revocation = revocationOf(envelope);
+      const scope = applyRevocation(revocation, this.deps.revocations);
       if (scope !== 'none') {
         metrics.revocations.inc({ scope });
         // At most one line per scope a second (a tenant's stream may purge on every fourth event).
@@ -148,7 +144,6 @@ export class WebhookIngress {
         if (suppressed !== undefined) {
           logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope, suppressedSinceLast: suppressed }, 'cached decisions purged');
         }
-        const revocation = revocationOf(envelope);
         const share = this.deps.revocations.share?.bind(this.deps.revocations);
         if (revocation && share) {
           shared = share(revocation).then(

@@ -7,7 +7,7 @@ export type RevocationEffect = 'none' | 'user' | 'all';
 const nonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
 /**
- * Purges cached ALLOWs an event may have invalidated. Runs on every verified, well-formed event,
+ * Purges the cached ALLOWs a revocation ({@link revocationOf} an event) invalidates. Runs on every verified, well-formed event,
  * whether or not the app accepts it: a revocation is a fact even if the app is down.
  *
  * - `redec.notification.required` with `notification_reason: "revoke"`: the customer in
@@ -16,8 +16,7 @@ const nonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !
  * - `consent_action.created`: the document does not show its fields, and a consent action may be a
  *   revocation, so the customer it names (`data.userReference`) or, failing that, everything.
  */
-export function applyRevocation(envelope: WebhookEnvelope, hook: RevocationHook): RevocationEffect {
-  const revocation = revocationOf(envelope);
+export function applyRevocation(revocation: Revocation | null, hook: RevocationHook): RevocationEffect {
   if (!revocation) return 'none';
   if (revocation.scope === 'user') hook.revokeUser(revocation.userReference);
   else hook.revokeAll();
