@@ -94,8 +94,16 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
       });
     }
     // Forget what left the listing, first-seen and handed alike.
-    const known = (await this.options.connection.call('redec_sync', (c) => c.sendCommand(['HKEYS', this.keys.firstSeen]))) as string[];
-    const gone = known.filter((id) => !out.has(id));
+    // HSCAN in steps, like the writes above: one HKEYS over a long listing could outlast the deadline.
+    const gone: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, fields] = (await this.options.connection.call('redec_sync', (c) =>
+        c.sendCommand(['HSCAN', this.keys.firstSeen, cursor, 'COUNT', String(CHUNK)]),
+      )) as [string, string[]];
+      for (let i = 0; i < fields.length; i += 2) if (!out.has(fields[i]!)) gone.push(fields[i]!);
+      cursor = String(next);
+    } while (cursor !== '0');
     for (let i = 0; i < gone.length; i += CHUNK) {
       const chunk = gone.slice(i, i + CHUNK);
       await this.options.connection.call('redec_sync', (c) =>
