@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
-import { benchForwardAuth, forwardAuthLines } from './forward-auth.js';
+import { benchForwardAuth } from './forward-auth.js';
 import {
   closedLoop,
   compare,
@@ -265,9 +265,7 @@ async function coalescingSection(): Promise<void> {
 }
 
 async function forwardAuthSection(): Promise<void> {
-  const fa = await benchForwardAuth();
-  console.log(`${forwardAuthLines(fa).join('\n')}\n`);
-  results.forwardAuth = fa;
+  report(await benchForwardAuth({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS }));
 }
 
 async function webhooksSection(): Promise<void> {
