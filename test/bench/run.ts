@@ -2,7 +2,8 @@
  * `npm run bench`: every figure is a ratio against its baseline measured in the same run, in
  * alternating rounds (B S, S B, ...), with the same load settings. The load generator (wrk where
  * it is installed, else autocannon) and every server (the sidecar, each baseline, the upstream,
- * the app, nginx) run in processes of their own; this process only starts them and counts. Each
+ * the app, nginx) run in processes of their own; this process only starts them and counts (but
+ * for coalescing, a count, and webhook-queue's receipt-timing app, the same for both modes). Each
  * row also gives the servers' CPU time per request (from /proc), which a busy neighbour disturbs
  * far less than req/s. Results are printed and written to BENCH_JSON (default bench-results.json).
  *

@@ -25,7 +25,7 @@ import { getTestRedis } from '../helpers/redis.js';
 import { fmt, freePort, startChild, stopChild } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const CLI = process.env.BENCH_CLI ?? fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const SECRET = 'whsec_queuebenchqueuebenchqueuebench';
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 6);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
