@@ -241,8 +241,9 @@ export class AllowCache implements RevocationHook {
     }
     this.touch(s, slot);
     const id = s.config[slot]!;
-    const v = String(s.validUntil[slot]);
-    return { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1 };
+    const validUntil = s.validUntil[slot]!;
+    const v = String(validUntil);
+    return { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1, validUntil };
   }
 
   /**

@@ -22,7 +22,7 @@ export function decisionAnswer(d: ServiceDecision, source: 'cache' | 'upstream')
     case 'allow': {
       // Not frozen: it is this request's own.
       const body = `${allowBodyPrefix(d.configKey)}${d.validUntil}}`;
-      return { status: 200, decision: 'allow', source, body, bodyBytes: Buffer.byteLength(body) };
+      return { status: 200, decision: 'allow', source, body, bodyBytes: Buffer.byteLength(body), validUntil: d.validUntil };
     }
     case 'evaluated_denial':
       return answer(200, 'deny', source, { decision: 'DENY', configKey: d.configKey });

@@ -32,4 +32,6 @@ export interface Answer {
   readonly source: DecisionSource;
   readonly body: string;
   readonly bodyBytes: number;
+  /** An ALLOW's `validUntil` (the one in `body`), so a reader need not parse the body back. */
+  readonly validUntil?: number;
 }

@@ -56,21 +56,20 @@ const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
 /**
  * How a decision answer of the check route reads to a proxy: 200 only for an ALLOW answer with
  * status 200 (the same fail-closed gate as the check), 403 for a DENY given by the service, 503
- * when no decision could be had, 400 for a bad request. The answer's body is the service's own
- * shape, already validated, so reading it back is safe; it happens once per answer object (shared
- * answers such as fail-closed and rejected ones are rendered once; a cache hit is a new object, so
- * it costs one JSON.parse of its ~80-byte body).
+ * when no decision could be had, 400 for a bad request. An ALLOW carries its `validUntil`; any
+ * other answer's body is the service's own shape, already validated, so reading it back is safe,
+ * once per answer object (shared answers such as fail-closed and rejected ones are rendered once).
  */
 function render(a: Answer): Rendered {
   const common = ['content-type', 'text/plain; charset=utf-8', 'cache-control', 'no-store', 'x-consent-decision-source', a.source];
-  const body = JSON.parse(a.body) as { validUntil?: unknown; reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
   const out = (status: Rendered['status'], extra: string[], text: string): Rendered => {
     const b = `${text}\n`;
     return { status, headers: [...common, ...extra, 'content-length', String(Buffer.byteLength(b))], body: b };
   };
-  if (a.status === 200 && a.decision === 'allow' && typeof body.validUntil === 'number') {
-    return out(200, [VALID_UNTIL_HEADER, String(body.validUntil)], 'allow');
+  if (a.status === 200 && a.decision === 'allow' && typeof a.validUntil === 'number') {
+    return out(200, [VALID_UNTIL_HEADER, String(a.validUntil)], 'allow');
   }
+  const body = JSON.parse(a.body) as { reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
   if (a.status === 200 && a.decision === 'deny') {
     const reason = body.reason === undefined ? 'evaluated' : typeof body.reason === 'string' && TOKEN.test(body.reason) ? body.reason : 'other';
     return out(403, [DENY_REASON_HEADER, reason], `deny: ${reason}`);
@@ -94,6 +93,8 @@ const LAST_RESORT_HEADERS = [
 ];
 
 function rendered(a: Answer): Rendered {
+  // An ALLOW is this request's own object (a cache hit or a fresh answer): render it, keep nothing.
+  if (a.decision === 'allow') return render(a);
   let r = renderedByAnswer.get(a);
   if (!r) renderedByAnswer.set(a, (r = render(a)));
   return r;
