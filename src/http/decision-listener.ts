@@ -2,8 +2,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import express from 'express';
 import type { Logger } from 'pino';
 import {
-  causeOf,
-  failClosedAnswer,
   isInvalidRequest,
   METHOD_NOT_ALLOWED_ANSWER,
   parseCheckRequest,
@@ -16,6 +14,7 @@ import {
   type Passthrough,
 } from '../decision/index.js';
 import { RateLimiter } from '../observability/index.js';
+import { failClosedAnswerFor, lastResort } from './fail-closed.js';
 import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
 
 export const CHECK_PATH = '/v1/authorization/check';
@@ -61,15 +60,9 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.end(a.body);
   };
 
+  const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog, route: 'check' });
   const failClosed = (res: ServerResponse, err: unknown, t0?: number): Answer => {
-    const cause = causeOf(err);
-    o.metrics.failedClosed(cause);
-    const suppressed = failLog.admit(cause);
-    if (suppressed !== undefined) {
-      const level = cause === 'internal_error' ? 'error' : 'warn';
-      o.logger[level]({ event: 'fail_closed', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
-    }
-    const answer = failClosedAnswer(cause);
+    const answer = answerFor(err);
     send(res, answer, false, t0);
     return answer;
   };
@@ -103,7 +96,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
             const a = failClosed(res, err, t0);
             log?.record(req, a);
           } catch (again) {
-            lastResort(res, again);
+            lastResortAnswer(res, again);
           }
         },
       );
@@ -116,27 +109,17 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     try {
       failClosed(res, err, t0);
     } catch (again) {
-      lastResort(res, again);
+      lastResortAnswer(res, again);
     }
   };
 
-  /** Answers 503 DENY with nothing that could throw again (no metrics, no logger call that can fail). */
-  const lastResort = (res: ServerResponse, err: unknown): void => {
-    try {
-      o.logger.error({ event: 'fail_closed', cause: 'internal_error', err }, 'answering failed; last-resort 503');
-    } catch {
-      // nothing left to tell
-    }
-    try {
-      if (res.headersSent) res.destroy();
-      else {
-        res.writeHead(503, { 'content-type': 'application/json', 'content-length': LAST_RESORT_BODY.length, 'cache-control': 'no-store', [SOURCE_HEADER]: 'fail-closed' });
-        res.end(LAST_RESORT_BODY);
-      }
-    } catch {
-      res.destroy();
-    }
+  const LAST_RESORT = {
+    logger: o.logger,
+    route: 'check' as const,
+    headers: { 'content-type': 'application/json', 'content-length': LAST_RESORT_BODY.length, 'cache-control': 'no-store', [SOURCE_HEADER]: 'fail-closed' },
+    body: LAST_RESORT_BODY,
   };
+  const lastResortAnswer = (res: ServerResponse, err: unknown): void => lastResort(res, err, LAST_RESORT);
 
   const max = o.maxRequestBytes;
   const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });

@@ -1,8 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import {
-  causeOf,
-  failClosedAnswer,
   MAX_FIELD_LENGTH,
   rejectedAnswer,
   type Answer,
@@ -13,6 +11,7 @@ import {
   type InvalidRequest,
 } from '../decision/index.js';
 import type { RateLimiter } from '../observability/index.js';
+import { failClosedAnswerFor, lastResort } from './fail-closed.js';
 
 /** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
 export const FORWARD_AUTH_PATH = '/sidecar/forward-auth';
@@ -168,34 +167,10 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
     if (req) log?.record(req, a, 'forward_auth');
   };
   // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
-  const failClosed = (res: ServerResponse, err: unknown, t0: number, req?: CheckRequest): void => {
-    const cause = causeOf(err);
-    o.metrics.failedClosed(cause);
-    const suppressed = o.failLog.admit(cause);
-    if (suppressed !== undefined) {
-      const level = cause === 'internal_error' ? 'error' : 'warn';
-      o.logger[level]({ event: 'fail_closed', route: 'forward_auth', cause, suppressedSinceLast: suppressed, err: cause === 'internal_error' ? err : undefined }, (err as Error)?.message ?? 'fail closed');
-    }
-    send(res, failClosedAnswer(cause), t0, req);
-  };
-
+  const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog: o.failLog, route: 'forward_auth' });
+  const failClosed = (res: ServerResponse, err: unknown, t0: number, req?: CheckRequest): void => send(res, answerFor(err), t0, req);
   /** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
-  const lastResort = (res: ServerResponse, err: unknown): void => {
-    try {
-      o.logger.error({ event: 'fail_closed', route: 'forward_auth', cause: 'internal_error', err }, 'answering failed; last-resort 503');
-    } catch {
-      // nothing left to tell
-    }
-    try {
-      if (res.headersSent) res.destroy();
-      else {
-        res.writeHead(503, LAST_RESORT_HEADERS);
-        res.end(LAST_RESORT_BODY);
-      }
-    } catch {
-      res.destroy();
-    }
-  };
+  const LAST_RESORT = { logger: o.logger, route: 'forward_auth' as const, headers: LAST_RESORT_HEADERS, body: LAST_RESORT_BODY };
 
   return (req, res) => {
     const t0 = performance.now();
@@ -216,12 +191,12 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
         )
         // Answering itself failed (metrics, log, headers): fail closed, and if that fails too, the last resort.
         .catch((err: unknown) => failClosed(res, err, t0))
-        .catch((err: unknown) => lastResort(res, err));
+        .catch((err: unknown) => lastResort(res, err, LAST_RESORT));
     } catch (err) {
       try {
         failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined);
       } catch (again) {
-        lastResort(res, again);
+        lastResort(res, again, LAST_RESORT);
       }
     }
   };
