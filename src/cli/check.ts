@@ -10,7 +10,7 @@ import {
   type Answer,
 } from '../decision/index.js';
 import { CliUsageError, EXIT } from './errors.js';
-import { addSpecOptions, camel, ONE_SHOT_UPSTREAM_MEANING, rawFlags, unknownVariableWarnings } from './spec-options.js';
+import { addSpecOptions, camel, ONE_SHOT_UPSTREAM_MEANING, rawFlags, warnUnknownVariables } from './spec-options.js';
 
 /** Asks a running sidecar; its answer is trusted only as far as its status and JSON say. */
 async function viaSidecar(base: URL, body: string, timeoutMs: number): Promise<{ status: number; text: string; source: string }> {
@@ -49,7 +49,7 @@ export function registerCheck(program: Command): void {
     .requiredOption('--config-key <key>', 'the Flow key')
     .option('--via <url>', 'ask a running sidecar at this URL instead of the service (e.g. http://127.0.0.1:7700)')
     .action(async (opts: { userReference: string; configKey: string; via?: string }) => {
-      for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+      warnUnknownVariables();
       const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
       let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
       let why = '';

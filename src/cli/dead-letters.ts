@@ -4,7 +4,7 @@ import { resolveRedisConfig, SERVE_OPTIONS, type RedisConfig } from '../config/i
 import { silentLogger } from '../observability/index.js';
 import { createRedisMetrics, listDeadLetters, QueueKeys, RedisConnection, RedisError, RedisKeyspace, replayDeadLetters, type DeadLetter } from '../redis/index.js';
 import { CliUsageError, EXIT } from './errors.js';
-import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
+import { addSpecOptions, rawFlags, warnUnknownVariables } from './spec-options.js';
 
 /** The `serve` flags these commands share: where the queue is. */
 const REDIS_OPTION_NAMES = ['redis-url', 'redis-url-file', 'redis-key-prefix', 'redis-command-timeout-ms'];
@@ -81,7 +81,7 @@ export function registerDeadLetters(webhook: Command): void {
     .description('list dead letters, oldest first: id, type, attempts, last error, age')
     .option('--output <format>', OUTPUTS.join(' or '), 'table')
     .action(async (flags: { output: string }) => {
-      for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+      warnUnknownVariables();
       if (!(OUTPUTS as readonly string[]).includes(flags.output)) throw new CliUsageError(`--output: must be table or json, got "${flags.output}"`);
       const redis = resolveRedisConfig(rawFlags(list, REDIS_OPTIONS));
       try {
@@ -104,7 +104,7 @@ export function registerDeadLetters(webhook: Command): void {
     .option('--id <event id>', 'event id to replay; repeat', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
     .option('--all', 'replay every dead letter')
     .action(async (flags: { id?: string[]; all?: boolean }) => {
-      for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+      warnUnknownVariables();
       const ids = flags.id ?? [];
       if (ids.length > 0 && flags.all) throw new CliUsageError('--id: give event ids or --all, not both');
       if (ids.length === 0 && !flags.all) throw new CliUsageError('--id: give the event ids to replay (--id ID, repeatable) or --all');

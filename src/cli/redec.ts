@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { REDEC_LISTING_OPTIONS, resolveRedecListingFields, resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
 import { DEFAULT_REDEC_PAGE_LIMIT, formatTable, listNotificationRequirements, RedecError, type NotificationRequirementItem } from '../redec/index.js';
 import { CliUsageError, EXIT } from './errors.js';
-import { addSpecOptions, ONE_SHOT_UPSTREAM_MEANING, rawFlags, unknownVariableWarnings } from './spec-options.js';
+import { addSpecOptions, ONE_SHOT_UPSTREAM_MEANING, rawFlags, warnUnknownVariables } from './spec-options.js';
 
 const OUTPUTS = ['json', 'table'] as const;
 
@@ -21,7 +21,7 @@ export function registerRedec(program: Command): void {
     .option('--status <status>', 'status to list', 'pending')
     .option('--limit <n>', 'page size asked of the service', String(DEFAULT_REDEC_PAGE_LIMIT))
     .action(async (flags: PendingFlags) => {
-      for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+      warnUnknownVariables();
       const problems: string[] = [];
       if (!(OUTPUTS as readonly string[]).includes(flags.output)) problems.push(`--output: must be json or table, got "${flags.output}"`);
       const limit = /^\d{1,6}$/.test(flags.limit) ? Number(flags.limit) : Number.NaN;

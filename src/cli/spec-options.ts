@@ -40,3 +40,8 @@ export function unknownVariableWarnings(): string[] {
     (v) => `${v.name} is not a consent-sidecar variable and is ignored${v.suggestion ? ` (did you mean ${v.suggestion}?)` : ''}`,
   );
 }
+
+/** Writes {@link unknownVariableWarnings} to stderr, as the one-shot commands report them. */
+export function warnUnknownVariables(): void {
+  for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+}

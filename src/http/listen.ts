@@ -4,13 +4,19 @@ import type { AddressInfo } from 'node:net';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
 
 /** Starts listening and resolves with the bound address (port 0 picks a free port). */
-export function listen(server: Server, address: ListenAddress): Promise<AddressInfo> {
+export async function listen(server: Server, address: ListenAddress): Promise<AddressInfo> {
+  await bind(server, (done) => server.listen(address.port, address.host, done));
+  return server.address() as AddressInfo;
+}
+
+/** Runs `start` (a `server.listen` call) and resolves once listening, or rejects with its error. */
+function bind(server: Server, start: (done: () => void) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
-    server.listen(address.port, address.host, () => {
+    start(() => {
       server.off('error', onError);
-      resolve(server.address() as AddressInfo);
+      resolve();
     });
   });
 }
@@ -29,14 +35,7 @@ export async function listenAt(server: Server, address: ListenAddress): Promise<
   } catch {
     // nothing there
   }
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: Error): void => reject(err);
-    server.once('error', onError);
-    server.listen(path, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
+  await bind(server, (done) => server.listen(path, done));
   chmodSync(path, 0o666);
   return `unix:${path}`;
 }
