@@ -27,7 +27,7 @@ export interface SharedState {
   readonly keyspace: RedisKeyspace;
   /** Purges here and fans out to the other replicas. */
   readonly revocations: RevocationHook;
-  /** Shared dedup for the webhook ingress, or null without it. */
+  /** Shared dedup for the webhook ingress in passthrough mode, or null (no ingress, or queue mode). */
   readonly dedup: DedupStore | null;
   /** `--webhook-delivery queue`: the durable queue and its workers, else null. */
   readonly queue: RedisWebhookQueue | null;
@@ -48,17 +48,19 @@ export async function startSharedState(options: SharedStateOptions): Promise<Sha
   const keyspace = new RedisKeyspace(redis.keyPrefix);
   const bus = new InvalidationBus({ connection, keyspace, local: options.local, metrics, logger });
   const webhooks = options.webhooks;
-  const dedup = webhooks
-    ? new RedisDedupStore({
-        connection,
-        keyspace,
-        local: new MemoryDedupStore({ retentionMs: webhooks.dedupRetentionMs, maxEntries: webhooks.dedupMaxEntries, now: options.now }),
-        leaseMs: webhooks.dedupLeaseMs,
-        retentionMs: webhooks.dedupRetentionMs,
-        metrics,
-        logger,
-      })
-    : null;
+  // Queue mode deduplicates inside its enqueue script: no claim store, no settlement subscription.
+  const dedup =
+    webhooks && webhooks.delivery !== 'queue'
+      ? new RedisDedupStore({
+          connection,
+          keyspace,
+          local: new MemoryDedupStore({ retentionMs: webhooks.dedupRetentionMs, maxEntries: webhooks.dedupMaxEntries, now: options.now }),
+          leaseMs: webhooks.dedupLeaseMs,
+          retentionMs: webhooks.dedupRetentionMs,
+          metrics,
+          logger,
+        })
+      : null;
   const queue =
     webhooks?.delivery === 'queue'
       ? new RedisWebhookQueue({
