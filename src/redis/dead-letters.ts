@@ -17,16 +17,19 @@ export interface DeadLetter {
   readonly deadAt: number;
 }
 
-/** Entries read per XRANGE page. */
-const PAGE = 500;
+/**
+ * Entries read per XRANGE page. Each holds its whole body (up to --webhook-max-body-bytes, base64),
+ * and every page must come back inside --redis-command-timeout-ms: small pages.
+ */
+export const DEAD_LETTER_PAGE = 50;
 
 async function* deadEntries(conn: RedisConnection, keys: QueueKeys): AsyncGenerator<{ entryId: string; event: StoredEvent }> {
   let start = '-';
   for (;;) {
-    const reply = await conn.call('queue_dead_list', (c) => c.sendCommand(['XRANGE', keys.dead, start, '+', 'COUNT', String(PAGE)]));
+    const reply = await conn.call('queue_dead_list', (c) => c.sendCommand(['XRANGE', keys.dead, start, '+', 'COUNT', String(DEAD_LETTER_PAGE)]));
     const entries = parseEntries(reply);
     for (const e of entries) if (e.event) yield { entryId: e.entryId, event: e.event };
-    if (entries.length < PAGE) return;
+    if (entries.length < DEAD_LETTER_PAGE) return;
     start = `(${entries[entries.length - 1]!.entryId}`;
   }
 }

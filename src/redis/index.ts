@@ -7,7 +7,7 @@ export { createRedisMetrics, type RedisMetrics } from './metrics.js';
 export { RedisScript } from './script.js';
 export { startSharedState, type SharedState, type SharedStateOptions } from './shared-state.js';
 export { REDEC_KEY_OWNER, RedisRedecState, type RedisRedecStateOptions } from './redec-state.js';
-export { listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
+export { DEAD_LETTER_PAGE, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
 export { createQueueMetrics, type QueueMetrics, type QueueForwardOutcome } from './metrics.js';
 export { QUEUE_GROUP, QUEUE_KEY_OWNER, QueueKeys, type StoredEvent } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS, QUEUE_STALE_CONSUMER_MS, RedisWebhookQueue, type RedisWebhookQueueOptions } from './webhook-queue.js';

@@ -5,6 +5,7 @@ import {
   backoffMs,
   createQueueMetrics,
   createRedisMetrics,
+  DEAD_LETTER_PAGE,
   listDeadLetters,
   QUEUE_BACKOFF_MAX_MS,
   QueueKeys,
@@ -160,6 +161,19 @@ describe('RedisWebhookQueue', () => {
     expect(await two.q.enqueue(event('evt_passthrough'))).toBe('duplicate');
     expect(Number(await fx.admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
+  });
+
+  it('list reads dead letters page by page: all of them, oldest first, across several pages', async () => {
+    const a = await app();
+    const p = prefix();
+    const { conn, keys } = await queue(p, a.url);
+    const n = DEAD_LETTER_PAGE * 2 + 7;
+    for (let i = 0; i < n; i++) {
+      const stored = { id: `evt_page_${i}`, type: 'test.event', headers: {}, body: Buffer.from('{}').toString('base64'), acceptedAt: 1, attempts: 3, deadAt: 2 };
+      await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(stored)]);
+    }
+    const listed = await listDeadLetters(conn, keys);
+    expect(listed.map((d) => d.id)).toEqual(Array.from({ length: n }, (_, i) => `evt_page_${i}`));
   });
 
   it('consumers of dead processes with nothing pending are removed from the group; those holding events are not', async () => {
