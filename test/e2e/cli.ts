@@ -3,10 +3,10 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Runs the CLI from source to completion. */
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the CLI to completion: from source, or the build (`dist/cli.js`, as users run it). */
+export function runCli(args: string[], env: Record<string, string> = {}, from: 'src' | 'dist' = 'src'): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    const child = spawn(process.execPath, [...(from === 'src' ? ['--import', 'tsx', 'src/cli.ts'] : ['dist/cli.js']), ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', ...env },
     });

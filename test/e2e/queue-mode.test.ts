@@ -1,29 +1,17 @@
 import { createClient } from '@redis/client';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
 import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { runCli } from './cli.js';
 
 /**
  * The contract's queue mode (`--webhook-delivery queue`, issue 10) with real `serve` processes, a
  * real redis-server of the file's own (one scenario restarts it empty) and real apps; the service's
  * deliveries are signed here, independently of our code.
  */
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [`${ROOT}dist/cli.js`, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => runCli(args, {}, 'dist');
 
 let redis: SpawnedRedis;
 let sim: SimulatorHandle;
