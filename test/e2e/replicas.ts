@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHmac, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { sampleOf } from '../helpers/sidecar.js';
+import { deliveryHeaders } from '../webhooks/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = `${ROOT}dist/cli.js`;
@@ -163,17 +163,7 @@ export class RecordingApp {
 /** An event signed as the service signs it (HMAC-SHA256 over `${ts}.${body}`, computed here, not by our code). */
 export function signedEvent(id: string, sequence: number, type = 'test.event', data: Record<string, unknown> = {}): { body: string; headers: Record<string, string> } {
   const body = JSON.stringify({ id, sequence, type, occurredAt: Date.now(), data });
-  const ts = String(Math.floor(Date.now() / 1000));
-  return {
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'x-service-event-id': id,
-      'x-service-delivery-id': `dlv_${randomUUID()}`,
-      'x-service-timestamp': ts,
-      'x-service-signature': `v1=${createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex')}`,
-    },
-  };
+  return { body, headers: deliveryHeaders(SECRET, Math.floor(Date.now() / 1000), body, id) };
 }
 
 /** One delivery of `event` to a replica's webhook ingress, as the service makes it. */

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { deliveryHeaders } from '../webhooks/helpers.js';
 
 // Issue 8, item 4: with --shutdown-timeout-ms 5000 and a passthrough call hanging, `serve` exited
 // after 9.5 s (the pools waited for their calls). Nothing in flight may outlive the budget.
@@ -61,13 +61,7 @@ describe('shutdown keeps to --shutdown-timeout-ms', () => {
     // In flight: a passthrough call the service never answers, and a verified event the app never answers.
     void fetch(`${urls.decision}/v1/redec/notification-requirements?status=pending`).catch(() => undefined);
     const body = JSON.stringify({ id: 'evt_shutdown', sequence: 1, type: 'consent.granted', occurredAt: Date.now(), data: {} });
-    const ts = String(Math.floor(Date.now() / 1000));
-    const sig = createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex');
-    void fetch(`${urls.webhook}/webhooks`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-service-timestamp': ts, 'x-service-signature': `v1=${sig}` },
-      body,
-    }).catch(() => undefined);
+    void fetch(`${urls.webhook}/webhooks`, { method: 'POST', headers: deliveryHeaders(SECRET, Math.floor(Date.now() / 1000), body, 'evt_shutdown'), body }).catch(() => undefined);
     for (let i = 0; i < 200 && (upstream.seen() < 1 || app.seen() < 1); i++) await new Promise((r) => setTimeout(r, 10));
     expect([upstream.seen(), app.seen()]).toEqual([1, 1]);
 
