@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { WebhookConfig } from '../../src/config/index.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { baseUrlOf, listen } from '../../src/http/listen.js';
@@ -56,10 +56,8 @@ function hostile(port: number, declared: number | 'chunked', sent: number): { so
   return { socket, answer };
 }
 
-const until = async (cond: () => Promise<boolean> | boolean): Promise<void> => {
-  for (let i = 0; i < 200 && !(await cond()); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(await cond()).toBe(true);
-};
+/** vitest's own polling, for a condition that may be async. */
+const until = (cond: () => Promise<boolean> | boolean): Promise<void> => vi.waitFor(async () => expect(await cond()).toBe(true), { timeout: 2000, interval: 10 });
 
 describe('--webhook-max-unverified-bytes', () => {
   it('holds at most the budget across all connections; beyond it 503 and the connection is closed; a genuine delivery passes once they go', async () => {
