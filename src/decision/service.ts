@@ -75,11 +75,13 @@ export class DecisionService {
 
   /**
    * A decision for `req`. With `noCache` the cache is neither read nor joined, only refreshed.
+   * `cacheMissed`: the caller has just read the cache ({@link cached}) and found nothing, so it is
+   * not read again (a flight in progress is still joined).
    * @throws DecisionError when no decision could be had.
    */
-  decide(req: CheckRequest, noCache = false): Promise<Answer> {
+  decide(req: CheckRequest, noCache = false, cacheMissed = false): Promise<Answer> {
     const key = cacheKey(req);
-    if (!noCache) {
+    if (!noCache && !cacheMissed) {
       const hit = this.o.cache.get(key);
       if (hit) return Promise.resolve(hit);
     }

@@ -82,7 +82,8 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       }
       // One `then`, its handlers guarding themselves (no promise per fallback): if sending
       // fails (metrics, headers), fail closed; and if that fails too, the last resort.
-      o.service.decide(req, noCache).then(
+      // Without no-cache the cache was just read above: decide() does not read it again.
+      o.service.decide(req, noCache, !noCache).then(
         (a) => {
           try {
             send(res, a, false, t0);

@@ -184,7 +184,7 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
       const hit = o.service.cached(asked);
       if (hit) return send(res, hit, t0, asked);
       o.service
-        .decide(asked)
+        .decide(asked, false, true)
         .then(
           (a) => send(res, a, t0, asked),
           (err: unknown) => failClosed(res, err, t0, asked),
