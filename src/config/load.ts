@@ -6,6 +6,7 @@ import {
   DEFAULT_BREAKER_FAILURE_THRESHOLD,
   DEFAULT_CACHE_MAX_ENTRIES,
   DEFAULT_CACHE_MAX_TTL_MS,
+  DEFAULT_CACHE_REFRESH_AHEAD_MS,
   DEFAULT_CACHE_SAFETY_MARGIN_MS,
   DEFAULT_DECISION_LISTEN,
   DEFAULT_FORWARD_AUTH_USER_HEADER,
@@ -443,6 +444,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const maxEntries = r.int('cache-max-entries', DEFAULT_CACHE_MAX_ENTRIES, 0, 100_000_000);
   const safetyMarginMs = r.int('cache-safety-margin-ms', DEFAULT_CACHE_SAFETY_MARGIN_MS, 0, 3_600_000);
   const maxTtlMs = r.int('cache-max-ttl-ms', DEFAULT_CACHE_MAX_TTL_MS, 1, 7 * 86_400_000);
+  const refreshAheadMs = r.int('cache-refresh-ahead-ms', DEFAULT_CACHE_REFRESH_AHEAD_MS, 0, 3_600_000);
   const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
   const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
   const forwardAuth = readForwardAuth(r);
@@ -483,7 +485,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
       breaker: Object.freeze({ failureThreshold, cooldownMs }),
     }),
     listeners: Object.freeze({ decision, webhook, admin }),
-    cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs }),
+    cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs, refreshAheadMs }),
     decisionApi: Object.freeze({ maxRequestBytes, preEvaluationLogIntervalMs }),
     forwardAuth,
     webhooks: webhooks ? Object.freeze(webhooks) : null,

@@ -36,6 +36,8 @@ export const DEFAULT_CACHE_MAX_ENTRIES = 100_000;
 export const DEFAULT_CACHE_SAFETY_MARGIN_MS = 1000;
 /** No entry lives longer than this (ms), whatever `validUntil` says. */
 export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
+/** Refresh-ahead window (ms): an entry read this close to its death is asked again in the background; 0 = off. */
+export const DEFAULT_CACHE_REFRESH_AHEAD_MS = 0;
 /** Largest accepted decision request body (bytes). */
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
 /** At most one warn log per (reason, configKey) per this interval (ms). */
@@ -219,7 +221,13 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: 'no entry lives longer than this',
     defaultText: String(DEFAULT_CACHE_MAX_TTL_MS),
+  },  {
+    name: 'cache-refresh-ahead-ms',
+    arg: '<ms>',
+    description: 'an entry read within this long of its death is asked again in the background, once (0: off)',
+    defaultText: String(DEFAULT_CACHE_REFRESH_AHEAD_MS),
   },
+
   {
     name: 'max-request-bytes',
     arg: '<bytes>',

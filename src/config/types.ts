@@ -29,6 +29,8 @@ export interface CacheConfig {
   readonly maxEntries: number;
   readonly safetyMarginMs: number;
   readonly maxTtlMs: number;
+  /** `--cache-refresh-ahead-ms`: an entry read within this long of its death is refreshed in the background; 0 or absent = off. */
+  readonly refreshAheadMs?: number;
 }
 
 export interface DecisionApiConfig {

@@ -23,7 +23,7 @@ describe('loadServeConfig', () => {
     expect(c.listeners.webhook).toEqual({ host: '0.0.0.0', port: 7701 });
     expect(c.listeners.admin).toEqual({ host: '0.0.0.0', port: 7702 });
     expect(c.upstream.timeoutMs).toBe(2000);
-    expect(c.cache).toEqual({ maxEntries: 100_000, safetyMarginMs: 1000, maxTtlMs: 3_600_000 });
+    expect(c.cache).toEqual({ maxEntries: 100_000, safetyMarginMs: 1000, maxTtlMs: 3_600_000, refreshAheadMs: 0 });
     expect(c.webhooks).toBeNull();
     expect(c.logLevel).toBe('info');
     expect(Object.isFrozen(c)).toBe(true);
