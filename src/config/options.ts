@@ -80,7 +80,13 @@ export const DEFAULT_REDEC_RECONCILE_GRACE_MS = 7_200_000;
 export const DEFAULT_REDEC_RECONCILE_REPEAT_MS = 86_400_000;
 /** Page size the reconciler asks of the service (`limit`). */
 export const DEFAULT_REDEC_RECONCILE_PAGE_LIMIT = 100;
-/** Where the listing's records and cursor are (the document does not show it): `serve` and `redec pending`. */
+/** Largest page of the REDEC listing read (bytes); a bigger one fails the run `too_large` (issue 20). */
+export const DEFAULT_REDEC_MAX_PAGE_BYTES = 8_388_608;
+/** Most records one run of the REDEC listing holds, all pages together; more fail the run `too_large`. */
+export const DEFAULT_REDEC_MAX_RECORDS = 100_000;
+/** Most bytes one listing of REDEC obligations reads, all pages together; more fail the run `too_large`. */
+export const DEFAULT_REDEC_MAX_LISTING_BYTES = 67_108_864;
+/** Where the listing's records and cursor are (the document does not show it), and its bounds: `serve` and `redec pending`. */
 export const REDEC_LISTING_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'redec-items-field',
@@ -89,6 +95,24 @@ export const REDEC_LISTING_OPTIONS: readonly OptionSpec[] = [
     defaultText: '"items", else the only array of objects',
   },
   { name: 'redec-cursor-param', arg: '<name>', description: 'query parameter the REDEC listing\'s cursor is sent as', defaultText: 'cursor' },
+  {
+    name: 'redec-max-page-bytes',
+    arg: '<bytes>',
+    description: 'largest page of the REDEC listing read; a bigger one is cut off and the run fails too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_PAGE_BYTES),
+  },
+  {
+    name: 'redec-max-records',
+    arg: '<n>',
+    description: 'most records of the REDEC listing in one run, all pages together; more fail the run too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_RECORDS),
+  },
+  {
+    name: 'redec-max-listing-bytes',
+    arg: '<bytes>',
+    description: 'most bytes of one REDEC listing, all pages together; more fail the run too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_LISTING_BYTES),
+  },
 ];
 export const REDEC_RECONCILE_OPTIONS: readonly OptionSpec[] = [
   {

@@ -1,6 +1,7 @@
-export { RedecError, type RedecErrorCode } from './errors.js';
+export { RedecError, type RedecBound, type RedecErrorCode } from './errors.js';
 export {
   listNotificationRequirements,
+  DEFAULT_LISTING_BOUNDS,
   DEFAULT_REDEC_PAGE_LIMIT,
   MAX_REDEC_PAGES,
   type ListOptions,

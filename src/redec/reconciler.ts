@@ -4,6 +4,7 @@ import { RedecError, type RedecErrorCode } from './errors.js';
 import { identityOf } from './identity.js';
 import type { ObligationLedger } from './ledger.js';
 import type { ReconcileLease, RunSummary } from './lease.js';
+import { HeldRecords } from './held-records.js';
 import { listNotificationRequirements, type NotificationRequirementItem } from './list-pending.js';
 import type { RedecMetrics, RunOutcome } from './metrics.js';
 
@@ -31,6 +32,21 @@ export interface ReconcilerOptions {
   readonly now: () => number;
 }
 
+/**
+ * `{"id":"reconcile_<identity>","type":…,"occurredAt":<ms>,"data":<record>}` around the record's
+ * JSON as held (what JSON.stringify of that object writes, members in that order).
+ */
+function reconciledEvent(identity: string, occurredAt: number, record: string): Buffer {
+  const head = JSON.stringify({ id: `reconcile_${identity}`, type: RECONCILED_EVENT_TYPE, occurredAt });
+  return Buffer.from(`${head.slice(0, -1)},"data":${record}}`);
+}
+
+/** What the app refused in one run, for its one log line. */
+interface Refusals {
+  count: number;
+  lastDetail: string | undefined;
+}
+
 /** The lease lapsed under a run, or Redis failed: the run stops and counts as this. */
 class RunAborted extends Error {
   constructor(readonly outcome: RunOutcome, message: string, options?: { cause?: unknown }) {
@@ -46,6 +62,7 @@ const outcomeOfListing = (code: RedecErrorCode): RunOutcome =>
       ERR_REDEC_HTTP_STATUS: 'http_status',
       ERR_REDEC_MALFORMED_PAGE: 'malformed_page',
       ERR_REDEC_CURSOR_LOOP: 'cursor_loop',
+      ERR_REDEC_TOO_LARGE: 'too_large',
     }) as const
   )[code];
 
@@ -145,47 +162,89 @@ export class Reconciler {
     return outcome;
   }
 
-  /** Lists, syncs the ledger, hands what is due. */
+  /**
+   * Lists, syncs the ledger, hands what is due. Nothing is synced or handed before the listing is
+   * complete and within its bounds (a `too_large` run uses nothing of what it read). The records
+   * are held as text up to `--redec-max-page-bytes` in all; a longer listing is held as identities
+   * only, and what is due is handed from a second listing, page by page (memory: one page).
+   */
   private async reconcile(): Promise<RunSummary> {
-    const { config, ledger, lease } = this.options;
-    const records = new Map<string, NotificationRequirementItem>();
-    const listing = listNotificationRequirements(this.options.upstream, {
-      status: 'pending',
-      limit: config.pageLimit,
-      fields: config.fields,
-      signal: this.stop.signal,
-      onItemsField: (field) => this.logField(field),
-    });
-    for await (const page of listing) {
-      for (const record of page) {
-        const id = identityOf(record);
-        if (!records.has(id)) records.set(id, record);
-      }
-      if (this.closed) throw new RunAborted('error', 'the sidecar is stopping');
-      if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed during the listing');
+    const { config, ledger } = this.options;
+    const held = new HeldRecords(config.bounds.maxPageBytes);
+    for await (const page of this.list((bytes) => held.expectPage(bytes))) {
+      for (const record of page) held.add(record);
+      await this.betweenPages('during the listing');
     }
     const now = this.options.now();
-    const entries = await this.redis(() => ledger.sync([...records.keys()], now));
+    const entries = await this.redis(() => ledger.sync(held.identities(), now));
     let oldest: number | null = null;
     for (const e of entries.values()) if (oldest === null || e.firstSeenAt < oldest) oldest = e.firstSeenAt;
-    const summary: RunSummary = { pending: records.size, oldestFirstSeenAt: oldest };
+    const summary: RunSummary = { pending: held.size, oldestFirstSeenAt: oldest };
     this.report(summary);
 
-    const due = [...entries].filter(
-      ([, e]) => now - e.firstSeenAt >= config.graceMs && (e.handedAt === null || now - e.handedAt >= config.repeatMs),
-    );
-    if (due.length > 0 && this.options.deliver) await this.hand(due.map(([id]) => [id, records.get(id)!] as const));
+    const due = [...entries]
+      .filter(([, e]) => now - e.firstSeenAt >= config.graceMs && (e.handedAt === null || now - e.handedAt >= config.repeatMs))
+      .map(([id]) => id);
+    if (due.length === 0 || !this.options.deliver) return summary;
+    const tally: Refusals = { count: 0, lastDetail: undefined };
+    try {
+      if (held.complete) await this.hand(due.map((id) => [id, held.json(id)!] as const), tally);
+      else await this.handFromSecondListing(new Set(due), tally);
+    } finally {
+      // One line per run, not per obligation: an app that is down would otherwise flood the log.
+      if (tally.count > 0) {
+        this.options.logger.warn(
+          { event: 'redec_handed_to_app', outcome: 'failed', count: tally.count, detail: tally.lastDetail },
+          `the app did not accept ${tally.count} pending REDEC obligation(s); the next run hands them again`,
+        );
+      }
+    }
     return summary;
   }
 
-  private async hand(due: readonly (readonly [string, NotificationRequirementItem])[]): Promise<void> {
-    const { deliver, metrics, logger, ledger, lease } = this.options;
+  /** The listing as this run reads it (bounded by `--redec-max-page-bytes`, `--redec-max-records`, `--redec-max-listing-bytes`). */
+  private list(onPageBytes?: (bytes: number) => void): AsyncGenerator<readonly NotificationRequirementItem[]> {
+    const { config } = this.options;
+    return listNotificationRequirements(this.options.upstream, {
+      ...(onPageBytes ? { onPageBytes } : {}),
+      status: 'pending',
+      limit: config.pageLimit,
+      fields: config.fields,
+      bounds: config.bounds,
+      signal: this.stop.signal,
+      onItemsField: (field) => this.logField(field),
+    });
+  }
+
+  /** After each page: stop when the sidecar stops or the lease lapsed. */
+  private async betweenPages(when: string): Promise<void> {
+    if (this.closed) throw new RunAborted('error', 'the sidecar is stopping');
+    if (!(await this.redis(() => this.options.lease.renew()))) throw new RunAborted('lease_lost', `the lease lapsed ${when}`);
+  }
+
+  /**
+   * Lists again and hands each due record as its page arrives, until all are found or the listing
+   * ends; one that left the listing meanwhile is no longer pending and is not handed.
+   */
+  private async handFromSecondListing(due: Set<string>, tally: Refusals): Promise<void> {
+    for await (const page of this.list()) {
+      const batch: (readonly [string, string])[] = [];
+      for (const record of page) {
+        const id = identityOf(record);
+        if (due.delete(id)) batch.push([id, JSON.stringify(record)]);
+      }
+      if (batch.length > 0) await this.hand(batch, tally);
+      if (due.size === 0) return;
+      await this.betweenPages('while handing obligations');
+    }
+  }
+
+  private async hand(due: readonly (readonly [string, string])[], tally: Refusals): Promise<void> {
+    const { deliver, metrics, ledger, lease } = this.options;
     let next = 0;
     // Set when one worker stops the run (lease lost, Redis): the others hand nothing more.
     let aborted = false;
     let accepted: string[] = [];
-    let refused = 0;
-    let lastDetail: string | undefined;
     const flush = async (): Promise<void> => {
       const batch = accepted;
       accepted = [];
@@ -202,13 +261,13 @@ export class Reconciler {
     const loop = async (): Promise<void> => {
       while (next < due.length && !this.closed && !aborted) {
         const [id, record] = due[next++]!;
-        const body = Buffer.from(JSON.stringify({ id: `reconcile_${id}`, type: RECONCILED_EVENT_TYPE, occurredAt: this.options.now(), data: record }));
+        const body = reconciledEvent(id, this.options.now(), record);
         const result = await deliver!(body, { 'content-type': 'application/json', [RECONCILED_HEADER]: '1' });
         metrics.handed.labels(result.ok ? 'accepted' : 'failed').inc();
         if (result.ok) accepted.push(id);
         else {
-          refused += 1;
-          lastDetail = result.detail;
+          tally.count += 1;
+          tally.lastDetail = result.detail;
         }
         if (accepted.length >= MARK_BATCH) await flush();
         if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
@@ -216,13 +275,6 @@ export class Reconciler {
     };
     const workers = Array.from({ length: Math.min(HAND_CONCURRENCY, due.length) }, worker);
     const results = await Promise.allSettled(workers);
-    // One line per run, not per obligation: an app that is down would otherwise flood the log.
-    if (refused > 0) {
-      logger.warn(
-        { event: 'redec_handed_to_app', outcome: 'failed', count: refused, detail: lastDetail },
-        `the app did not accept ${refused} pending REDEC obligation(s); the next run hands them again`,
-      );
-    }
     // What the app accepted is recorded even when a worker failed, so it is not handed twice.
     await flush();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
