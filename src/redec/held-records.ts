@@ -28,6 +28,11 @@ export class HeldRecords {
     if (this.texts && this.chars + bytes > this.budgetChars) this.texts = null;
   }
 
+  /** Adds a page of listed records. */
+  addAll(records: readonly NotificationRequirementItem[]): void {
+    for (const record of records) this.add(record);
+  }
+
   /** Adds a listed record; a second record with an identity already held is ignored. */
   add(record: NotificationRequirementItem): void {
     const id = identityOf(record);

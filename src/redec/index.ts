@@ -13,4 +13,5 @@ export { identityOf } from './identity.js';
 export { MemoryLedger, type LedgerEntry, type ObligationLedger } from './ledger.js';
 export { LocalLease, type ReconcileLease, type RunSummary } from './lease.js';
 export { createRedecMetrics, HANDED_OUTCOMES, RUN_OUTCOMES, type HandedOutcome, type RedecMetrics, type RunOutcome } from './metrics.js';
-export { Reconciler, RECONCILED_EVENT_TYPE, RECONCILED_HEADER, type DeliverToApp, type ReconcilerOptions } from './reconciler.js';
+export { RECONCILED_EVENT_TYPE, RECONCILED_HEADER, type DeliverToApp } from './hand-off.js';
+export { Reconciler, type ReconcilerOptions } from './reconciler.js';

@@ -1,4 +1,3 @@
-import { StringDecoder } from 'node:string_decoder';
 import { request } from 'undici';
 import {
   DEFAULT_REDEC_MAX_LISTING_BYTES,
@@ -8,7 +7,7 @@ import {
   type UpstreamConfig,
 } from '../config/index.js';
 import { RedecError } from './errors.js';
-import { DEFAULT_PAGE_FIELD_RULES, readPage, type PageFieldRules } from './page.js';
+import { DEFAULT_PAGE_FIELD_RULES, readPage, type PageFieldRules, type ParsedPage } from './page.js';
 
 /** Page size asked of the service. The document does not show the service's own page size. */
 export const DEFAULT_REDEC_PAGE_LIMIT = 100;
@@ -73,18 +72,22 @@ export async function* listNotificationRequirements(
     if (cursor !== null) url.searchParams.set(fields.cursorParam, cursor);
     const fetched = await fetchPage(url, upstream, options.signal, bounds, bytes);
     bytes += fetched.bytes;
-    const body = readPage(fetched.body, fields);
+    let body: ParsedPage | null = readPage(fetched.body, fields);
+    fetched.body = null;
     records += body.items.length;
     if (records > bounds.maxRecords) {
       throw new RedecError('ERR_REDEC_TOO_LARGE', `the listing holds more than --redec-max-records (${bounds.maxRecords}) records`, { bound: 'records' });
     }
+    const next = body.nextCursor;
     options.onItemsField?.(body.itemsField);
     options.onPageBytes?.(fetched.bytes);
     yield body.items;
-    if (body.nextCursor === null) return;
-    if (seen.has(body.nextCursor)) throw new RedecError('ERR_REDEC_CURSOR_LOOP', 'the service returned a cursor it had already returned');
-    seen.add(body.nextCursor);
-    cursor = body.nextCursor;
+    // Let the page go before the next one is read: a page may be 8 MiB, and two at once is twice that.
+    body = null;
+    if (next === null) return;
+    if (seen.has(next)) throw new RedecError('ERR_REDEC_CURSOR_LOOP', 'the service returned a cursor it had already returned');
+    seen.add(next);
+    cursor = next;
   }
   throw new RedecError('ERR_REDEC_CURSOR_LOOP', `more than ${MAX_REDEC_PAGES} pages`);
 }
@@ -103,12 +106,10 @@ async function fetchPage(
   stop: AbortSignal | undefined,
   bounds: RedecListingBounds,
   readSoFar: number,
-): Promise<{ body: unknown; bytes: number }> {
+): Promise<{ body: unknown; readonly bytes: number }> {
   const maxBytes = Math.min(bounds.maxPageBytes, bounds.maxListingBytes - readSoFar);
   let status: number;
-  // Decoded as it arrives: no second copy of the page in a Buffer.concat (a page may be 8 MiB).
-  const decoder = new StringDecoder('utf8');
-  let text = '';
+  const chunks: Buffer[] = [];
   let size = 0;
   try {
     const res = await request(url, {
@@ -130,7 +131,7 @@ async function fetchPage(
           res.body.destroy();
           break;
         }
-        text += decoder.write(chunk);
+        chunks.push(chunk);
       }
     }
     if (status === 200 && (declared > maxBytes || size > maxBytes)) throw tooLarge(bounds, maxBytes);
@@ -143,7 +144,10 @@ async function fetchPage(
     throw new RedecError('ERR_REDEC_NETWORK', `cannot reach the service: ${(err as { code?: string }).code ?? (err as Error).message}`, { cause: err });
   }
   if (status !== 200) throw new RedecError('ERR_REDEC_HTTP_STATUS', `the service answered HTTP ${status}`, { status });
-  text += decoder.end();
+  let whole: Buffer | null = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  chunks.length = 0;
+  const text = whole.toString('utf8');
+  whole = null;
   try {
     return { body: JSON.parse(text) as unknown, bytes: size };
   } catch {

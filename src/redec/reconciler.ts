@@ -4,21 +4,10 @@ import { RedecError, type RedecErrorCode } from './errors.js';
 import { identityOf } from './identity.js';
 import type { ObligationLedger } from './ledger.js';
 import type { ReconcileLease, RunSummary } from './lease.js';
+import { dueIn, handToApp, type DeliverToApp, type HeldRecord, type Refusals } from './hand-off.js';
 import { HeldRecords } from './held-records.js';
 import { listNotificationRequirements, type NotificationRequirementItem } from './list-pending.js';
 import type { RedecMetrics, RunOutcome } from './metrics.js';
-
-/** Event type of what the reconciler hands to the app (CONTRACT.md). */
-export const RECONCILED_EVENT_TYPE = 'consent_sidecar.redec.notification_pending';
-/** The mark of a reconciled event; it never carries `x-consent-sidecar-verified`. */
-export const RECONCILED_HEADER = 'x-consent-sidecar-reconciled';
-/** Obligations handed to the app at once. */
-const HAND_CONCURRENCY = 8;
-/** Handed identities recorded per ledger write. */
-const MARK_BATCH = 500;
-
-/** Posts one reconciled event to the app; ok only on a 2xx. */
-export type DeliverToApp = (body: Buffer, headers: Record<string, string>) => Promise<{ readonly ok: boolean; readonly detail?: string }>;
 
 export interface ReconcilerOptions {
   readonly upstream: UpstreamConfig;
@@ -30,21 +19,6 @@ export interface ReconcilerOptions {
   readonly metrics: RedecMetrics;
   readonly logger: Logger;
   readonly now: () => number;
-}
-
-/**
- * `{"id":"reconcile_<identity>","type":…,"occurredAt":<ms>,"data":<record>}` around the record's
- * JSON as held (what JSON.stringify of that object writes, members in that order).
- */
-function reconciledEvent(identity: string, occurredAt: number, record: string): Buffer {
-  const head = JSON.stringify({ id: `reconcile_${identity}`, type: RECONCILED_EVENT_TYPE, occurredAt });
-  return Buffer.from(`${head.slice(0, -1)},"data":${record}}`);
-}
-
-/** What the app refused in one run, for its one log line. */
-interface Refusals {
-  count: number;
-  lastDetail: string | undefined;
 }
 
 /** The lease lapsed under a run, or Redis failed: the run stops and counts as this. */
@@ -171,9 +145,18 @@ export class Reconciler {
   private async reconcile(): Promise<RunSummary> {
     const { config, ledger } = this.options;
     const held = new HeldRecords(config.bounds.maxPageBytes);
-    for await (const page of this.list((bytes) => held.expectPage(bytes))) {
-      for (const record of page) held.add(record);
-      await this.betweenPages('during the listing');
+    const listing = this.list((bytes) => held.expectPage(bytes));
+    try {
+      for (;;) {
+        // Not for-await: its binding would keep the last page alive while the next one is read.
+        let step: IteratorResult<readonly NotificationRequirementItem[]> | null = await listing.next();
+        if (step.done) break;
+        held.addAll(step.value);
+        step = null;
+        await this.betweenPages('during the listing');
+      }
+    } finally {
+      await listing.return(undefined);
     }
     const now = this.options.now();
     const entries = await this.redis(() => ledger.sync(held.identities(), now));
@@ -227,58 +210,35 @@ export class Reconciler {
    * ends; one that left the listing meanwhile is no longer pending and is not handed.
    */
   private async handFromSecondListing(due: Set<string>, tally: Refusals): Promise<void> {
-    for await (const page of this.list()) {
-      const batch: (readonly [string, string])[] = [];
-      for (const record of page) {
-        const id = identityOf(record);
-        if (due.delete(id)) batch.push([id, JSON.stringify(record)]);
+    const listing = this.list();
+    try {
+      for (;;) {
+        const step = await listing.next();
+        if (step.done) return;
+        const batch = dueIn(step.value, due);
+        if (batch.length > 0) await this.hand(batch, tally);
+        if (due.size === 0) return;
+        await this.betweenPages('while handing obligations');
       }
-      if (batch.length > 0) await this.hand(batch, tally);
-      if (due.size === 0) return;
-      await this.betweenPages('while handing obligations');
+    } finally {
+      // Ends a listing left before its last page (everything due was found).
+      await listing.return(undefined);
     }
   }
 
-  private async hand(due: readonly (readonly [string, string])[], tally: Refusals): Promise<void> {
-    const { deliver, metrics, ledger, lease } = this.options;
-    let next = 0;
-    // Set when one worker stops the run (lease lost, Redis): the others hand nothing more.
-    let aborted = false;
-    let accepted: string[] = [];
-    const flush = async (): Promise<void> => {
-      const batch = accepted;
-      accepted = [];
-      if (batch.length > 0) await this.redis(() => ledger.markHanded(batch, this.options.now()));
-    };
-    const worker = async (): Promise<void> => {
-      try {
-        await loop();
-      } catch (err) {
-        aborted = true;
-        throw err;
-      }
-    };
-    const loop = async (): Promise<void> => {
-      while (next < due.length && !this.closed && !aborted) {
-        const [id, record] = due[next++]!;
-        const body = reconciledEvent(id, this.options.now(), record);
-        const result = await deliver!(body, { 'content-type': 'application/json', [RECONCILED_HEADER]: '1' });
-        metrics.handed.labels(result.ok ? 'accepted' : 'failed').inc();
-        if (result.ok) accepted.push(id);
-        else {
-          tally.count += 1;
-          tally.lastDetail = result.detail;
-        }
-        if (accepted.length >= MARK_BATCH) await flush();
+  /** Hands `batch` to the app, recording what it accepted; stops with the run (lease lost, Redis, closing). */
+  private hand(batch: readonly (readonly [string, HeldRecord])[], tally: Refusals): Promise<void> {
+    const { deliver, metrics, ledger, lease, now } = this.options;
+    return handToApp(batch, tally, {
+      deliver: deliver!,
+      metrics,
+      now,
+      markHanded: (ids, at) => this.redis(() => ledger.markHanded(ids, at)),
+      stopped: () => this.closed,
+      afterEach: async () => {
         if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
-      }
-    };
-    const workers = Array.from({ length: Math.min(HAND_CONCURRENCY, due.length) }, worker);
-    const results = await Promise.allSettled(workers);
-    // What the app accepted is recorded even when a worker failed, so it is not handed twice.
-    await flush();
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+      },
+    });
   }
 
   private report(summary: RunSummary): void {

@@ -121,7 +121,7 @@ describe('consent-sidecar redec pending', () => {
     const listing = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k', '--redec-max-page-bytes', '4096', '--redec-max-listing-bytes', '5000']);
     expect(listing.code).toBe(1);
     expect(listing.stderr).toContain('--redec-max-listing-bytes');
-  });
+  }, 60_000); // four CLI processes from source
 
   it.each([
     [['--output', 'xml'], '--output'],

@@ -20,7 +20,9 @@ afterEach(async () => {
 });
 
 describe('a 1 GB REDEC listing against a real serve', () => {
-  it.each<[FloodShape]>([['one-page'], ['big-records'], ['realistic']])(
+  // The cheapest shapes that cross each byte bound; the bench runs all four (the realistic one is
+  // 1,001 requests of CPU for both processes, too heavy beside the rest of the suite).
+  it.each<[FloodShape]>([['one-page'], ['big-records']])(
     '%s: the run fails too_large, counted and logged once, nothing is handed, and the sidecar never holds the listing',
     async (shape) => {
       svc = await startFloodService(shape, GB);
