@@ -38,7 +38,7 @@ export const DEFAULT_CACHE_SAFETY_MARGIN_MS = 1000;
 export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
 /** Largest accepted decision request body (bytes). */
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
-/** At most one warn log per (reason, configKey) per this interval (ms). */
+/** At most one warn log per (reason, configKey), and 10 in all, per this interval (ms). */
 export const DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS = 60_000;
 /** Forward-auth: the request header that carries the user reference (lower case). */
 export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
@@ -251,7 +251,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'pre-evaluation-log-interval-ms',
     arg: '<ms>',
-    description: 'at most one warn log per (reason, configKey) per interval',
+    description: 'at most one warn log per (reason, configKey), and 10 in all, per interval',
     defaultText: String(DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS),
   },
   {
