@@ -299,6 +299,17 @@ export const parseRedisUrl: SecretParser<URL> = (text) => {
     return { error: 'is not a valid URL' };
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: `must be a redis:// or rediss:// URL, got "${url.protocol}"` };
+  // What the Redis client would refuse only when it connects, after start (issue 20).
+  if (url.hostname === '') return { error: 'must name a host (redis://host:port)' };
+  if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,5}$/.test(url.pathname)) {
+    return { error: 'the path must be a database number (redis://host:port/0), or nothing' };
+  }
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    return { error: 'the credentials hold an invalid percent-escape' };
+  }
   return { value: url };
 };
 
