@@ -13,6 +13,19 @@ export interface OptionSpec {
   readonly defaultText?: string;
   /** Repeat the flag to give several values (the variable takes them comma- or newline-separated). */
   readonly repeatable?: boolean;
+  /**
+   * A secret given as a value, which has a `-file` form: its help says the value shows in `ps`
+   * and recommends the file (issue 20).
+   */
+  readonly secret?: boolean;
+}
+
+/**
+ * What the help of a secret's value flag adds (see {@link OptionSpec.secret}): a flag's value is in
+ * the process's command line, which anyone on the machine who can list processes can read.
+ */
+export function secretFlagWarning(name: string): string {
+  return `; a value given here is visible in ps (the process's command line): prefer --${name}-file`;
 }
 
 /** Upstream request deadline per check, retries included (ms). */
@@ -166,7 +179,12 @@ export const DECISION_LOG_OPTIONS: readonly OptionSpec[] = [
     description: 'share of decisions written',
     defaultText: String(DEFAULT_DECISION_LOG_SAMPLE_RATE),
   },
-  { name: 'decision-log-hash-key', arg: '<key>', description: 'HMAC key for the user reference hash (16+ characters); random per process when absent' },
+  {
+    name: 'decision-log-hash-key',
+    arg: '<key>',
+    description: 'HMAC key for the user reference hash (16+ characters); random per process when absent',
+    secret: true,
+  },
   { name: 'decision-log-hash-key-file', arg: '<path>', description: 'file holding the HMAC key; re-read when it changes' },
   {
     name: 'decision-log-buffer-bytes',
@@ -179,7 +197,7 @@ export const DECISION_LOG_OPTIONS: readonly OptionSpec[] = [
 /** Flags shared by every command that talks to the service (`serve`, `check`, `redec pending`). */
 export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
   { name: 'upstream-url', arg: '<url>', description: "the consent service's base URL (required)" },
-  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged' },
+  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged', secret: true },
   { name: 'api-key-file', arg: '<path>', description: 'file holding the API key; re-read when it changes' },
   {
     name: 'upstream-timeout-ms',
@@ -267,6 +285,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<whsec_…>',
     description: 'webhook signing secret; repeat for rotation (all are accepted)',
     repeatable: true,
+    secret: true,
   },
   { name: 'webhook-secret-file', arg: '<path>', description: 'file with one whsec_ secret per line; re-read when it changes' },
   {
@@ -295,7 +314,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
   },
   // --- end ---
-  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)' },
+  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)', secret: true },
   { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
   {
     name: 'webhook-forward-timeout-ms',
@@ -322,7 +341,12 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
   },
   // --- Several replicas (Redis) ---
-  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue); redis:// or rediss:// (TLS)' },
+  {
+    name: 'redis-url',
+    arg: '<url>',
+    description: 'shared state for several replicas (dedup, invalidation, queue); redis:// or rediss:// (TLS), credentials in the URL',
+    secret: true,
+  },
   { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
   { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
   {
