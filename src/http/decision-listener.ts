@@ -242,7 +242,9 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
  * this listener: 400 JSON, `rejected` (node's default is a bare 400 without a body).
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // As node's own handler: never write into a response already under way on this connection.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }

@@ -12,6 +12,8 @@ const PASSTHROUGH_PREFIX = '/v1/';
  * - `invalid_escape`: a `%` not followed by two hex digits;
  * - `control_character`: a control character or a space, literal or encoded (`%00`-`%20`, `%7f`, C1, Unicode spaces);
  * - `encoded_slash`: `%2f` or `%5c`, which some servers decode before splitting the path;
+ * - `encoded_delimiter`: `%3f` or `%23`, which a server that decodes before parsing reads as the
+ *   start of a query or fragment (`/v1/..%3f` would be `/v1/..`);
  * - `encoded_unreserved`: an escape of a letter, digit, `-`, `.`, `_` or `~` (`%2e`, `%63`), which a
  *   normalising server decodes (RFC 3986 §6.2.2.2) and a literal one does not;
  * - `double_encoding`: `%25` followed by two hex digits, which a server that decodes twice reads as an escape;
@@ -32,6 +34,7 @@ export type TargetProblem =
   | 'invalid_escape'
   | 'control_character'
   | 'encoded_slash'
+  | 'encoded_delimiter'
   | 'encoded_unreserved'
   | 'double_encoding'
   | 'invalid_utf8'
@@ -87,6 +90,7 @@ export function judgeTarget(target: string): TargetVerdict {
       if (b < 0x21 || b === 0x7f) return refused('control_character', `the path holds an encoded control character or space (${escape})`);
       if (b === 0x2f || b === 0x5c) return refused('encoded_slash', `the path holds an encoded slash or backslash (${escape})`);
       if (b === 0x3b) return refused('path_parameter', `the path holds an encoded ";" (${escape})`);
+      if (b === 0x3f || b === 0x23) return refused('encoded_delimiter', `the path holds an encoded "?" or "#" (${escape})`);
       if (b === 0x25 && HEX.test(path.slice(i + 3, i + 5))) return refused('double_encoding', `the path holds a double-encoded escape (${path.slice(i, i + 5)})`);
       if (b < 0x80 && UNRESERVED_BYTE.test(String.fromCharCode(b))) {
         return refused('encoded_unreserved', `the path holds an escape of an unreserved character (${escape} for ${show(String.fromCharCode(b))})`);

@@ -58,6 +58,7 @@ describe('judgeTarget (property): a target that passes through is already its ow
     ['/v1/customers/a%c2%adb', 'refused'], // soft hyphen
     ['/v1/customers/a%e2%80%8bb', 'refused'], // zero-width space
     ['/v1/customers/a%c2%85b', 'refused'], // C1 control NEL
+    ['/v1/..%3f', 'refused'], // decoded, then parsed: /v1/.. and a query (found by the property above)
   ])('%s → %s', (t, kind) => {
     expect(judgeTarget(t).kind).toBe(kind);
   });
