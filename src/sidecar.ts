@@ -15,7 +15,7 @@ import {
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { createWebhookListener } from './http/webhook-listener.js';
-import { closeGracefully, listenAt } from './http/listen.js';
+import { closeGracefully, listenAt, ListenError } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
@@ -164,7 +164,9 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     await Promise.allSettled(servers.map((s) => closeGracefully(s.server, 0)));
     await release();
     const where = failed ? `${failed.flag} ${failed.address.path !== undefined ? `unix:${failed.address.path}` : `${failed.address.host}:${failed.address.port}`}` : 'listener';
-    throw new Error(`${where}: cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+    // A socket path that cannot be taken says what is there (issue 20); a bind error, its code.
+    const why = err instanceof ListenError ? err.message : `cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+    throw new Error(`${where}: ${why}`, { cause: err });
   }
   readiness.satisfy('listeners');
   logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null, redis: config.redis !== null }, 'consent-sidecar started');

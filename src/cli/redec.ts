@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { REDEC_LISTING_OPTIONS, resolveRedecListingFields, resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
+import { REDEC_LISTING_OPTIONS, resolveRedecListingBounds, resolveRedecListingFields, resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
 import { DEFAULT_REDEC_PAGE_LIMIT, formatTable, listNotificationRequirements, RedecError, type NotificationRequirementItem } from '../redec/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, ONE_SHOT_UPSTREAM_MEANING, rawFlags, warnUnknownVariables } from './spec-options.js';
@@ -30,6 +30,8 @@ export function registerRedec(program: Command): void {
       if (problems.length > 0) throw new CliUsageError(problems.join('\n  '));
       const upstream = resolveUpstreamConfig(rawFlags(pending, UPSTREAM_OPTIONS));
       const fields = resolveRedecListingFields(rawFlags(pending, REDEC_LISTING_OPTIONS));
+      // The same bounds as serve's reconciler (issue 20): a listing past them ends with exit 1.
+      const bounds = resolveRedecListingBounds(rawFlags(pending, REDEC_LISTING_OPTIONS));
       const all: NotificationRequirementItem[] = [];
       let said = false;
       // Which member held the records, once, on stderr (stdout stays JSON lines or the table).
@@ -39,7 +41,7 @@ export function registerRedec(program: Command): void {
         process.stderr.write(`consent-sidecar: redec pending: records read from "${field}"\n`);
       };
       try {
-        for await (const page of listNotificationRequirements(upstream, { status: flags.status, limit, fields, onItemsField })) {
+        for await (const page of listNotificationRequirements(upstream, { status: flags.status, limit, fields, bounds, onItemsField })) {
           // JSON lines stream as pages arrive; a table needs every row for its widths.
           if (flags.output === 'json') for (const item of page) process.stdout.write(`${JSON.stringify(item)}\n`);
           else all.push(...page);

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { envName, unknownEnvVariables, type OptionSpec, type RawFlags } from '../config/index.js';
+import { envName, secretFlagWarning, unknownEnvVariables, type OptionSpec, type RawFlags } from '../config/index.js';
 
 export const camel = (name: string): string => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 
@@ -10,7 +10,7 @@ export const camel = (name: string): string => name.replace(/-([a-z])/g, (_m, c:
 export function addSpecOptions(cmd: Command, specs: readonly OptionSpec[], meaning: Readonly<Record<string, string>> = {}): Command {
   for (const spec of specs) {
     const defaults = spec.defaultText === undefined ? '' : ` (default: ${spec.defaultText})`;
-    const description = meaning[spec.name] ?? spec.description;
+    const description = `${meaning[spec.name] ?? spec.description}${spec.secret ? secretFlagWarning(spec.name) : ''}`;
     const option = new Option(`--${spec.name} ${spec.arg}`, `${description}${defaults} [${envName(spec.name)}]`);
     if (spec.repeatable) option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
     cmd.addOption(option);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { DEFAULT_WEBHOOK_TOLERANCE_S, parseRequiredHeader, parseWebhookSecrets, type RequiredHeader } from '../config/index.js';
+import { DEFAULT_WEBHOOK_TOLERANCE_S, parseRequiredHeader, parseWebhookSecrets, secretFlagWarning, type RequiredHeader } from '../config/index.js';
 import { parseEnvelope, signatureHeaders, verifyDelivery, type DeliveryHeaders } from '../webhooks/index.js';
 import { registerDeadLetters } from './dead-letters.js';
 import { CliUsageError, EXIT } from './errors.js';
@@ -77,7 +77,7 @@ function registerSign(webhook: Command): void {
   webhook
     .command('sign')
     .description('sign a body the way the service does and print the headers to send')
-    .option('--secret <whsec_…>', 'the endpoint secret (whsec_ included)')
+    .option('--secret <whsec_…>', `the endpoint secret (whsec_ included)${secretFlagWarning('secret')}`)
     .option('--secret-file <path>', 'file whose first secret line is used')
     .option('--timestamp <s>', 'epoch seconds to sign with (default: now)')
     .option('--body-file <path>', 'raw body to sign; stdin when absent or "-"')
@@ -120,7 +120,7 @@ function registerVerify(webhook: Command): void {
   webhook
     .command('verify')
     .description('verify a captured delivery (headers + raw body); prints ok, or the reason code it fails')
-    .option('--secret <whsec_…>', 'an accepted secret; repeat for rotation', repeat)
+    .option('--secret <whsec_…>', `an accepted secret; repeat for rotation${secretFlagWarning('secret')}`, repeat)
     .option('--secret-file <path>', 'file with one whsec_ secret per line')
     .option('--header <"Name: value">', 'a delivery header; repeat', repeat)
     .option('--headers-file <path>', 'captured headers, one "Name: value" per line (a request line is skipped)')

@@ -41,8 +41,11 @@ import {
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
 import type { RawEnv, RawFlags, RedisConfig, RedisTarget, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
 import { DEFAULT_DECISION_LOG_BUFFER_BYTES, DEFAULT_DECISION_LOG_SAMPLE_RATE } from './options.js';
-import type { DecisionLogConfig, RedecListingFields, RedecReconcileConfig } from './types.js';
+import type { DecisionLogConfig, RedecListingBounds, RedecListingFields, RedecReconcileConfig } from './types.js';
 import {
+  DEFAULT_REDEC_MAX_PAGE_BYTES,
+  DEFAULT_REDEC_MAX_LISTING_BYTES,
+  DEFAULT_REDEC_MAX_RECORDS,
   DEFAULT_REDEC_RECONCILE_GRACE_MS,
   DEFAULT_REDEC_RECONCILE_INTERVAL_MS,
   DEFAULT_REDEC_RECONCILE_PAGE_LIMIT,
@@ -301,7 +304,17 @@ export const parseRedisUrl: SecretParser<URL> = (text) => {
     return { error: 'is not a valid URL (expected redis://[user:password@]host:port or rediss://…)' };
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: `must be a redis:// or rediss:// URL, got "${url.protocol}"` };
+  // What the Redis client would refuse only when it connects, after start (issue 20).
   if (url.hostname === '') return { error: 'must name a host (redis://host:port)' };
+  if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,5}$/.test(url.pathname)) {
+    return { error: 'the path must be a database number (redis://host:port/0), or nothing' };
+  }
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    return { error: 'the credentials hold an invalid percent-escape' };
+  }
   return { value: url };
 };
 
@@ -534,15 +547,27 @@ function readRedecFields(r: Reader): RedecListingFields {
   return Object.freeze({ itemsField: items?.value ?? null, cursorParam: cursor?.value ?? 'cursor' });
 }
 
+/** `--redec-max-page-bytes`, `--redec-max-records`, `--redec-max-listing-bytes` (issue 20). */
+function readRedecBounds(r: Reader): RedecListingBounds {
+  const maxPageBytes = r.int('redec-max-page-bytes', DEFAULT_REDEC_MAX_PAGE_BYTES, 1024, 1024 * 1024 * 1024);
+  const maxRecords = r.int('redec-max-records', DEFAULT_REDEC_MAX_RECORDS, 1, 100_000_000);
+  const maxListingBytes = r.int('redec-max-listing-bytes', DEFAULT_REDEC_MAX_LISTING_BYTES, 1024, 64 * 1024 * 1024 * 1024);
+  if (maxListingBytes < maxPageBytes && !r.problems.some((p) => p.startsWith('--redec-max-page-bytes'))) {
+    r.problem('--redec-max-listing-bytes', `must be at least --redec-max-page-bytes (${maxPageBytes}), or a page of the largest size could never be read`);
+  }
+  return Object.freeze({ maxPageBytes, maxRecords, maxListingBytes });
+}
+
 function readRedecReconcile(r: Reader): RedecReconcileConfig | null {
   const intervalMs = r.int('redec-reconcile-interval-ms', DEFAULT_REDEC_RECONCILE_INTERVAL_MS, 0, 7 * 86_400_000);
   const graceMs = r.int('redec-reconcile-grace-ms', DEFAULT_REDEC_RECONCILE_GRACE_MS, 0, 30 * 86_400_000);
   const repeatMs = r.int('redec-reconcile-repeat-ms', DEFAULT_REDEC_RECONCILE_REPEAT_MS, 1, 30 * 86_400_000);
   const pageLimit = r.int('redec-reconcile-page-limit', DEFAULT_REDEC_RECONCILE_PAGE_LIMIT, 1, 10_000);
   const fields = readRedecFields(r);
+  const bounds = readRedecBounds(r);
   const raw = r.raw('redec-reconcile-interval-ms');
   if (raw && intervalMs > 0 && intervalMs < 100) r.problem(raw.label, `must be 0 (off) or at least 100, got ${intervalMs}`);
-  return intervalMs === 0 ? null : Object.freeze({ intervalMs, graceMs, repeatMs, pageLimit, fields });
+  return intervalMs === 0 ? null : Object.freeze({ intervalMs, graceMs, repeatMs, pageLimit, fields, bounds });
 }
 
 /**
@@ -554,5 +579,15 @@ export function resolveRedecListingFields(flags: RawFlags, env: RawEnv = process
   const fields = readRedecFields(r);
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return fields;
+}
+/**
+ * Resolves `--redec-max-page-bytes`, `--redec-max-records` and `--redec-max-listing-bytes` (for `redec pending`).
+ * @throws ConfigError naming the flag.
+ */
+export function resolveRedecListingBounds(flags: RawFlags, env: RawEnv = process.env): RedecListingBounds {
+  const r = new Reader(flags, env);
+  const bounds = readRedecBounds(r);
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return bounds;
 }
 // --- end REDEC reconciliation ---

@@ -13,6 +13,19 @@ export interface OptionSpec {
   readonly defaultText?: string;
   /** Repeat the flag to give several values (the variable takes them comma- or newline-separated). */
   readonly repeatable?: boolean;
+  /**
+   * A secret given as a value, which has a `-file` form: its help says the value shows in `ps`
+   * and recommends the file (issue 20).
+   */
+  readonly secret?: boolean;
+}
+
+/**
+ * What the help of a secret's value flag adds (see {@link OptionSpec.secret}): a flag's value is in
+ * the process's command line, which anyone on the machine who can list processes can read.
+ */
+export function secretFlagWarning(name: string): string {
+  return `; a value given here is visible in ps (the process's command line): prefer --${name}-file`;
 }
 
 /** Upstream request deadline per check, retries included (ms). */
@@ -40,7 +53,7 @@ export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
 export const DEFAULT_CACHE_REFRESH_AHEAD_MS = 0;
 /** Largest accepted decision request body (bytes). */
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
-/** At most one warn log per (reason, configKey) per this interval (ms). */
+/** At most one warn log per (reason, configKey), and 10 in all, per this interval (ms). */
 export const DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS = 60_000;
 /** Forward-auth: the request header that carries the user reference (lower case). */
 export const DEFAULT_FORWARD_AUTH_USER_HEADER = 'x-user-reference';
@@ -84,7 +97,13 @@ export const DEFAULT_REDEC_RECONCILE_GRACE_MS = 7_200_000;
 export const DEFAULT_REDEC_RECONCILE_REPEAT_MS = 86_400_000;
 /** Page size the reconciler asks of the service (`limit`). */
 export const DEFAULT_REDEC_RECONCILE_PAGE_LIMIT = 100;
-/** Where the listing's records and cursor are (the document does not show it): `serve` and `redec pending`. */
+/** Largest page of the REDEC listing read (bytes); a bigger one fails the run `too_large` (issue 20). */
+export const DEFAULT_REDEC_MAX_PAGE_BYTES = 8_388_608;
+/** Most records one run of the REDEC listing holds, all pages together; more fail the run `too_large`. */
+export const DEFAULT_REDEC_MAX_RECORDS = 100_000;
+/** Most bytes one listing of REDEC obligations reads, all pages together; more fail the run `too_large`. */
+export const DEFAULT_REDEC_MAX_LISTING_BYTES = 67_108_864;
+/** Where the listing's records and cursor are (the document does not show it), and its bounds: `serve` and `redec pending`. */
 export const REDEC_LISTING_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'redec-items-field',
@@ -93,6 +112,24 @@ export const REDEC_LISTING_OPTIONS: readonly OptionSpec[] = [
     defaultText: '"items", else the only array of objects',
   },
   { name: 'redec-cursor-param', arg: '<name>', description: 'query parameter the REDEC listing\'s cursor is sent as', defaultText: 'cursor' },
+  {
+    name: 'redec-max-page-bytes',
+    arg: '<bytes>',
+    description: 'largest page of the REDEC listing read; a bigger one is cut off and the run fails too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_PAGE_BYTES),
+  },
+  {
+    name: 'redec-max-records',
+    arg: '<n>',
+    description: 'most records of the REDEC listing in one run, all pages together; more fail the run too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_RECORDS),
+  },
+  {
+    name: 'redec-max-listing-bytes',
+    arg: '<bytes>',
+    description: 'most bytes of one REDEC listing, all pages together; more fail the run too_large',
+    defaultText: String(DEFAULT_REDEC_MAX_LISTING_BYTES),
+  },
 ];
 export const REDEC_RECONCILE_OPTIONS: readonly OptionSpec[] = [
   {
@@ -146,7 +183,12 @@ export const DECISION_LOG_OPTIONS: readonly OptionSpec[] = [
     description: 'share of decisions written',
     defaultText: String(DEFAULT_DECISION_LOG_SAMPLE_RATE),
   },
-  { name: 'decision-log-hash-key', arg: '<key>', description: 'HMAC key for the user reference hash (16+ characters); random per process when absent' },
+  {
+    name: 'decision-log-hash-key',
+    arg: '<key>',
+    description: 'HMAC key for the user reference hash (16+ characters); random per process when absent',
+    secret: true,
+  },
   { name: 'decision-log-hash-key-file', arg: '<path>', description: 'file holding the HMAC key; re-read when it changes' },
   {
     name: 'decision-log-buffer-bytes',
@@ -159,7 +201,7 @@ export const DECISION_LOG_OPTIONS: readonly OptionSpec[] = [
 /** Flags shared by every command that talks to the service (`serve`, `check`, `redec pending`). */
 export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
   { name: 'upstream-url', arg: '<url>', description: "the consent service's base URL (required)" },
-  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged' },
+  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged', secret: true },
   { name: 'api-key-file', arg: '<path>', description: 'file holding the API key; re-read when it changes' },
   {
     name: 'upstream-timeout-ms',
@@ -237,7 +279,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'pre-evaluation-log-interval-ms',
     arg: '<ms>',
-    description: 'at most one warn log per (reason, configKey) per interval',
+    description: 'at most one warn log per (reason, configKey), and 10 in all, per interval',
     defaultText: String(DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS),
   },
   {
@@ -253,6 +295,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<whsec_…>',
     description: 'webhook signing secret; repeat for rotation (all are accepted)',
     repeatable: true,
+    secret: true,
   },
   { name: 'webhook-secret-file', arg: '<path>', description: 'file with one whsec_ secret per line; re-read when it changes' },
   {
@@ -281,7 +324,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
   },
   // --- end ---
-  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)' },
+  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)', secret: true },
   { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
   {
     name: 'webhook-forward-timeout-ms',
@@ -308,18 +351,25 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
   },
   // --- Several replicas (Redis) ---
-  { name: 'redis-url', arg: '<url>', description: 'one Redis for state shared by replicas (dedup, invalidations, queue); redis:// or rediss:// (TLS)' },
+  {
+    name: 'redis-url',
+    arg: '<url>',
+    description: 'one Redis for state shared by replicas (dedup, invalidations, queue); redis:// or rediss:// (TLS), credentials in the URL',
+    secret: true,
+  },
   { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
   {
     name: 'redis-cluster-nodes',
     arg: '<urls>',
     description: 'a Redis Cluster instead: seed nodes, comma-separated host:port or redis[s]:// URLs (credentials in the first)',
+    secret: true,
   },
   { name: 'redis-cluster-nodes-file', arg: '<path>', description: 'file holding the cluster seed nodes; re-read when it changes' },
   {
     name: 'redis-sentinels',
     arg: '<urls>',
     description: 'a Sentinel-managed Redis instead: the sentinels, comma-separated host:port or redis[s]:// URLs (credentials in the first serve sentinels and master)',
+    secret: true,
   },
   { name: 'redis-sentinels-file', arg: '<path>', description: 'file holding the sentinels; re-read when it changes' },
   { name: 'redis-sentinel-master', arg: '<name>', description: 'with --redis-sentinels: the name the sentinels monitor the master under' },

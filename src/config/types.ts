@@ -125,6 +125,19 @@ export interface RedecListingFields {
   readonly cursorParam: string;
 }
 
+/**
+ * How much of the listing one run reads (`--redec-max-page-bytes`, `--redec-max-records`,
+ * `--redec-max-listing-bytes`); beyond any, the run fails `too_large` and nothing from it is used.
+ */
+export interface RedecListingBounds {
+  /** Largest page read (bytes); the body is cut off past it. */
+  readonly maxPageBytes: number;
+  /** Most records in one run, all pages together. */
+  readonly maxRecords: number;
+  /** Most bytes read by one listing, all pages together. */
+  readonly maxListingBytes: number;
+}
+
 /** The reconciler (`--redec-reconcile-*`); null when the interval is 0. */
 export interface RedecReconcileConfig {
   readonly intervalMs: number;
@@ -132,6 +145,7 @@ export interface RedecReconcileConfig {
   readonly repeatMs: number;
   readonly pageLimit: number;
   readonly fields: RedecListingFields;
+  readonly bounds: RedecListingBounds;
 }
 // --- end REDEC reconciliation ---
 

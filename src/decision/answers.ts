@@ -46,6 +46,7 @@ export function rejectedAnswer(invalid: InvalidRequest): Answer {
     decision: 'DENY',
     error: 'invalid_request',
     field: invalid.field,
+    ...(invalid.problem === undefined ? {} : { problem: invalid.problem }),
     detail: invalid.detail,
   });
 }

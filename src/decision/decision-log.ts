@@ -5,6 +5,13 @@ import type { DecisionLogConfig } from '../config/index.js';
 import type { DecisionRoute } from './metrics.js';
 import type { Answer, CheckRequest } from './types.js';
 
+/**
+ * Mode a new decision log file is created with (what umask 022 gives by default), explicit so that
+ * the umask set around the Unix socket's bind (src/http/listen.ts) can never widen it, even if the
+ * file's asynchronous open coincides with that bind.
+ */
+const DECISION_LOG_FILE_MODE = 0o644;
+
 /** Where lines go: stdout or an append-only file stream (anything with write and a buffered length). */
 export interface DecisionLogSink {
   write(chunk: string): boolean;
@@ -63,7 +70,7 @@ export class DecisionLog {
     if (!config.hashKey) {
       deps.logger.warn({ event: 'decision_log_random_key' }, 'decision log: no --decision-log-hash-key, so hashes are per process and cannot be correlated across restarts or replicas');
     }
-    this.sink = deps.sink ?? (config.destination === 'stdout' ? process.stdout : createWriteStream(config.destination, { flags: 'a' }));
+    this.sink = deps.sink ?? (config.destination === 'stdout' ? process.stdout : createWriteStream(config.destination, { flags: 'a', mode: DECISION_LOG_FILE_MODE }));
     this.sink.on?.('error', (err: Error) => {
       if (!this.broken) deps.logger.error({ event: 'decision_log_failed', code: (err as NodeJS.ErrnoException).code }, 'decision log cannot be written; lines are dropped');
       this.broken = true;

@@ -17,7 +17,18 @@ const DROP_REQUEST = new Set([
   'proxy-authorization',
   'expect',
 ]);
-const DROP_RESPONSE = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade']);
+const DROP_RESPONSE = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  // Replaced by `no-store`: a passthrough answer is never cached (issue 20).
+  'cache-control',
+  'expires',
+]);
 
 /**
  * Forwards any other `/v1/*` request to the service with the API key injected and returns the
@@ -34,7 +45,11 @@ export class Passthrough {
     this.pool = new Pool(cfg.baseUrl.origin, { connections: 16, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });
   }
 
-  async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * Sends `target` (the raw origin-form target the listener judged, path and query, starting with
+   * `/v1/`) exactly as written, below the base URL's path.
+   */
+  async forward(req: IncomingMessage, res: ServerResponse, target: string): Promise<void> {
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROP_REQUEST.has(name)) headers[name] = value;
@@ -46,7 +61,7 @@ export class Passthrough {
     try {
       const upstream = await this.pool.request({
         method: method as 'GET',
-        path: joinPath(this.cfg.baseUrl, req.url ?? '/'),
+        path: joinPath(this.cfg.baseUrl, target),
         headers,
         body: hasBody ? req : null,
         signal,
@@ -55,6 +70,9 @@ export class Passthrough {
       for (const [name, value] of Object.entries(upstream.headers)) {
         if (value !== undefined && !DROP_RESPONSE.has(name)) out[name] = value;
       }
+      // Whatever the service said: an answer through the sidecar is never stored by anyone
+      // (some, like a single-use authorize, must never be replayed from a cache).
+      out['cache-control'] = 'no-store';
       res.writeHead(upstream.statusCode, out);
       for await (const chunk of upstream.body) res.write(chunk);
       res.end();

@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import express from 'express';
 import type { Logger } from 'pino';
 import {
@@ -16,8 +17,10 @@ import {
 import { RateLimiter } from '../observability/index.js';
 import { failClosedAnswerFor, lastResort } from './fail-closed.js';
 import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
+import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
 
-export const CHECK_PATH = '/v1/authorization/check';
+export { CHECK_PATH } from './request-target.js';
+
 const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
 export const SOURCE_HEADER = 'x-consent-decision-source';
 /** A `no-cache` directive in one Cache-Control field value (several fields: any of them). */
@@ -189,10 +192,11 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.json({ purged });
   });
   app.use((req, res, next) => {
-    const { path, ambiguous } = canonicalPath(req.originalUrl);
+    // The raw target as it arrived: what is judged is exactly what would be sent.
+    const target = req.originalUrl;
     // Spelling variants of the check path (query, trailing or doubled slashes, case, escapes)
-    // must never reach the service through the passthrough, which would skip the strict parser.
-    if (path === CHECK_PATH) {
+    // are answered by the strict route, which asks the service on CHECK_PATH itself.
+    if (canonicalPath(target) === CHECK_PATH) {
       if (req.method === 'POST') check(req, res);
       else {
         res.setHeader('allow', 'POST');
@@ -200,21 +204,25 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       }
       return;
     }
-    if (ambiguous) {
-      send(res, rejectedAnswer({ field: 'path', detail: 'the path has an invalid or ambiguous escape, a backslash or a ; parameter' }));
+    const verdict = judgeTarget(target);
+    if (verdict.kind === 'refused') {
+      // Never sent (issue 20): the key is for /v1/ alone, and a path a server could resolve
+      // differently from us, or another spelling of the check path, is not judged by guessing.
+      send(res, rejectedAnswer({ field: 'path', problem: verdict.problem, detail: verdict.detail }));
+      req.resume();
       return;
     }
-    if (path?.startsWith('/v1/')) {
+    if (verdict.kind === 'passthrough') {
       // The service's own answer (the passthrough marks its 502/504 fail-closed).
       res.setHeader(SOURCE_HEADER, 'upstream');
-      o.passthrough.forward(req, res).catch(next);
+      o.passthrough.forward(req, res, target).catch(next);
       return;
     }
-    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${path}` });
+    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });
   });
 
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
-  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
     else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
     // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service with
@@ -224,23 +232,33 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
       req.resume();
     } else app(req, res);
   });
+  server.on('clientError', answerClientError);
+  return server;
 }
 
 /**
- * The path as a server behind us could read it: query dropped, escapes decoded, dot segments
- * resolved, slashes folded, lower case (`null` when an escape is invalid). `ambiguous` when the raw
- * path holds an escaped slash, backslash, dot or NUL, or a `;` parameter, which servers read
- * differently: such a path is never passed through.
+ * What node's parser refuses before any route sees it (a literal control character, space or
+ * non-ASCII byte in the target, a malformed request line) is answered like every other refusal of
+ * this listener: 400 JSON, `rejected` (node's default is a bare 400 without a body).
  */
-export function canonicalPath(url: string): { path: string | null; ambiguous: boolean } {
-  const raw = url.split('?')[0] ?? '';
-  const ambiguous = /%(2f|5c|2e|00)|[;\\]/i.test(raw);
-  try {
-    // Leading slashes are folded first: `//v1/...` would otherwise parse as a host named v1.
-    const decoded = decodeURIComponent(raw).replace(/\\/g, '/').replace(/^\/+/, '/');
-    const path = new URL(decoded, 'http://sidecar.invalid').pathname;
-    return { path: path.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1').toLowerCase(), ambiguous };
-  } catch {
-    return { path: null, ambiguous: true };
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  // As node's own handler: never write into a response already under way on this connection.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
   }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const invalidUrl = err.code === 'HPE_INVALID_URL';
+  const body = JSON.stringify({
+    decision: 'DENY',
+    error: 'invalid_request',
+    field: invalidUrl ? 'path' : 'request',
+    ...(invalidUrl ? { problem: 'invalid_character' } : {}),
+    detail: invalidUrl ? 'the target holds a literal control character, space or non-ASCII byte' : `malformed HTTP request (${err.code ?? 'parse error'})`,
+  });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `cache-control: no-store\r\n${SOURCE_HEADER}: rejected\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

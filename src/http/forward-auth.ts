@@ -111,7 +111,27 @@ function single(raw: readonly string[], name: string): string | null | undefined
   return found;
 }
 
-function checkValue(field: 'userReference' | 'configKey', where: string, value: string | null | undefined): InvalidRequest | undefined {
+const NON_ASCII = /[^\x00-\x7f]/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Marks a header value whose bytes are not UTF-8. */
+const NOT_UTF8 = Symbol('not UTF-8');
+
+/**
+ * A header value as the text it encodes. Node hands header values over as latin1 (one character
+ * per byte); a proxy sends a user reference as UTF-8, as the check route's JSON body carries it and
+ * as revocations name it (issue 20: `ålice` arrived as `Ã¥lice`). Bytes that are not UTF-8 are refused.
+ */
+function utf8Value(value: string | null | undefined): string | null | undefined | typeof NOT_UTF8 {
+  if (typeof value !== 'string' || !NON_ASCII.test(value)) return value;
+  try {
+    return utf8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return NOT_UTF8;
+  }
+}
+
+function checkValue(field: 'userReference' | 'configKey', where: string, value: string | null | undefined | typeof NOT_UTF8): InvalidRequest | undefined {
+  if (value === NOT_UTF8) return { field, detail: `${where} is not UTF-8` };
   if (value === null) return { field, detail: `${where} is given more than once` };
   if (value === undefined || value === '') return { field, detail: `${field} is missing (${where})` };
   if (value.length > MAX_FIELD_LENGTH) return { field, detail: `${field} is longer than ${MAX_FIELD_LENGTH} characters` };
@@ -124,10 +144,12 @@ function checkValue(field: 'userReference' | 'configKey', where: string, value: 
  * which the client wrote) or from `x-consent-config-key`; both given and different is refused.
  */
 export function parseForwardAuth(url: string, rawHeaders: readonly string[], userHeader: string): CheckRequest | InvalidRequest {
-  const userReference = single(rawHeaders, userHeader);
+  const userReference = utf8Value(single(rawHeaders, userHeader));
   const badUser = checkValue('userReference', `header ${userHeader}`, userReference);
   if (badUser) return badUser;
-  const fromHeader = single(rawHeaders, CONFIG_KEY_HEADER);
+  const fromHeaderValue = utf8Value(single(rawHeaders, CONFIG_KEY_HEADER));
+  if (fromHeaderValue === NOT_UTF8) return checkValue('configKey', `header ${CONFIG_KEY_HEADER}`, fromHeaderValue)!;
+  const fromHeader = fromHeaderValue;
   let fromQuery: string | null | undefined;
   if (url.charCodeAt(BARE_LENGTH) === 0x3f /* ? */) {
     const all = new URLSearchParams(url.slice(BARE_LENGTH + 1)).getAll('configKey');
@@ -140,7 +162,7 @@ export function parseForwardAuth(url: string, rawHeaders: readonly string[], use
   const configKey = fromQuery ?? fromHeader;
   const badKey = checkValue('configKey', `query parameter configKey or header ${CONFIG_KEY_HEADER}`, configKey);
   if (badKey) return badKey;
-  return { userReference: userReference!, configKey: configKey! };
+  return { userReference: userReference as string, configKey: configKey! };
 }
 
 /**

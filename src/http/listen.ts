@@ -1,6 +1,7 @@
-import { lstatSync, unlinkSync, chmodSync } from 'node:fs';
+import { lstatSync, unlinkSync } from 'node:fs';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
+import { SidecarError } from '../lib/errors.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
 
 /** Starts listening and resolves with the bound address (port 0 picks a free port). */
@@ -21,23 +22,89 @@ function bind(server: Server, start: (done: () => void) => void): Promise<void> 
   });
 }
 
+/** Mode of the decision socket: as reachable as a loopback port to whoever can reach its directory. */
+const SOCKET_MODE = 0o666;
+/** Leaves only the bits of {@link SOCKET_MODE} when bind() creates the socket (bind applies 0o777 & ~umask). */
+const SOCKET_UMASK = 0o777 & ~SOCKET_MODE;
+
+export type ListenErrorCode = 'ERR_LISTEN_IN_USE' | 'ERR_LISTEN_NOT_A_SOCKET' | 'ERR_LISTEN_SYMLINK' | 'ERR_LISTEN_PROBE';
+
+/** A Unix socket path that cannot be taken; the message says what is there. */
+export class ListenError extends SidecarError<ListenErrorCode> {}
+
 /**
  * Listens on a TCP address or a Unix socket (`address.path`) and resolves with what to show:
- * `http://host:port`, or `unix:/path`. A socket file left by an earlier process is replaced (only
- * a socket, never another kind of file); the new one is made 0666, as reachable as a loopback
- * port to whoever can reach its directory (an emptyDir shared with the app, in Kubernetes).
+ * `http://host:port`, or `unix:/path`.
+ *
+ * A Unix socket is created with mode 0666 by bind() itself (the process umask is set around the
+ * synchronous bind), as reachable as a loopback port to whoever can reach its directory (an emptyDir
+ * shared with the app, in Kubernetes). Its mode is never changed by path afterwards: whoever can
+ * write to the directory could swap the path for a symlink in between (issue 20). What is at the
+ * path decides: nothing, bind; a socket nobody accepts on (a crashed process's, connect gives
+ * ECONNREFUSED), replaced; a live socket, a symlink, or any other kind of file, refused
+ * ({@link ListenError}).
  */
 export async function listenAt(server: Server, address: ListenAddress): Promise<string> {
   const path = address.path;
   if (path === undefined) return baseUrlOf(await listen(server, address));
-  try {
-    if (lstatSync(path).isSocket()) unlinkSync(path);
-  } catch {
-    // nothing there
-  }
-  await bind(server, (done) => server.listen(path, done));
-  chmodSync(path, 0o666);
+  await clearStaleSocket(path);
+  await bind(server, (done) => {
+    // net binds a pipe synchronously inside listen(): the umask holds for that bind() alone.
+    const previous = process.umask(SOCKET_UMASK);
+    try {
+      server.listen(path, done);
+    } finally {
+      process.umask(previous);
+    }
+  });
   return `unix:${path}`;
+}
+
+/** Removes a stale socket at `path`; throws {@link ListenError} when the path holds anything else. */
+async function clearStaleSocket(path: string): Promise<void> {
+  let stat;
+  try {
+    stat = lstatSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (stat.isSymbolicLink()) {
+    throw new ListenError('ERR_LISTEN_SYMLINK', 'a symbolic link is there; it is not followed (remove it, or choose another path)');
+  }
+  if (!stat.isSocket()) {
+    const what = stat.isFile() ? 'a regular file' : stat.isDirectory() ? 'a directory' : stat.isFIFO() ? 'a named pipe' : 'a device or other special file';
+    throw new ListenError('ERR_LISTEN_NOT_A_SOCKET', `${what} is there, not a socket; it is not replaced (EADDRINUSE)`);
+  }
+  const probe = await probeSocket(path);
+  if (probe === 'live') {
+    throw new ListenError('ERR_LISTEN_IN_USE', 'a live socket is there (something accepts connections on it: another serve?); it is not replaced');
+  }
+  if (probe !== 'stale') throw new ListenError('ERR_LISTEN_PROBE', `a socket is there and cannot be probed (${probe}); it is not replaced`);
+  try {
+    unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+/** How long a connect to an existing socket may take before it is taken as live (ms). */
+const PROBE_TIMEOUT_MS = 2000;
+
+/** `live` when something accepts on the socket, `stale` when connect is refused, else the error code. */
+function probeSocket(path: string): Promise<'live' | 'stale' | string> {
+  return new Promise((resolve) => {
+    const socket = connect({ path });
+    const done = (result: string): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(result);
+    };
+    // A listener with a full backlog does not answer at once: it is alive.
+    const timer = setTimeout(() => done('live'), PROBE_TIMEOUT_MS);
+    socket.once('connect', () => done('live'));
+    socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED' || err.code === 'ENOENT' ? 'stale' : (err.code ?? err.message)));
+  });
 }
 
 /** `http://host:port` of a bound server. */

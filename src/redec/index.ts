@@ -1,6 +1,7 @@
-export { RedecError, type RedecErrorCode } from './errors.js';
+export { RedecError, type RedecBound, type RedecErrorCode } from './errors.js';
 export {
   listNotificationRequirements,
+  DEFAULT_LISTING_BOUNDS,
   DEFAULT_REDEC_PAGE_LIMIT,
   MAX_REDEC_PAGES,
   type ListOptions,
@@ -12,4 +13,5 @@ export { identityOf } from './identity.js';
 export { MemoryLedger, type LedgerEntry, type ObligationLedger } from './ledger.js';
 export { LocalLease, type ReconcileLease, type RunSummary } from './lease.js';
 export { createRedecMetrics, HANDED_OUTCOMES, RUN_OUTCOMES, type HandedOutcome, type RedecMetrics, type RunOutcome } from './metrics.js';
-export { Reconciler, RECONCILED_EVENT_TYPE, RECONCILED_HEADER, type DeliverToApp, type ReconcilerOptions } from './reconciler.js';
+export { RECONCILED_EVENT_TYPE, RECONCILED_HEADER, type DeliverToApp } from './hand-off.js';
+export { Reconciler, type ReconcilerOptions } from './reconciler.js';

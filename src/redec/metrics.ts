@@ -8,8 +8,9 @@ export type HandedOutcome = (typeof HANDED_OUTCOMES)[number];
 /**
  * `outcome` of `consent_sidecar_redec_reconcile_runs_total`: `ok`; `skipped` (another replica holds
  * the lease or ran within the interval); or why the run failed: the listing (`network`, `timeout`,
- * `http_status`, `malformed_page`, `cursor_loop`), Redis (`redis`), the lease lapsed under the run
- * (`lease_lost`), anything else (`error`).
+ * `http_status`, `malformed_page`, `cursor_loop`, `too_large`: past `--redec-max-page-bytes`,
+ * `--redec-max-records` or `--redec-max-listing-bytes`), Redis (`redis`), the lease lapsed under the
+ * run (`lease_lost`), anything else (`error`).
  */
 export const RUN_OUTCOMES = [
   'ok',
@@ -19,6 +20,7 @@ export const RUN_OUTCOMES = [
   'http_status',
   'malformed_page',
   'cursor_loop',
+  'too_large',
   'redis',
   'lease_lost',
   'error',

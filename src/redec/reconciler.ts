@@ -4,20 +4,10 @@ import { RedecError, type RedecErrorCode } from './errors.js';
 import { identityOf } from './identity.js';
 import type { ObligationLedger } from './ledger.js';
 import type { ReconcileLease, RunSummary } from './lease.js';
+import { dueIn, handToApp, type DeliverToApp, type HeldRecord, type Refusals } from './hand-off.js';
+import { HeldRecords } from './held-records.js';
 import { listNotificationRequirements, type NotificationRequirementItem } from './list-pending.js';
 import type { RedecMetrics, RunOutcome } from './metrics.js';
-
-/** Event type of what the reconciler hands to the app (CONTRACT.md). */
-export const RECONCILED_EVENT_TYPE = 'consent_sidecar.redec.notification_pending';
-/** The mark of a reconciled event; it never carries `x-consent-sidecar-verified`. */
-export const RECONCILED_HEADER = 'x-consent-sidecar-reconciled';
-/** Obligations handed to the app at once. */
-const HAND_CONCURRENCY = 8;
-/** Handed identities recorded per ledger write. */
-const MARK_BATCH = 500;
-
-/** Posts one reconciled event to the app; ok only on a 2xx. */
-export type DeliverToApp = (body: Buffer, headers: Record<string, string>) => Promise<{ readonly ok: boolean; readonly detail?: string }>;
 
 export interface ReconcilerOptions {
   readonly upstream: UpstreamConfig;
@@ -46,6 +36,7 @@ const outcomeOfListing = (code: RedecErrorCode): RunOutcome =>
       ERR_REDEC_HTTP_STATUS: 'http_status',
       ERR_REDEC_MALFORMED_PAGE: 'malformed_page',
       ERR_REDEC_CURSOR_LOOP: 'cursor_loop',
+      ERR_REDEC_TOO_LARGE: 'too_large',
     }) as const
   )[code];
 
@@ -145,88 +136,109 @@ export class Reconciler {
     return outcome;
   }
 
-  /** Lists, syncs the ledger, hands what is due. */
+  /**
+   * Lists, syncs the ledger, hands what is due. Nothing is synced or handed before the listing is
+   * complete and within its bounds (a `too_large` run uses nothing of what it read). The records
+   * are held as text up to `--redec-max-page-bytes` in all; a longer listing is held as identities
+   * only, and what is due is handed from a second listing, page by page (memory: one page).
+   */
   private async reconcile(): Promise<RunSummary> {
-    const { config, ledger, lease } = this.options;
-    const records = new Map<string, NotificationRequirementItem>();
-    const listing = listNotificationRequirements(this.options.upstream, {
-      status: 'pending',
-      limit: config.pageLimit,
-      fields: config.fields,
-      signal: this.stop.signal,
-      onItemsField: (field) => this.logField(field),
-    });
-    for await (const page of listing) {
-      for (const record of page) {
-        const id = identityOf(record);
-        if (!records.has(id)) records.set(id, record);
+    const { config, ledger } = this.options;
+    const held = new HeldRecords(config.bounds.maxPageBytes);
+    const listing = this.list((bytes) => held.expectPage(bytes));
+    try {
+      for (;;) {
+        // Not for-await: its binding would keep the last page alive while the next one is read.
+        let step: IteratorResult<readonly NotificationRequirementItem[]> | null = await listing.next();
+        if (step.done) break;
+        held.addAll(step.value);
+        step = null;
+        await this.betweenPages('during the listing');
       }
-      if (this.closed) throw new RunAborted('error', 'the sidecar is stopping');
-      if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed during the listing');
+    } finally {
+      await listing.return(undefined);
     }
     const now = this.options.now();
-    const entries = await this.redis(() => ledger.sync([...records.keys()], now));
+    const entries = await this.redis(() => ledger.sync(held.identities(), now));
     let oldest: number | null = null;
     for (const e of entries.values()) if (oldest === null || e.firstSeenAt < oldest) oldest = e.firstSeenAt;
-    const summary: RunSummary = { pending: records.size, oldestFirstSeenAt: oldest };
+    const summary: RunSummary = { pending: held.size, oldestFirstSeenAt: oldest };
     this.report(summary);
 
-    const due = [...entries].filter(
-      ([, e]) => now - e.firstSeenAt >= config.graceMs && (e.handedAt === null || now - e.handedAt >= config.repeatMs),
-    );
-    if (due.length > 0 && this.options.deliver) await this.hand(due.map(([id]) => [id, records.get(id)!] as const));
+    const due = [...entries]
+      .filter(([, e]) => now - e.firstSeenAt >= config.graceMs && (e.handedAt === null || now - e.handedAt >= config.repeatMs))
+      .map(([id]) => id);
+    if (due.length === 0 || !this.options.deliver) return summary;
+    const tally: Refusals = { count: 0, lastDetail: undefined };
+    try {
+      if (held.complete) await this.hand(due.map((id) => [id, held.json(id)!] as const), tally);
+      else await this.handFromSecondListing(new Set(due), tally);
+    } finally {
+      // One line per run, not per obligation: an app that is down would otherwise flood the log.
+      if (tally.count > 0) {
+        this.options.logger.warn(
+          { event: 'redec_handed_to_app', outcome: 'failed', count: tally.count, detail: tally.lastDetail },
+          `the app did not accept ${tally.count} pending REDEC obligation(s); the next run hands them again`,
+        );
+      }
+    }
     return summary;
   }
 
-  private async hand(due: readonly (readonly [string, NotificationRequirementItem])[]): Promise<void> {
-    const { deliver, metrics, logger, ledger, lease } = this.options;
-    let next = 0;
-    // Set when one worker stops the run (lease lost, Redis): the others hand nothing more.
-    let aborted = false;
-    let accepted: string[] = [];
-    let refused = 0;
-    let lastDetail: string | undefined;
-    const flush = async (): Promise<void> => {
-      const batch = accepted;
-      accepted = [];
-      if (batch.length > 0) await this.redis(() => ledger.markHanded(batch, this.options.now()));
-    };
-    const worker = async (): Promise<void> => {
-      try {
-        await loop();
-      } catch (err) {
-        aborted = true;
-        throw err;
+  /** The listing as this run reads it (bounded by `--redec-max-page-bytes`, `--redec-max-records`, `--redec-max-listing-bytes`). */
+  private list(onPageBytes?: (bytes: number) => void): AsyncGenerator<readonly NotificationRequirementItem[]> {
+    const { config } = this.options;
+    return listNotificationRequirements(this.options.upstream, {
+      ...(onPageBytes ? { onPageBytes } : {}),
+      status: 'pending',
+      limit: config.pageLimit,
+      fields: config.fields,
+      bounds: config.bounds,
+      signal: this.stop.signal,
+      onItemsField: (field) => this.logField(field),
+    });
+  }
+
+  /** After each page: stop when the sidecar stops or the lease lapsed. */
+  private async betweenPages(when: string): Promise<void> {
+    if (this.closed) throw new RunAborted('error', 'the sidecar is stopping');
+    if (!(await this.redis(() => this.options.lease.renew()))) throw new RunAborted('lease_lost', `the lease lapsed ${when}`);
+  }
+
+  /**
+   * Lists again and hands each due record as its page arrives, until all are found or the listing
+   * ends; one that left the listing meanwhile is no longer pending and is not handed.
+   */
+  private async handFromSecondListing(due: Set<string>, tally: Refusals): Promise<void> {
+    const listing = this.list();
+    try {
+      for (;;) {
+        const step = await listing.next();
+        if (step.done) return;
+        const batch = dueIn(step.value, due);
+        if (batch.length > 0) await this.hand(batch, tally);
+        if (due.size === 0) return;
+        await this.betweenPages('while handing obligations');
       }
-    };
-    const loop = async (): Promise<void> => {
-      while (next < due.length && !this.closed && !aborted) {
-        const [id, record] = due[next++]!;
-        const body = Buffer.from(JSON.stringify({ id: `reconcile_${id}`, type: RECONCILED_EVENT_TYPE, occurredAt: this.options.now(), data: record }));
-        const result = await deliver!(body, { 'content-type': 'application/json', [RECONCILED_HEADER]: '1' });
-        metrics.handed.labels(result.ok ? 'accepted' : 'failed').inc();
-        if (result.ok) accepted.push(id);
-        else {
-          refused += 1;
-          lastDetail = result.detail;
-        }
-        if (accepted.length >= MARK_BATCH) await flush();
-        if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
-      }
-    };
-    const workers = Array.from({ length: Math.min(HAND_CONCURRENCY, due.length) }, worker);
-    const results = await Promise.allSettled(workers);
-    // One line per run, not per obligation: an app that is down would otherwise flood the log.
-    if (refused > 0) {
-      logger.warn(
-        { event: 'redec_handed_to_app', outcome: 'failed', count: refused, detail: lastDetail },
-        `the app did not accept ${refused} pending REDEC obligation(s); the next run hands them again`,
-      );
+    } finally {
+      // Ends a listing left before its last page (everything due was found).
+      await listing.return(undefined);
     }
-    // What the app accepted is recorded even when a worker failed, so it is not handed twice.
-    await flush();
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+  }
+
+  /** Hands `batch` to the app, recording what it accepted; stops with the run (lease lost, Redis, closing). */
+  private hand(batch: readonly (readonly [string, HeldRecord])[], tally: Refusals): Promise<void> {
+    const { deliver, metrics, ledger, lease, now } = this.options;
+    return handToApp(batch, tally, {
+      deliver: deliver!,
+      metrics,
+      now,
+      markHanded: (ids, at) => this.redis(() => ledger.markHanded(ids, at)),
+      stopped: () => this.closed,
+      afterEach: async () => {
+        if (!(await this.redis(() => lease.renew()))) throw new RunAborted('lease_lost', 'the lease lapsed while handing obligations');
+      },
+    });
   }
 
   private report(summary: RunSummary): void {

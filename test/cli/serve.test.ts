@@ -46,6 +46,21 @@ describe('consent-sidecar serve', () => {
     expect(err).not.toMatch(/\n\s+at /);
   });
 
+  it.each([
+    ['/notanumber', '--redis-url'],
+    ['redis://localhost/notanumber', '--redis-url'],
+    ['redis://localhost:6379/1.5', '--redis-url'],
+    ['redis://:%zz@localhost:6379', '--redis-url'],
+    ['redis:///0', '--redis-url'],
+  ])('a bad --redis-url %s exits 2 naming the flag, never repeating the URL (issue 20)', async (url, flag) => {
+    const run = cli(['serve', '--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--redis-url', url]);
+    running.push(run.child);
+    expect(await run.exit).toBe(2);
+    expect(run.stderr()).toContain(`${flag}:`);
+    expect(run.stderr()).not.toContain(url);
+    expect(run.stderr()).not.toMatch(/\n\s+at /);
+  });
+
   it('an unknown flag is a usage error (exit 2)', async () => {
     const run = cli(['serve', '--upstream-ur', 'http://x']);
     expect(await run.exit).toBe(2);

@@ -59,6 +59,11 @@ describe('loadServeConfig', () => {
     ['a horizon that is not a number', { ...base, 'webhook-queue-horizon-ms': 'soon' }, {}, ['--webhook-queue-horizon-ms:']],
     ['an unknown delivery mode', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-delivery': 'kafka' }, {}, ['--webhook-delivery: must be one of passthrough, queue']],
     ['a non-redis URL', { ...base, 'redis-url': 'http://r:6379' }, {}, ['--redis-url: must be a redis:// or rediss:// URL']],
+    // Issue 20: what the Redis client would refuse only when it connects (exit 1, "Invalid pathname").
+    ['a Redis database that is not a number', { ...base, 'redis-url': 'redis://r:6379/notanumber' }, {}, ['--redis-url: the path must be a database number']],
+    ['a Redis database that is not an integer', { ...base, 'redis-url': 'redis://r:6379/1.5' }, {}, ['--redis-url: the path must be a database number']],
+    ['a Redis URL without a host', { ...base, 'redis-url': 'redis:///0' }, {}, ['--redis-url: must name a host']],
+    ['a Redis password with a bad escape', { ...base, 'redis-url': 'redis://:%zz@r:6379' }, {}, ['--redis-url: the credentials hold an invalid percent-escape']],
     ['Redis URL and URL file', { ...base, 'redis-url': 'redis://r:6379', 'redis-url-file': '/x' }, {}, ['--redis-url: give the secret as --redis-url or --redis-url-file, not both']],
     ['a dedup lease not above the forward timeout', { ...base, 'app-webhook-url': 'http://a/h', 'webhook-secret': ['whsec_a'], 'webhook-forward-timeout-ms': '3000', 'webhook-dedup-lease-ms': '3000' }, {}, ['--webhook-dedup-lease-ms: must exceed --webhook-forward-timeout-ms (3000)']],
     ['a Redis command timeout of 0', { ...base, 'redis-url': 'redis://r:6379', 'redis-command-timeout-ms': '0' }, {}, ['--redis-command-timeout-ms: must be an integer from 1']],
@@ -66,6 +71,10 @@ describe('loadServeConfig', () => {
   ])('%s → names the flag', (_name, flags, env, expected) => {
     const found = problems(flags, env);
     for (const e of expected) expect(found.some((p) => p.startsWith(e)), `${JSON.stringify(found)} should contain "${e}"`).toBe(true);
+  });
+
+  it('a bad Redis URL in the file form names --redis-url-file (issue 20)', () => {
+    expect(problems({ ...base, 'redis-url-file': tempFile('redis://r:6379/db1\n') })).toEqual([expect.stringMatching(/^--redis-url-file: .*the path must be a database number/)]);
   });
 
   it('reports every problem at once', () => {

@@ -14,6 +14,8 @@ describe('REDEC reconciliation flags', () => {
       repeatMs: 86_400_000,
       pageLimit: 100,
       fields: { itemsField: null, cursorParam: 'cursor' },
+      // Issue 20: the listing's bounds are defaults of the reconciler too.
+      bounds: { maxPageBytes: 8_388_608, maxRecords: 100_000, maxListingBytes: 67_108_864 },
     });
   });
 

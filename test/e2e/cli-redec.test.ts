@@ -100,10 +100,35 @@ describe('consent-sidecar redec pending', () => {
     expect(res.stdout.trim().split('\n')).toHaveLength(3);
   });
 
+  it('respects the listing bounds of serve (issue 20): records, page bytes and listing bytes, from flags or variables, exit 1', async () => {
+    // Pages of 2 records, 6 in all; each page about 2 KiB.
+    const url = await fakeService((u) => {
+      const page = Number(u.searchParams.get('cursor') ?? '0');
+      const items = [0, 1].map((i) => ({ id: `nrq_${page * 2 + i}`, note: 'n'.repeat(1000) }));
+      return JSON.stringify({ items, nextCursor: page < 2 ? String(page + 1) : null });
+    });
+    const all = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k', '--output', 'table']);
+    expect(all.code, all.stderr).toBe(0);
+    const records = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k', '--output', 'table', '--redec-max-records', '5']);
+    expect(records.code).toBe(1);
+    expect(records.stderr).toContain('ERR_REDEC_TOO_LARGE');
+    expect(records.stderr).toContain('--redec-max-records');
+    expect(records.stdout).toBe('');
+    const page = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k'], { CONSENT_SIDECAR_REDEC_MAX_PAGE_BYTES: '1024' });
+    expect(page.code).toBe(1);
+    expect(page.stderr).toContain('--redec-max-page-bytes');
+    expect(page.stdout).toBe('');
+    const listing = await runCli(['redec', 'pending', '--upstream-url', url, '--api-key', 'k', '--redec-max-page-bytes', '4096', '--redec-max-listing-bytes', '5000']);
+    expect(listing.code).toBe(1);
+    expect(listing.stderr).toContain('--redec-max-listing-bytes');
+  }, 60_000); // four CLI processes from source
+
   it.each([
     [['--output', 'xml'], '--output'],
     [['--limit', '0'], '--limit'],
     [['--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--redec-cursor-param', 'a b'], '--redec-cursor-param'],
+    [['--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--redec-max-records', '0'], '--redec-max-records'],
+    [['--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--redec-max-page-bytes', 'big'], '--redec-max-page-bytes'],
     [[], '--upstream-url'],
   ])('rejects %j naming %s, exit 2', async (args, flag) => {
     const res = await runCli(['redec', 'pending', ...args]);

@@ -7,6 +7,7 @@ import { Pool } from 'undici';
 import { DecisionMetrics } from '../../src/decision/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { startApp, type FakeApp } from '../webhooks/helpers.js';
 
 // /sidecar/forward-auth on the real sidecar in front of a scripted consent service on loopback:
 // each answer a proxy can get, where the user reference and configKey may come from, and the
@@ -17,12 +18,14 @@ const KEY = 'marketing-email';
 let upstream: ScriptedUpstream | undefined;
 let sidecar: TestSidecar | undefined;
 let pool: Pool | undefined;
+let app: FakeApp | undefined;
 
 afterEach(async () => {
   await pool?.close();
   await sidecar?.close();
   await upstream?.close();
-  [pool, sidecar, upstream] = [undefined, undefined, undefined];
+  await app?.close();
+  [pool, sidecar, upstream, app] = [undefined, undefined, undefined, undefined];
 });
 
 async function start(flags: Record<string, string> = {}): Promise<{ u: ScriptedUpstream; s: TestSidecar }> {
@@ -293,5 +296,63 @@ describe('forward-auth and the operator tools of the check', () => {
       spy.mockRestore();
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+});
+
+describe('forward-auth reads header values as UTF-8 (issue 20)', () => {
+  /** A header value as node and undici write it: the UTF-8 bytes of `text`, one latin1 character per byte. */
+  const utf8OnTheWire = (text: string): string => Buffer.from(text, 'utf8').toString('latin1');
+  const SECRET = 'whsec_forward_auth_utf8_0123456789';
+
+  it('ålice in the user header is the ålice of the check route and of a revocation naming her', async () => {
+    app = await startApp();
+    const { u, s } = await start({ 'webhook-listen': '127.0.0.1:0', 'app-webhook-url': app.url, 'webhook-secret': SECRET });
+    u.reply({ body: allow(KEY, Date.now() + 60_000) });
+    // The check route caches ålice's ALLOW (its JSON body is UTF-8).
+    expect((await s.check({ userReference: 'ålice', configKey: KEY })).source).toBe('upstream');
+    // Forward-auth names her in a header: the same customer, so the same cache entry.
+    const hit = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', utf8OnTheWire('ålice')]);
+    expect([hit.status, hit.headers['x-consent-decision-source']]).toEqual([200, 'cache']);
+    expect(asked(u)).toEqual([{ userReference: 'ålice', configKey: KEY }]);
+
+    // A signed revocation naming ålice purges what forward-auth would serve.
+    const body = Buffer.from(JSON.stringify({ id: 'evt_alice_revoked', sequence: 1, type: 'redec.notification.required', occurredAt: Date.now(), data: { notification_reason: 'revoke', customer_tenant_id: 'ålice' } }));
+    const ts = Math.floor(Date.now() / 1000);
+    const signature = `v1=${createHmac('sha256', SECRET).update(`${ts}.`).update(body).digest('hex')}`;
+    const delivered = await fetch(`${s.handle.urls.webhook}/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-service-event-id': 'evt_alice_revoked', 'x-service-delivery-id': 'dlv_1', 'x-service-timestamp': String(ts), 'x-service-signature': signature },
+      body,
+    });
+    expect(delivered.status).toBe(200);
+    u.reply({ body: deny(KEY) });
+    const after = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', utf8OnTheWire('ålice')]);
+    expect([after.status, after.headers['x-consent-decision-source']]).toEqual([403, 'upstream']);
+    expect(asked(u)).toEqual([
+      { userReference: 'ålice', configKey: KEY },
+      { userReference: 'ålice', configKey: KEY },
+    ]);
+  });
+
+  it('the configKey header is UTF-8 too', async () => {
+    const { u } = await start();
+    u.reply({ body: deny('flöw') });
+    const r = await fa('/sidecar/forward-auth', ['x-user-reference', utf8OnTheWire('bjørn'), 'x-consent-config-key', utf8OnTheWire('flöw')]);
+    expect(r.status).toBe(403);
+    expect(asked(u)).toEqual([{ userReference: 'bjørn', configKey: 'flöw' }]);
+  });
+
+  it.each([
+    ['a lone continuation byte', '\x80lice'],
+    ['a truncated sequence', 'al\xc3'],
+    ['an overlong encoding', '\xc0\xafadmin'],
+    ['a latin1 å (not UTF-8)', '\xe5lice'],
+  ])('%s is not UTF-8: 400, the service is not called', async (_name, raw) => {
+    const { u } = await start();
+    const r = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', raw]);
+    expect(r.status).toBe(400);
+    expect(r.headers['x-consent-decision-error']).toBe('invalid_request');
+    expect(r.text).toMatch(/UTF-8/);
+    expect(u.count).toBe(0);
   });
 });

@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
+import { listenAt } from '../../src/http/listen.js';
 import { parseListenAddress } from '../../src/lib/listen-address.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
@@ -16,11 +18,13 @@ import { configProblems } from '../helpers/config.js';
 let dir: string | undefined;
 let handle: SidecarHandle | undefined;
 let upstream: ScriptedUpstream | undefined;
+let bare: Server | undefined;
 afterEach(async () => {
   await handle?.close();
   await upstream?.close();
+  if (bare?.listening) await new Promise((r) => bare!.close(r));
   if (dir) rmSync(dir, { recursive: true, force: true });
-  dir = handle = upstream = undefined;
+  dir = handle = upstream = bare = undefined;
 });
 
 const flags = (listen: string, upstreamUrl = 'http://127.0.0.1:9') => ({ 'upstream-url': upstreamUrl, 'api-key': 'k', listen, 'admin-listen': '127.0.0.1:0', 'shutdown-timeout-ms': '500' });
@@ -68,11 +72,84 @@ describe('--listen unix:/path', () => {
     expect(existsSync(sock)).toBe(false);
   });
 
+  it('refuses a path where a live socket accepts connections, naming the flag, and leaves that socket alone (issue 20)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'unix-listen-'));
+    const sock = join(dir, 'decision.sock');
+    upstream = await startUpstream({ status: 200, body: allow('k', Date.now() + 60_000) });
+    handle = await startSidecar(loadServeConfig(flags(`unix:${sock}`, upstream.url), {}), { logger: silentLogger() });
+    const second = startSidecar(loadServeConfig(flags(`unix:${sock}`, upstream.url), {}), { logger: silentLogger() });
+    await expect(second).rejects.toThrow(/--listen unix:.*decision\.sock.*live socket/);
+    await expect(second).rejects.toMatchObject({ cause: { code: 'ERR_LISTEN_IN_USE' } });
+    // The first instance still owns its socket and answers on it.
+    const client = new Client('http://localhost', { socketPath: sock });
+    try {
+      const res = await client.request({ method: 'POST', path: '/v1/authorization/check', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userReference: 'u', configKey: 'k' }) });
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('creates the socket with mode 0666 at bind, and never changes a mode by path afterwards: a symlink swapped in right after bind is left as it is (issue 20)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'unix-listen-'));
+    const sock = join(dir, 'decision.sock');
+    const secret = join(dir, 'api-key');
+    writeFileSync(secret, 'sk_live_x', { mode: 0o600 });
+    chmodSync(secret, 0o600);
+    bare = createServer((_req, res) => res.end('ok'));
+    let modeAtBind: number | undefined;
+    // What an attacker with write access to the directory does between bind and a chmod by path:
+    // the socket moves away and a symlink to the key file takes its place. 'listening' is emitted
+    // right after bind, before listenAt sees the listen complete.
+    bare.prependListener('listening', () => {
+      modeAtBind = statSync(sock).mode & 0o777;
+      renameSync(sock, join(dir!, 'moved.sock'));
+      symlinkSync(secret, sock);
+    });
+    writeFileSync(join(dir, 'before'), '');
+    await expect(listenAt(bare, { host: 'unix', port: 0, path: sock })).resolves.toBe(`unix:${sock}`);
+    expect(modeAtBind).toBe(0o666);
+    // The umask set for the bind is the process's own again: files are created as before.
+    writeFileSync(join(dir, 'after'), '');
+    expect(statSync(join(dir, 'after')).mode).toBe(statSync(join(dir, 'before')).mode);
+    expect(lstatSync(sock).isSymbolicLink()).toBe(true);
+    expect(statSync(secret).mode & 0o777).toBe(0o600);
+    // The socket itself kept the mode it was created with.
+    expect(statSync(join(dir, 'moved.sock')).mode & 0o777).toBe(0o666);
+  });
+
+  it('refuses a symlink at the path without following it, whatever it points at (issue 20)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'unix-listen-'));
+    const secret = join(dir, 'api-key');
+    writeFileSync(secret, 'sk_live_x', { mode: 0o600 });
+    chmodSync(secret, 0o600);
+    const sock = join(dir, 'decision.sock');
+    symlinkSync(secret, sock);
+    await expect(startSidecar(loadServeConfig(flags(`unix:${sock}`), {}), { logger: silentLogger() })).rejects.toThrow(/--listen unix:.*decision\.sock.*symbolic link/);
+    expect(lstatSync(sock).isSymbolicLink()).toBe(true);
+    expect(statSync(secret).mode & 0o777).toBe(0o600);
+    expect(statSync(secret).isFile()).toBe(true);
+  });
+
+  it('refuses a directory at the path, saying so (issue 20)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'unix-listen-'));
+    const sock = join(dir, 'decision.sock');
+    mkdirSync(sock);
+    const started = startSidecar(loadServeConfig(flags(`unix:${sock}`), {}), { logger: silentLogger() });
+    await expect(started).rejects.toThrow(/--listen unix:.*decision\.sock.*a directory is there/);
+    await expect(started).rejects.toMatchObject({ cause: { code: 'ERR_LISTEN_NOT_A_SOCKET' } });
+    expect(statSync(sock).isDirectory()).toBe(true);
+  });
+
   it('never replaces a file that is not a socket', async () => {
     dir = mkdtempSync(join(tmpdir(), 'unix-listen-'));
     const file = join(dir, 'not-a-socket');
     writeFileSync(file, 'keep me');
-    await expect(startSidecar(loadServeConfig(flags(`unix:${file}`), {}), { logger: silentLogger() })).rejects.toThrow(/--listen unix:.*not-a-socket.*EADDRINUSE/);
+    const started = startSidecar(loadServeConfig(flags(`unix:${file}`), {}), { logger: silentLogger() });
+    await expect(started).rejects.toThrow(/--listen unix:.*not-a-socket.*EADDRINUSE/);
+    // Issue 20: and says what is there.
+    await expect(started).rejects.toThrow(/--listen unix:.*not-a-socket.*a regular file is there/);
     expect(statSync(file).isFile()).toBe(true);
   });
 });

@@ -1,10 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
-import { staticSecret, type RedecListingFields, type RedecReconcileConfig, type UpstreamConfig } from '../../src/config/index.js';
+import { staticSecret, type RedecListingBounds, type RedecListingFields, type RedecReconcileConfig, type UpstreamConfig } from '../../src/config/index.js';
 import type { Logger } from '../../src/observability/index.js';
 import {
   createRedecMetrics,
+  DEFAULT_LISTING_BOUNDS,
   LocalLease,
   MemoryLedger,
   Reconciler,
@@ -34,6 +35,7 @@ export function reconcilerFor(o: {
   repeatMs?: number;
   pageLimit?: number;
   fields?: RedecListingFields;
+  bounds?: RedecListingBounds;
   ledger?: ObligationLedger;
   lease?: ReconcileLease;
   forwardTimeoutMs?: number;
@@ -45,6 +47,7 @@ export function reconcilerFor(o: {
     repeatMs: o.repeatMs ?? 3_600_000,
     pageLimit: o.pageLimit ?? 2,
     fields: o.fields ?? { itemsField: null, cursorParam: 'cursor' },
+    bounds: o.bounds ?? DEFAULT_LISTING_BOUNDS,
   };
   const forwarder = o.appUrl ? new Forwarder({ appUrl: new URL(o.appUrl), timeoutMs: o.forwardTimeoutMs ?? 2000 }) : null;
   let reconciler: Reconciler | undefined;

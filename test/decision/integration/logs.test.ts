@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { capturingLogger, startTestSidecar, testClock, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, preDeny, startUpstream, type ScriptedUpstream } from '../../helpers/upstream.js';
 
-// Pre-evaluation denials are alerted on apart: one warn line per (reason, configKey) per interval,
+// Pre-evaluation denials are alerted on apart: one warn line per (reason, configKey) per interval, and 10 lines in all,
 // with reason and configKey, never the userReference; and no log line ever carries a user
 // reference or the API key.
 
@@ -38,6 +38,25 @@ describe('logs of the decision API', () => {
     expect(warns[2]).toMatchObject({ configKey: 'flow-a', suppressedSinceLast: 2 });
     // Every denial is still counted, logged or not.
     expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason: 'config_not_published' })).toBe(5);
+  });
+
+  it('is rate-limited like the other warn lines: 200 distinct configKeys give 10 lines per interval, and the next line says how many were held back (issue 20)', async () => {
+    const clock = testClock();
+    const cap = capturingLogger();
+    upstream = await startUpstream({ body: preDeny('config_not_published') });
+    sidecar = await startTestSidecar(upstream.url, { 'pre-evaluation-log-interval-ms': '60000' }, { now: clock.now, logger: cap.logger });
+    for (let i = 0; i < 200; i++) await sidecar.check({ userReference: USER, configKey: `flow-${i}` });
+    let warns = cap.lines().filter((l) => l.event === 'pre_evaluation_denial');
+    expect(warns).toHaveLength(10);
+    expect(warns.map((w) => w.configKey)).toEqual(Array.from({ length: 10 }, (_, i) => `flow-${i}`));
+    // Every denial is still counted.
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason: 'config_not_published' })).toBe(200);
+
+    clock.advance(60_000);
+    await sidecar.check({ userReference: USER, configKey: 'flow-199' });
+    warns = cap.lines().filter((l) => l.event === 'pre_evaluation_denial');
+    expect(warns).toHaveLength(11);
+    expect(warns[10]).toMatchObject({ configKey: 'flow-199', suppressedSinceLast: 0, suppressedOverLimit: 190 });
   });
 
   it('no log line carries a user reference or the API key, through ALLOW, denials, failures, purges and passthrough', async () => {
