@@ -7,6 +7,8 @@
 //                                           and answers 200 once the app said 2xx: the least any
 //                                           ingress that forwards before it acknowledges must do
 //   app <port>                              the application behind the sidecar: 204 to everything
+//   upstream-ttl <port> <lifeMs>            the consent service answering ALLOW valid `lifeMs` from
+//                                           now; GET /calls says how many checks it answered
 // Each prints `ready <port>` once listening, and exits on SIGTERM.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -75,6 +77,21 @@ if (role === 'upstream') {
       } catch {
         res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"app_unavailable"}');
       }
+    });
+} else if (role === 'upstream-ttl') {
+  const lifeMs = Number(a);
+  let calls = 0;
+  handler = (req, res) =>
+    readBody(req, (body) => {
+      if (req.method !== 'POST') {
+        const text = req.url === '/calls' ? String(calls) : '{"items":[],"nextCursor":null}';
+        return res.writeHead(200, { 'content-type': 'application/json' }).end(text);
+      }
+      calls++;
+      const { configKey } = JSON.parse(body.toString('utf8'));
+      const text = JSON.stringify({ decision: 'ALLOW', configKey, validUntil: Date.now() + lifeMs });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
     });
 } else if (role === 'app') {
   handler = (req, res) => {

@@ -9,7 +9,8 @@
  *
  * Environment: BENCH_DURATION_S (seconds per run, default 3), BENCH_ROUNDS (3),
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
- * (1000000), BENCH_ONLY (comma-separated section names), BENCH_GENERATOR=autocannon.
+ * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
+ * section names), BENCH_GENERATOR=autocannon.
  *
  * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
  */
@@ -35,6 +36,7 @@ import {
 } from './lib.js';
 import { benchCacheAtScale, cacheScaleLines } from './cache-scale.js';
 import { benchCoalescing } from './coalescing.js';
+import { benchRefreshAhead, refreshLines } from './refresh-ahead.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchWebhookQueue, queueBenchLines } from './webhook-queue.js';
 
@@ -265,6 +267,13 @@ async function coalescingSection(): Promise<void> {
   results.coalescing = c;
 }
 
+async function refreshAheadSection(): Promise<void> {
+  const durationS = Number(process.env.BENCH_REFRESH_S ?? 30);
+  const rows = await benchRefreshAhead(CLI, { rate: RATE, durationS, connections: CONNECTIONS });
+  console.log(`${refreshLines(rows, { rate: RATE, durationS }).join('\n')}\n`);
+  results.refreshAhead = rows;
+}
+
 async function forwardAuthSection(): Promise<void> {
   report(await benchForwardAuth({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS }));
 }
@@ -279,6 +288,7 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['webhooks', webhooksSection],
   ['cache-scale', cacheScaleSection],
   ['coalescing', coalescingSection],
+  ['refresh-ahead', refreshAheadSection],
   ['forward-auth', forwardAuthSection],
   ['webhook-queue', webhookQueueSection],
 ];
