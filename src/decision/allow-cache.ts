@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { CacheConfig } from '../config/index.js';
-import { allowBodyPrefix } from './answers.js';
+import { ConfigKeys, hashOf, MAX_USER_BUCKETS, NONE, siftDown, siftUp, Store } from './cache-store.js';
 import type { Answer, CheckRequest, ServiceDecision } from './types.js';
 
 /** The key is the whole request; a length prefix keeps `("ab","c")` and `("a","bc")` apart. */
@@ -15,28 +15,6 @@ function isKeyOf(key: string, userReference: string): boolean {
   return key.startsWith(len) && key.charCodeAt(len.length) === 58 /* ':' */ && key.startsWith(userReference, len.length + 1);
 }
 
-/**
- * How far ahead of what its `Date` header says the service's clock may be (ms): the header has
- * one-second resolution and is truncated, so `12:00:00` was sent at some instant of that second.
- */
-export const DATE_RESOLUTION_SLACK_MS = 999;
-
-/**
- * When a cached ALLOW must die: `validUntil` minus the safety margin, earlier by the skew when
- * the service's `Date` shows the local clock behind, and never later than `now + maxTtlMs`. The
- * `Date` is read against us (as the latest instant of its second), so a zero safety margin still
- * never outlives `validUntil` on the service's clock.
- */
-export function deathOf(
-  validUntil: number,
-  nowMs: number,
-  serviceNowMs: number | undefined,
-  cfg: Pick<CacheConfig, 'safetyMarginMs' | 'maxTtlMs'>,
-): number {
-  const behindMs = serviceNowMs === undefined ? 0 : Math.max(0, serviceNowMs + DATE_RESOLUTION_SLACK_MS - nowMs);
-  return Math.min(validUntil - behindMs - cfg.safetyMarginMs, nowMs + cfg.maxTtlMs);
-}
-
 /** The only thing the cache stores: an ALLOW of the service, as the strict parser gave it. */
 export type AllowDecision = Extract<ServiceDecision, { kind: 'allow' }>;
 
@@ -44,142 +22,6 @@ export type AllowDecision = Extract<ServiceDecision, { kind: 'allow' }>;
 export const SWEEP_BUDGET = 4096;
 /** ...and for how long it may run (ms), checked every 128 entries. */
 export const SWEEP_MAX_MS = 2;
-
-const NONE = -1;
-const INITIAL_SLOTS = 1024;
-/** User-index buckets: the power of two at or above maxEntries, at most 2^20 (4 MiB). */
-const MAX_USER_BUCKETS = 1 << 20;
-
-/** 32-bit FNV-1a of a string's UTF-16 units: the user-index bucket. */
-function hashOf(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
-/**
- * Everything the cache holds, in parallel typed arrays indexed by slot ("struct of arrays"): an
- * entry costs its key string, one Map entry (key → slot) and about 60 bytes of numbers, and the
- * garbage collector sees a handful of objects instead of millions. Replaced whole by a purge of
- * everything, which is therefore O(1).
- */
-class Store {
-  readonly slotOf = new Map<string, number>();
-  keys: (string | undefined)[] = [];
-  capacity: number;
-  wallDeath: Float64Array;
-  monoDeath: Float64Array;
-  validUntil: Float64Array;
-  /** Interned configKey id (see {@link ConfigKeys}). */
-  config: Int32Array;
-  /** 1 once a refresh-ahead was asked for the entry in this slot (once per entry). */
-  refreshAsked: Uint8Array;
-  /** Recency list (head = most recently used); `lruNext` doubles as the free list. */
-  lruPrev: Int32Array;
-  lruNext: Int32Array;
-  lruHead = NONE;
-  lruTail = NONE;
-  freeHead = NONE;
-  /** Next never-used slot. */
-  fresh = 0;
-  /** Per-user chains hanging off hashed buckets: a user purge walks its bucket only. */
-  userPrev: Int32Array;
-  userNext: Int32Array;
-  userBucket: Int32Array;
-  /** Bucket → first slot + 1 (0: empty), so a fresh zeroed array is an empty index. */
-  readonly userHeads: Int32Array;
-  /** Min-heap of slots by monotonic death, and each slot's place in it: sweeps touch the dead only. */
-  heap: Int32Array;
-  heapPos: Int32Array;
-  heapSize = 0;
-
-  constructor(
-    readonly maxEntries: number,
-    userBuckets: number,
-  ) {
-    this.capacity = Math.min(INITIAL_SLOTS, maxEntries);
-    const n = this.capacity;
-    this.wallDeath = new Float64Array(n);
-    this.monoDeath = new Float64Array(n);
-    this.validUntil = new Float64Array(n);
-    this.config = new Int32Array(n);
-    this.refreshAsked = new Uint8Array(n);
-    this.lruPrev = new Int32Array(n);
-    this.lruNext = new Int32Array(n);
-    this.userPrev = new Int32Array(n);
-    this.userNext = new Int32Array(n);
-    this.userBucket = new Int32Array(n);
-    this.heap = new Int32Array(n);
-    this.heapPos = new Int32Array(n);
-    this.userHeads = new Int32Array(userBuckets);
-  }
-
-  /** Doubles every per-slot array (a copy, no per-entry work in JS), up to maxEntries. */
-  grow(): void {
-    const n = Math.min(this.capacity * 2, this.maxEntries);
-    const f64 = (a: Float64Array): Float64Array => {
-      const b = new Float64Array(n);
-      b.set(a);
-      return b;
-    };
-    const i32 = (a: Int32Array): Int32Array => {
-      const b = new Int32Array(n);
-      b.set(a);
-      return b;
-    };
-    this.wallDeath = f64(this.wallDeath);
-    this.monoDeath = f64(this.monoDeath);
-    this.validUntil = f64(this.validUntil);
-    this.config = i32(this.config);
-    const asked = new Uint8Array(n);
-    asked.set(this.refreshAsked);
-    this.refreshAsked = asked;
-    this.lruPrev = i32(this.lruPrev);
-    this.lruNext = i32(this.lruNext);
-    this.userPrev = i32(this.userPrev);
-    this.userNext = i32(this.userNext);
-    this.userBucket = i32(this.userBucket);
-    this.heap = i32(this.heap);
-    this.heapPos = i32(this.heapPos);
-    this.capacity = n;
-  }
-}
-
-/**
- * Interned configKeys with reference counts: each holds the ALLOW body up to `validUntil`, so a
- * hit writes `prefix + validUntil + "}"` and an entry stores a 4-byte id, not a body.
- */
-class ConfigKeys {
-  private readonly idOf = new Map<string, number>();
-  private readonly names: (string | undefined)[] = [];
-  readonly prefixes: string[] = [];
-  readonly prefixBytes: number[] = [];
-  private readonly refs: number[] = [];
-  private readonly free: number[] = [];
-
-  acquire(configKey: string): number {
-    let id = this.idOf.get(configKey);
-    if (id === undefined) {
-      id = this.free.pop() ?? this.names.length;
-      this.idOf.set(configKey, id);
-      this.names[id] = configKey;
-      const prefix = allowBodyPrefix(configKey);
-      this.prefixes[id] = prefix;
-      this.prefixBytes[id] = Buffer.byteLength(prefix);
-      this.refs[id] = 0;
-    }
-    this.refs[id]!++;
-    return id;
-  }
-
-  release(id: number): void {
-    if (--this.refs[id]! > 0) return;
-    this.idOf.delete(this.names[id]!);
-    this.names[id] = undefined;
-    this.prefixes[id] = '';
-    this.free.push(id);
-  }
-}
 
 /**
  * The ALLOW cache. It holds only ALLOWs of the service (`setAllow` takes nothing else), checks
@@ -317,7 +159,7 @@ export class AllowCache implements RevocationHook {
     const i = s.heapSize++;
     s.heap[i] = slot;
     s.heapPos[slot] = i;
-    this.siftUp(s, i);
+    siftUp(s, i);
     return true;
   }
 
@@ -437,46 +279,10 @@ export class AllowCache implements RevocationHook {
     if (last !== slot) {
       s.heap[i] = last;
       s.heapPos[last] = i;
-      this.siftDown(s, this.siftUp(s, i));
+      siftDown(s, siftUp(s, i));
     }
     // free list
     s.lruNext[slot] = s.freeHead;
     s.freeHead = slot;
-  }
-
-  private siftUp(s: Store, i: number): number {
-    const { heap, heapPos, monoDeath } = s;
-    const slot = heap[i]!;
-    const d = monoDeath[slot]!;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      const ps = heap[p]!;
-      if (monoDeath[ps]! <= d) break;
-      heap[i] = ps;
-      heapPos[ps] = i;
-      i = p;
-    }
-    heap[i] = slot;
-    heapPos[slot] = i;
-    return i;
-  }
-
-  private siftDown(s: Store, i: number): void {
-    const { heap, heapPos, monoDeath } = s;
-    const n = s.heapSize;
-    const slot = heap[i]!;
-    const d = monoDeath[slot]!;
-    for (;;) {
-      let c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && monoDeath[heap[c + 1]!]! < monoDeath[heap[c]!]!) c++;
-      const cs = heap[c]!;
-      if (monoDeath[cs]! >= d) break;
-      heap[i] = cs;
-      heapPos[cs] = i;
-      i = c;
-    }
-    heap[i] = slot;
-    heapPos[slot] = i;
   }
 }

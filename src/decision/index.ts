@@ -1,4 +1,5 @@
-export { AllowCache, cacheKey, deathOf, SWEEP_BUDGET, type AllowDecision } from './allow-cache.js';
+export { AllowCache, cacheKey, SWEEP_BUDGET, type AllowDecision } from './allow-cache.js';
+export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
 export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions } from './breaker.js';
 export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionLogSink } from './decision-log.js';

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { CacheConfig } from '../config/index.js';
-import { cacheKey, deathOf, type AllowCache } from './allow-cache.js';
+import { cacheKey, type AllowCache } from './allow-cache.js';
+import { deathOf } from './cache-death.js';
 import { decisionAnswer } from './answers.js';
 import type { CircuitBreaker } from './breaker.js';
 import { DecisionError, isServiceFailure, type DecisionErrorCode } from './errors.js';
