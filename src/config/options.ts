@@ -1,3 +1,5 @@
+import { LOG_LEVELS, type LogLevel } from '../observability/log-levels.js';
+
 /**
  * The `serve` flags. Every flag `--some-flag` also reads `CONSENT_SIDECAR_SOME_FLAG`; a flag wins
  * over its variable. The CLI builds its options from these tables, so help text, environment
@@ -164,8 +166,8 @@ export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
 /** How often secret files are re-read (ms). */
 export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5000;
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+// The levels belong to the logger (observability); the flag's reader takes them from there.
+export { LOG_LEVELS, type LogLevel };
 export const WEBHOOK_DELIVERY_MODES = ['passthrough', 'queue'] as const;
 export type WebhookDeliveryMode = (typeof WEBHOOK_DELIVERY_MODES)[number];
 

@@ -1,3 +1,4 @@
+export { LOG_LEVELS, type LogLevel } from './log-levels.js';
 export { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from './logger.js';
 export { createRegistry, METRIC_PREFIX } from './registry.js';
 export { Readiness } from './readiness.js';

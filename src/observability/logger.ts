@@ -1,5 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import type { LogLevel } from '../config/index.js';
+import type { LogLevel } from './log-levels.js';
 
 export type { Logger };
 
