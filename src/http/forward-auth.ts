@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { singleRaw } from '../lib/headers.js';
 import type { Logger } from 'pino';
 import {
   MAX_FIELD_LENGTH,
@@ -99,18 +100,6 @@ function rendered(a: Answer): Rendered {
   return r;
 }
 
-/** The one value of a header, or `null` when it is given more than once (ambiguous), `undefined` when absent. */
-function single(raw: readonly string[], name: string): string | null | undefined {
-  let found: string | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    const n = raw[i]!;
-    if (n.length !== name.length || n.toLowerCase() !== name) continue;
-    if (found !== undefined) return null;
-    found = raw[i + 1]!;
-  }
-  return found;
-}
-
 const NON_ASCII = /[^\x00-\x7f]/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Marks a header value whose bytes are not UTF-8. */
@@ -144,10 +133,10 @@ function checkValue(field: 'userReference' | 'configKey', where: string, value: 
  * which the client wrote) or from `x-consent-config-key`; both given and different is refused.
  */
 export function parseForwardAuth(url: string, rawHeaders: readonly string[], userHeader: string): CheckRequest | InvalidRequest {
-  const userReference = utf8Value(single(rawHeaders, userHeader));
+  const userReference = utf8Value(singleRaw(rawHeaders, userHeader));
   const badUser = checkValue('userReference', `header ${userHeader}`, userReference);
   if (badUser) return badUser;
-  const fromHeaderValue = utf8Value(single(rawHeaders, CONFIG_KEY_HEADER));
+  const fromHeaderValue = utf8Value(singleRaw(rawHeaders, CONFIG_KEY_HEADER));
   if (fromHeaderValue === NOT_UTF8) return checkValue('configKey', `header ${CONFIG_KEY_HEADER}`, fromHeaderValue)!;
   const fromHeader = fromHeaderValue;
   let fromQuery: string | null | undefined;

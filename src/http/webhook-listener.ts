@@ -86,7 +86,8 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
       return answer(res, 405, 'method_not_allowed');
     }
 
-    const checked = ingress.checkHeaders(req.headers, remote);
+    // Every header as an array: one given twice is seen as such (node would join it into one value).
+    const checked = ingress.checkHeaders(req.headersDistinct, remote);
     if (!('ok' in checked)) {
       // Refused on headers alone: the body is never looked at.
       discardRest(req);
@@ -119,7 +120,7 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
       }
     }
 
-    const result: IngressAnswer = await ingress.receiveVerified(req.headers, read.verified, read.body, remote);
+    const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote);
     answer(res, result.status, result.reason);
   };
 

@@ -13,7 +13,9 @@ export type WebhookAuthErrorCode =
   | 'ERR_WEBHOOK_TIMESTAMP_TOO_NEW'
   | 'ERR_WEBHOOK_SIGNATURE_MISMATCH'
   | 'ERR_WEBHOOK_REQUIRED_HEADER_MISSING'
-  | 'ERR_WEBHOOK_REQUIRED_HEADER_MISMATCH';
+  | 'ERR_WEBHOOK_REQUIRED_HEADER_MISMATCH'
+  /** The timestamp, the signature or the required header given more than once: ambiguous. */
+  | 'ERR_WEBHOOK_HEADER_REPEATED';
 
 /** Every code the webhook capability produces. */
 export type WebhookErrorCode =
@@ -28,6 +30,7 @@ export type WebhookErrorCode =
 export const WEBHOOK_AUTH_ERROR_CODES: readonly WebhookAuthErrorCode[] = [
   'ERR_WEBHOOK_REQUIRED_HEADER_MISSING',
   'ERR_WEBHOOK_REQUIRED_HEADER_MISMATCH',
+  'ERR_WEBHOOK_HEADER_REPEATED',
   'ERR_WEBHOOK_TIMESTAMP_MISSING',
   'ERR_WEBHOOK_SIGNATURE_MISSING',
   'ERR_WEBHOOK_SIGNATURE_SCHEME',

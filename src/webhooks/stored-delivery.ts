@@ -1,3 +1,4 @@
+import { singleValue } from '../lib/headers.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { EVENT_ID_ENCODING_HEADER, eventIdHeader } from './event-id.js';
 import { SIGNATURE_SCHEME_PREFIX } from './signature.js';
@@ -24,8 +25,8 @@ export interface DeliveryFacts {
 const TOKEN = /^[\x21-\x7e]{1,128}$/;
 
 /** A delivery id worth passing on, or undefined (it is not signed: only its shape is checked). */
-export function deliveryIdOf(value: unknown): string | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
+export function deliveryIdOf(value: string | readonly string[] | undefined): string | undefined {
+  const v = singleValue(value);
   return typeof v === 'string' && TOKEN.test(v) ? v : undefined;
 }
 

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequiredHeader } from '../config/index.js';
+import { singleValue } from '../lib/headers.js';
 import type { WebhookAuthErrorCode } from './errors.js';
 import { hmacStart, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 
@@ -52,10 +53,6 @@ export interface Verified {
 export type HeaderCheckResult = CheckedHeaders | VerifyFailure;
 export type VerifyResult = Verified | VerifyFailure;
 
-function single(value: string | readonly string[] | undefined): string | undefined {
-  const v = typeof value === 'string' ? value : value?.[0];
-  return v === undefined || v.trim() === '' ? undefined : v;
-}
 
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
@@ -65,9 +62,11 @@ const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8
  * to run before the body is read, so an unauthenticated sender never makes us buffer anything.
  */
 export function checkDeliveryHeaders(headers: DeliveryHeaders, options: HeaderCheckOptions): HeaderCheckResult {
+  // A header given twice is ambiguous: refused, never resolved by picking one (src/lib/headers.ts).
   const required = options.requiredHeader;
   if (required) {
-    const given = single(headers[required.name]);
+    const given = singleValue(headers[required.name]);
+    if (given === null) return { ok: false, code: 'ERR_WEBHOOK_HEADER_REPEATED' };
     if (given === undefined) return { ok: false, code: 'ERR_WEBHOOK_REQUIRED_HEADER_MISSING' };
     // Digests have equal lengths, so the comparison leaks neither the value nor its length.
     if (!timingSafeEqual(digest(given), digest(required.value))) {
@@ -75,9 +74,10 @@ export function checkDeliveryHeaders(headers: DeliveryHeaders, options: HeaderCh
     }
   }
 
-  const timestamp = single(headers['x-service-timestamp']);
+  const timestamp = singleValue(headers['x-service-timestamp']);
+  const signature = singleValue(headers['x-service-signature']);
+  if (timestamp === null || signature === null) return { ok: false, code: 'ERR_WEBHOOK_HEADER_REPEATED' };
   if (timestamp === undefined) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_MISSING' };
-  const signature = single(headers['x-service-signature']);
   if (signature === undefined) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISSING' };
   if (!signature.startsWith(SIGNATURE_SCHEME_PREFIX)) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_SCHEME' };
 

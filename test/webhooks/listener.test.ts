@@ -1,3 +1,4 @@
+import { request } from 'undici';
 import { request as httpRequest } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -107,6 +108,21 @@ describe('rejections: 401, nothing parsed, nothing forwarded', () => {
     expect(app.received).toHaveLength(0);
     expect(await metricValue(sidecar.registry, 'consent_sidecar_webhook_rejections_total', { reason })).toBe(1);
     expect(await metricValue(sidecar.registry, 'consent_sidecar_webhook_deliveries_total', { outcome: 'rejected' })).toBe(1);
+  });
+
+  // One rule for a header given twice (src/lib/headers.ts): ambiguous, refused, never resolved by
+  // picking one; before, node joined the copies into one value and the reason depended on which
+  // check happened to fail.
+  it.each(['x-service-signature', 'x-service-timestamp', 'x-tenant-auth'])('%s given twice (even a valid value and its copy) → 401 header_repeated', async (name) => {
+    const h = good();
+    const flat: string[] = [];
+    for (const [k, v] of Object.entries(h)) flat.push(k, v);
+    flat.push(name, h[name]!);
+    const reply = await request(sidecar.url, { method: 'POST', body, headers: flat });
+    expect(reply.statusCode).toBe(401);
+    expect(await reply.body.json()).toEqual({ error: 'header_repeated' });
+    expect(app.received).toHaveLength(0);
+    expect(await metricValue(sidecar.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'header_repeated' })).toBe(1);
   });
 
   it('invalid JSON with a bad signature is 401, not 400: it was never parsed', async () => {

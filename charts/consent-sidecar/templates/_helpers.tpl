@@ -462,5 +462,5 @@ authentication (401), as a regex alternation. test/packaging/runbooks.test.ts ti
 in src/webhooks/errors.ts.
 */}}
 {{- define "consent-sidecar.authRejectionReasons" -}}
-required_header_missing|required_header_mismatch|timestamp_missing|signature_missing|signature_scheme|timestamp_invalid|timestamp_too_old|timestamp_too_new|signature_mismatch|unverified_budget_exhausted|body_timeout
+required_header_missing|required_header_mismatch|header_repeated|timestamp_missing|signature_missing|signature_scheme|timestamp_invalid|timestamp_too_old|timestamp_too_new|signature_mismatch|unverified_budget_exhausted|body_timeout
 {{- end -}}
