@@ -3,7 +3,7 @@ import { ClientClosedError, ClientOfflineError, ErrorReply } from '@redis/client
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { RedisCommands } from './commands.js';
-import { outcomeOf, RedisError } from './errors.js';
+import { outcomeOf, reasonOf, RedisError, withDeadline } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
@@ -272,42 +272,7 @@ export class RedisConnection {
   }
 }
 
-/** The first word of a reply error (`MOVED`, `READONLY`, `NOAUTH`, `OOM`…) or what went wrong. */
-function reasonOf(err: unknown): string {
-  if (err instanceof RedisError) {
-    const cause = err.cause;
-    if (cause instanceof ErrorReply) return cause.message.split(' ')[0] ?? 'error reply';
-    switch (err.code) {
-      case 'ERR_REDIS_TIMEOUT':
-        return 'no answer in time';
-      case 'ERR_REDIS_UNAVAILABLE':
-        return 'not connected';
-      case 'ERR_REDIS_CONNECTION_LOST':
-        return 'connection lost';
-      default:
-        return err.code;
-    }
-  }
-  return 'error';
-}
-
 const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => {
     setTimeout(resolve, ms).unref();
   });
-
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RedisError('ERR_REDIS_TIMEOUT', `no answer from Redis within ${ms} ms`)), ms);
-    work.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}

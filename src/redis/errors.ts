@@ -1,3 +1,4 @@
+import { ErrorReply } from '@redis/client';
 import { SidecarError } from '../lib/errors.js';
 import type { StoreFailure } from '../lib/store-failure.js';
 
@@ -36,4 +37,40 @@ export function outcomeOf(code: RedisErrorCode): RedisCallOutcome {
     case 'ERR_REDIS_CLOSED':
       return 'closed';
   }
+}
+
+/** The first word of a reply error (`MOVED`, `READONLY`, `NOAUTH`, `OOM`…) or what went wrong. */
+export function reasonOf(err: unknown): string {
+  if (err instanceof RedisError) {
+    const cause = err.cause;
+    if (cause instanceof ErrorReply) return cause.message.split(' ')[0] ?? 'error reply';
+    switch (err.code) {
+      case 'ERR_REDIS_TIMEOUT':
+        return 'no answer in time';
+      case 'ERR_REDIS_UNAVAILABLE':
+        return 'not connected';
+      case 'ERR_REDIS_CONNECTION_LOST':
+        return 'connection lost';
+      default:
+        return err.code;
+    }
+  }
+  return 'error';
+}
+
+/** `work`, or `ERR_REDIS_TIMEOUT` when it has not settled within `ms` (its outcome then unknown). */
+export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new RedisError('ERR_REDIS_TIMEOUT', `no answer from Redis within ${ms} ms`)), ms);
+    work.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }

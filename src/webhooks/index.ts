@@ -26,7 +26,8 @@ export {
   type StoredDelivery,
 } from './stored-delivery.js';
 export type { EnqueueOutcome, QueueEntry, QueueStats, QueueStore } from './queue-store.js';
-export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS, QUEUE_CONCURRENCY, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
+export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
+export { QUEUE_CONCURRENCY, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
 export { DEAD_LETTER_PAGE, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
 export {

@@ -3,16 +3,12 @@ import { hostname } from 'node:os';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
-import { logId } from './event-id.js';
 import { Forwarder } from './forwarder.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
-import { decodeStored, reverify, storeDelivery, type StoredDelivery } from './stored-delivery.js';
+import { QueueDelivery } from './queue-delivery.js';
+import { decodeStored, storeDelivery } from './stored-delivery.js';
 
-/** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
-export const QUEUE_BACKOFF_MIN_MS = 1000;
-/** Longest retry delay (ms): 5 minutes. */
-export const QUEUE_BACKOFF_MAX_MS = 300_000;
 /** Forwards in flight per replica. */
 export const QUEUE_CONCURRENCY = 32;
 /** Workers look for due, new and abandoned events at least this often (ms); a wake message makes it sooner. */
@@ -26,14 +22,6 @@ const CONSUMER_SWEEP_INTERVAL_MS = 60_000;
 /** Due events moved back to the queue per step. */
 const PROMOTE_BATCH = 200;
 const ERROR_LOG_INTERVAL_MS = 30_000;
-/** At most one line per kind (retry cause, mismatch) per this interval (ms); the rest are counted. */
-const EVENT_LOG_INTERVAL_MS = 1000;
-
-/** Delay before attempt `attempts + 1` (ms), after `attempts` failures (≥ 1). */
-export function backoffMs(attempts: number, random: () => number = Math.random, minMs = QUEUE_BACKOFF_MIN_MS, maxMs = QUEUE_BACKOFF_MAX_MS): number {
-  const base = minMs * 2 ** Math.min(Math.max(attempts, 1) - 1, 30);
-  return Math.round(Math.min(maxMs, base * (0.8 + 0.4 * random())));
-}
 
 export interface QueueWorkerOptions {
   readonly store: QueueStore;
@@ -88,8 +76,7 @@ export class QueueWorker implements EventQueue {
   /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id. */
   private readonly unrecorded = new Map<string, string>();
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
-  /** An app down with thousands of events waiting must not turn every retry into a log line. */
-  private readonly eventLog = new RateLimiter(EVENT_LOG_INTERVAL_MS);
+  private readonly delivery: QueueDelivery;
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private timer: NodeJS.Timeout | undefined;
@@ -109,6 +96,7 @@ export class QueueWorker implements EventQueue {
     if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('QueueWorker: visibilityMs must exceed forwardTimeoutMs');
     if (!(options.horizonMs > 0) || !(options.deliveredRetentionMs > 0)) throw new RangeError('QueueWorker: horizonMs and deliveredRetentionMs must be > 0');
     this.forwarder = new Forwarder({ appUrl: options.appUrl, timeoutMs: options.forwardTimeoutMs });
+    this.delivery = new QueueDelivery({ ...options, forwarder: this.forwarder, unrecorded: this.unrecorded });
     this.concurrency = options.concurrency ?? QUEUE_CONCURRENCY;
     this.pollIntervalMs = options.pollIntervalMs ?? QUEUE_POLL_INTERVAL_MS;
   }
@@ -167,7 +155,7 @@ export class QueueWorker implements EventQueue {
   private async pump(): Promise<void> {
     const { store } = this.options;
     const now = this.options.now();
-    await this.step('record', () => this.recordDelivered());
+    await this.step('record', () => this.delivery.recordDelivered((entryId) => this.active.has(entryId)));
     if (this.recoverPending && this.free() > 0) await this.step('recover', () => this.recover());
     if (now - this.lastPromote >= this.pollIntervalMs) {
       this.lastPromote = now;
@@ -252,7 +240,7 @@ export class QueueWorker implements EventQueue {
     for (const { entry, stored } of decoded) {
       if (this.active.has(entry.entryId)) continue;
       if (this.unrecorded.has(entry.entryId)) continue; // recordDelivered() settles it
-      this.run(entry.entryId, before.has(entry.entryId) ? this.dropDelivered(entry, stored!) : this.handle(entry, stored));
+      this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.delivery.handle(entry, stored));
     }
   }
 
@@ -265,80 +253,6 @@ export class QueueWorker implements EventQueue {
         if (this.active.size <= this.concurrency - Math.max(1, Math.floor(this.concurrency / 4))) this.kick();
       });
     this.active.set(entryId, running);
-  }
-
-  private async dropDelivered(entry: QueueEntry, stored: StoredDelivery): Promise<void> {
-    await this.options.store.drop(entry.entryId);
-    this.options.metrics.forwards.inc({ outcome: 'already_delivered' });
-    this.options.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
-  }
-
-  private async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
-    const { store, metrics, logger } = this.options;
-    if (!stored) {
-      // Not an entry of ours (or unreadable): never forwarded, never retried.
-      metrics.forwards.inc({ outcome: 'unreadable' });
-      logger.error({ event: 'webhook_queue_bad_entry', entryId: entry.entryId }, 'unreadable queue entry dropped');
-      await store.drop(entry.entryId);
-      return;
-    }
-    const checked = reverify(stored, this.options.secrets());
-    if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
-    const result = await this.forwarder.forward(checked.body, checked.headers);
-    const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts };
-    if (result.ok) {
-      this.unrecorded.set(entry.entryId, stored.id);
-      await this.recordOne(entry.entryId, stored.id);
-      metrics.forwards.inc({ outcome: 'delivered' });
-      // Debug: one line per event costs more than the event; the forwards counter says it in aggregate.
-      logger.debug({ event: 'webhook_accepted', ...log, appStatus: result.status, queuedMs: this.options.now() - stored.acceptedAt }, 'queued webhook forwarded');
-      return;
-    }
-    const now = this.options.now();
-    const attempts = stored.attempts + 1;
-    const failed: StoredDelivery = { ...stored, attempts, lastError: result.detail };
-    const horizonEnd = stored.acceptedAt + this.options.horizonMs;
-    if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, false);
-    // The last try falls on the horizon itself.
-    const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
-    await store.retryLater(entry.entryId, dueAt, JSON.stringify(failed));
-    metrics.forwards.inc({ outcome: 'retry_scheduled' });
-    const suppressed = this.eventLog.admit(`retry:${result.cause}`);
-    if (suppressed !== undefined) {
-      logger.info(
-        { event: 'webhook_retry_scheduled', ...log, attempts, cause: result.cause, detail: result.detail, retryInMs: dueAt - now, suppressedSinceLast: suppressed },
-        'app did not accept queued webhook; retry scheduled',
-      );
-    }
-  }
-
-  /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */
-  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<void> {
-    const { store, metrics, logger } = this.options;
-    const dead: StoredDelivery = { ...stored, lastError, deadAt: this.options.now() };
-    await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
-    metrics.forwards.inc({ outcome: mismatch ? 'signature_mismatch' : 'dead_lettered' });
-    if (mismatch) {
-      const suppressed = this.eventLog.admit('signature_mismatch');
-      if (suppressed !== undefined) {
-        logger.error(
-          { event: 'webhook_queue_signature_mismatch', eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed },
-          'queued entry does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured); dead-lettered, not forwarded',
-        );
-      }
-      return;
-    }
-    logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
-  }
-
-  /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */
-  private async recordOne(entryId: string, eventId: string): Promise<void> {
-    await this.options.store.markDelivered(entryId, eventId, this.options.deliveredRetentionMs);
-    this.unrecorded.delete(entryId);
-  }
-
-  private async recordDelivered(): Promise<void> {
-    for (const [entryId, eventId] of [...this.unrecorded]) if (!this.active.has(entryId)) await this.recordOne(entryId, eventId);
   }
 
   private async readStats(now: number): Promise<void> {

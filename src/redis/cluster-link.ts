@@ -1,0 +1,99 @@
+import { createCluster, ErrorReply } from '@redis/client';
+import { credentials, reconnectStrategy, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+
+/** A cluster link asks the cluster for its slots at most this often after failures (ms). */
+const REDISCOVER_MS = 500;
+
+type Cluster = ReturnType<typeof createCluster>;
+
+/**
+ * A Redis Cluster through node-redis' cluster client: it learns the slots from the seeds, follows
+ * MOVED and ASK, and rediscovers after a failover. Every command is routed by the deployment's
+ * hash tag, so all of them (scripts, WAIT, PUBLISH) go to the one master that owns the slot.
+ */
+export class ClusterLink implements RedisLink {
+  private readonly cluster: Cluster;
+  private started = false;
+  private ready = false;
+
+  constructor(
+    spec: Extract<RedisTargetSpec, { kind: 'cluster' }>,
+    private readonly options: LinkOptions,
+  ) {
+    const first = new URL(spec.urls[0]!);
+    this.cluster = createCluster({
+      rootNodes: spec.urls.map((url) => ({ url })),
+      defaults: { ...credentials(first), disableOfflineQueue: true, socket: socketOptions(first, spec, options.connectTimeoutMs) as never },
+      useReplicas: false,
+    });
+    this.cluster.on('error', (err: unknown) => options.events.error('command', err));
+    this.cluster.on('node-error', (err: unknown) => options.events.error('command', err));
+  }
+
+  get connected(): boolean {
+    return this.ready && this.cluster.isOpen;
+  }
+
+  send(args: readonly string[]): Promise<unknown> {
+    return this.cluster.sendCommand(this.options.routingKey, false, [...args]).catch((err: unknown) => {
+      // node-redis learns a new topology only from MOVED/ASK (redis/node-redis#2806): after a
+      // failover it would go on writing to the dead master for good. Any failure that is not an
+      // answer makes it ask the cluster again (at most every REDISCOVER_MS).
+      if (!(err instanceof ErrorReply)) this.rediscover();
+      throw err;
+    });
+  }
+
+  private lastRediscover = 0;
+
+  private rediscover(): void {
+    const now = Date.now();
+    if (now - this.lastRediscover < REDISCOVER_MS) return;
+    this.lastRediscover = now;
+    const nodes = [...this.cluster._slots.nodeByAddress.values()];
+    const start = nodes.find((n) => n.client?.isReady)?.client ?? nodes.find((n) => n.client)?.client;
+    if (!start) return;
+    this.cluster._slots.rediscover(start).catch((err: unknown) => this.options.events.error('command', err));
+  }
+
+  async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
+    this.subscriptions.push([channel, listener]);
+    // Before the first connection the cluster client cannot subscribe: done once connected.
+    if (this.ready) await this.cluster.subscribe(channel, listener);
+  }
+
+  private readonly subscriptions: [string, (message: string) => void][] = [];
+
+  connect(): void {
+    if (this.started) return;
+    this.started = true;
+    // The cluster client gives up when no seed answers at start: try again with the same backoff.
+    const attempt = (retries: number): void => {
+      this.cluster.connect().then(
+        () => {
+          this.ready = true;
+          for (const [channel, listener] of this.subscriptions) {
+            this.cluster.subscribe(channel, listener).catch((err: unknown) => this.options.events.error('subscriber', err));
+          }
+          this.options.events.ready();
+        },
+        (err: unknown) => {
+          this.options.events.error('command', err);
+          if (!this.destroyed) setTimeout(() => attempt(retries + 1), reconnectStrategy(retries)).unref();
+        },
+      );
+    };
+    attempt(0);
+  }
+
+  private destroyed = false;
+
+  destroy(): void {
+    this.destroyed = true;
+    try {
+      if (this.cluster.isOpen) this.cluster.destroy();
+    } catch {
+      // already closed
+    }
+  }
+}

@@ -1,0 +1,120 @@
+import type { Logger } from '../observability/index.js';
+import { RateLimiter } from '../observability/rate-limited-log.js';
+import { logId } from './event-id.js';
+import type { Forwarder } from './forwarder.js';
+import type { QueueMetrics } from './metrics.js';
+import type { QueueEntry, QueueStore } from './queue-store.js';
+import { reverify, type StoredDelivery } from './stored-delivery.js';
+
+/** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
+export const QUEUE_BACKOFF_MIN_MS = 1000;
+/** Longest retry delay (ms): 5 minutes. */
+export const QUEUE_BACKOFF_MAX_MS = 300_000;
+/** At most one line per kind (retry cause, mismatch) per this interval (ms); the rest are counted. */
+const EVENT_LOG_INTERVAL_MS = 1000;
+
+/** Delay before attempt `attempts + 1` (ms), after `attempts` failures (≥ 1). */
+export function backoffMs(attempts: number, random: () => number = Math.random, minMs = QUEUE_BACKOFF_MIN_MS, maxMs = QUEUE_BACKOFF_MAX_MS): number {
+  const base = minMs * 2 ** Math.min(Math.max(attempts, 1) - 1, 30);
+  return Math.round(Math.min(maxMs, base * (0.8 + 0.4 * random())));
+}
+
+export interface QueueDeliveryOptions {
+  readonly store: QueueStore;
+  readonly logger: Logger;
+  readonly metrics: QueueMetrics;
+  readonly forwarder: Forwarder;
+  readonly secrets: () => readonly string[];
+  readonly horizonMs: number;
+  readonly deliveredRetentionMs: number;
+  readonly now: () => number;
+  /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id (the worker's). */
+  readonly unrecorded: Map<string, string>;
+}
+
+/**
+ * What becomes of one queue entry a worker took (see `QueueWorker`): verified again, then
+ * forwarded, and marked delivered, parked for a retry, or dead-lettered; an unreadable entry
+ * dropped, one that does not verify dead-lettered as `signature_mismatch`, never forwarded.
+ */
+export class QueueDelivery {
+  /** An app down with thousands of events waiting must not turn every retry into a log line. */
+  private readonly eventLog = new RateLimiter(EVENT_LOG_INTERVAL_MS);
+
+  constructor(private readonly o: QueueDeliveryOptions) {}
+
+  async dropDelivered(entry: QueueEntry, stored: StoredDelivery): Promise<void> {
+    await this.o.store.drop(entry.entryId);
+    this.o.metrics.forwards.inc({ outcome: 'already_delivered' });
+    this.o.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
+  }
+
+  async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
+    const { store, metrics, logger } = this.o;
+    if (!stored) {
+      // Not an entry of ours (or unreadable): never forwarded, never retried.
+      metrics.forwards.inc({ outcome: 'unreadable' });
+      logger.error({ event: 'webhook_queue_bad_entry', entryId: entry.entryId }, 'unreadable queue entry dropped');
+      await store.drop(entry.entryId);
+      return;
+    }
+    const checked = reverify(stored, this.o.secrets());
+    if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
+    const result = await this.o.forwarder.forward(checked.body, checked.headers);
+    const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts };
+    if (result.ok) {
+      this.o.unrecorded.set(entry.entryId, stored.id);
+      await this.recordOne(entry.entryId, stored.id);
+      metrics.forwards.inc({ outcome: 'delivered' });
+      // Debug: one line per event costs more than the event; the forwards counter says it in aggregate.
+      logger.debug({ event: 'webhook_accepted', ...log, appStatus: result.status, queuedMs: this.o.now() - stored.acceptedAt }, 'queued webhook forwarded');
+      return;
+    }
+    const now = this.o.now();
+    const attempts = stored.attempts + 1;
+    const failed: StoredDelivery = { ...stored, attempts, lastError: result.detail };
+    const horizonEnd = stored.acceptedAt + this.o.horizonMs;
+    if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, false);
+    // The last try falls on the horizon itself.
+    const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
+    await store.retryLater(entry.entryId, dueAt, JSON.stringify(failed));
+    metrics.forwards.inc({ outcome: 'retry_scheduled' });
+    const suppressed = this.eventLog.admit(`retry:${result.cause}`);
+    if (suppressed !== undefined) {
+      logger.info(
+        { event: 'webhook_retry_scheduled', ...log, attempts, cause: result.cause, detail: result.detail, retryInMs: dueAt - now, suppressedSinceLast: suppressed },
+        'app did not accept queued webhook; retry scheduled',
+      );
+    }
+  }
+
+  /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */
+  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<void> {
+    const { store, metrics, logger } = this.o;
+    const dead: StoredDelivery = { ...stored, lastError, deadAt: this.o.now() };
+    await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
+    metrics.forwards.inc({ outcome: mismatch ? 'signature_mismatch' : 'dead_lettered' });
+    if (mismatch) {
+      const suppressed = this.eventLog.admit('signature_mismatch');
+      if (suppressed !== undefined) {
+        logger.error(
+          { event: 'webhook_queue_signature_mismatch', eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed },
+          'queued entry does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured); dead-lettered, not forwarded',
+        );
+      }
+      return;
+    }
+    logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
+  }
+
+  /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */
+  private async recordOne(entryId: string, eventId: string): Promise<void> {
+    await this.o.store.markDelivered(entryId, eventId, this.o.deliveredRetentionMs);
+    this.o.unrecorded.delete(entryId);
+  }
+
+  /** Records what the app accepted and the store did not hear of yet (entries `busy` says are being handled excepted). */
+  async recordDelivered(busy: (entryId: string) => boolean): Promise<void> {
+    for (const [entryId, eventId] of [...this.o.unrecorded]) if (!busy(entryId)) await this.recordOne(entryId, eventId);
+  }
+}
