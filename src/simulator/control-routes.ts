@@ -66,6 +66,75 @@ function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
  *
  * With a control token, requests must carry `x-simulator-control-token`.
  */
+/** One control route: what it answers (status, body) for a request. */
+type ControlRoute = (core: SimulatorCore, req: IncomingMessage) => Promise<[number, unknown]> | [number, unknown];
+
+function state(core: SimulatorCore): [number, unknown] {
+  return [
+    200,
+    {
+      configKeys: core.store.configKeys(),
+      consents: core.store.snapshot().map(({ userReference, consentId, record }) => ({
+        userReference,
+        consentId,
+        ...record,
+        ...(record.scopes ? { scopes: [...record.scopes] } : {}),
+      })),
+      webhookEndpoints: core.sender.endpoints().map(({ secret: _secret, header, ...e }) => ({ ...e, ...(header ? { header: header.name } : {}) })),
+      fault: core.faults.current() ?? null,
+    },
+  ];
+}
+
+async function emitEvent(core: SimulatorCore, req: IncomingMessage): Promise<[number, unknown]> {
+  const body = await readJsonObject(req);
+  const data = body.data ?? {};
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', 'data: expected an object');
+  return [201, core.emit(String(body.type), data as Record<string, unknown>)];
+}
+
+async function seedObligations(core: SimulatorCore, req: IncomingMessage): Promise<[number, unknown]> {
+  const { count } = await readJsonObject(req);
+  if (!(typeof count === 'number' && Number.isSafeInteger(count) && count >= 1 && count <= MAX_SEEDED_OBLIGATIONS)) {
+    throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', `count: expected an integer 1..${MAX_SEEDED_OBLIGATIONS}`);
+  }
+  return [201, { added: core.seedObligations(count) }];
+}
+
+async function setFault(core: SimulatorCore, req: IncomingMessage): Promise<[number, unknown]> {
+  core.faults.set(validateFault(await readJsonObject(req)));
+  return [200, { fault: core.faults.current() }];
+}
+
+/** The routes with a fixed path, by `METHOD path`. */
+const ROUTES: Readonly<Record<string, ControlRoute>> = {
+  'GET /_simulator/state': state,
+  'POST /_simulator/consents/grant': async (core, req) => {
+    const body = await readJsonObject(req);
+    return [200, core.grant(target(body), grantOptions(body))];
+  },
+  'POST /_simulator/consents/revoke': async (core, req) => [200, core.revoke(target(await readJsonObject(req)))],
+  'POST /_simulator/consents/deny': async (core, req) => [200, core.deny(target(await readJsonObject(req)))],
+  'POST /_simulator/consents/expire': async (core, req) => {
+    core.expire(target(await readJsonObject(req)));
+    return [200, { expired: true }];
+  },
+  'POST /_simulator/webhook-endpoints': async (core, req) => {
+    const { secret: _secret, ...endpoint } = core.sender.register((await readJsonObject(req)) as unknown as WebhookEndpointInput);
+    return [201, endpoint];
+  },
+  'GET /_simulator/webhook-endpoints': (core) => [200, core.sender.endpoints().map(({ secret: _secret, ...e }) => e)],
+  'POST /_simulator/events': emitEvent,
+  'GET /_simulator/deliveries': (core) => [200, core.sender.timelines()],
+  'PUT /_simulator/faults': setFault,
+  'POST /_simulator/faults': setFault,
+  'DELETE /_simulator/faults': (core) => {
+    core.faults.clear();
+    return [200, { fault: null }];
+  },
+  'POST /_simulator/redec/notification-requirements': seedObligations,
+};
+
 export async function handleControl(
   core: SimulatorCore,
   controlToken: string | undefined,
@@ -77,76 +146,11 @@ export async function handleControl(
     sendJson(res, 401, { error: 'unauthorized' });
     return;
   }
-  const route = `${req.method} ${url.pathname}`;
-  switch (route) {
-    case 'GET /_simulator/state':
-      sendJson(res, 200, {
-        configKeys: core.store.configKeys(),
-        consents: core.store.snapshot().map(({ userReference, consentId, record }) => ({
-          userReference,
-          consentId,
-          ...record,
-          ...(record.scopes ? { scopes: [...record.scopes] } : {}),
-        })),
-        webhookEndpoints: core.sender.endpoints().map(({ secret: _secret, header, ...e }) => ({
-          ...e,
-          ...(header ? { header: header.name } : {}),
-        })),
-        fault: core.faults.current() ?? null,
-      });
-      return;
-    case 'POST /_simulator/consents/grant': {
-      const body = await readJsonObject(req);
-      sendJson(res, 200, core.grant(target(body), grantOptions(body)));
-      return;
-    }
-    case 'POST /_simulator/consents/revoke':
-      sendJson(res, 200, core.revoke(target(await readJsonObject(req))));
-      return;
-    case 'POST /_simulator/consents/deny':
-      sendJson(res, 200, core.deny(target(await readJsonObject(req))));
-      return;
-    case 'POST /_simulator/consents/expire':
-      core.expire(target(await readJsonObject(req)));
-      sendJson(res, 200, { expired: true });
-      return;
-    case 'POST /_simulator/webhook-endpoints': {
-      const { secret: _secret, ...endpoint } = core.sender.register((await readJsonObject(req)) as unknown as WebhookEndpointInput);
-      sendJson(res, 201, endpoint);
-      return;
-    }
-    case 'GET /_simulator/webhook-endpoints':
-      sendJson(res, 200, core.sender.endpoints().map(({ secret: _secret, ...e }) => e));
-      return;
-    case 'POST /_simulator/events': {
-      const body = await readJsonObject(req);
-      const data = body.data ?? {};
-      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-        throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', 'data: expected an object');
-      }
-      sendJson(res, 201, core.emit(String(body.type), data as Record<string, unknown>));
-      return;
-    }
-    case 'GET /_simulator/deliveries':
-      sendJson(res, 200, core.sender.timelines());
-      return;
-    case 'PUT /_simulator/faults':
-    case 'POST /_simulator/faults':
-      core.faults.set(validateFault(await readJsonObject(req)));
-      sendJson(res, 200, { fault: core.faults.current() });
-      return;
-    case 'POST /_simulator/redec/notification-requirements': {
-      const { count } = await readJsonObject(req);
-      if (!(typeof count === 'number' && Number.isSafeInteger(count) && count >= 1 && count <= MAX_SEEDED_OBLIGATIONS)) {
-        throw new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', `count: expected an integer 1..${MAX_SEEDED_OBLIGATIONS}`);
-      }
-      sendJson(res, 201, { added: core.seedObligations(count) });
-      return;
-    }
-    case 'DELETE /_simulator/faults':
-      core.faults.clear();
-      sendJson(res, 200, { fault: null });
-      return;
+  const route = ROUTES[`${req.method} ${url.pathname}`];
+  if (route) {
+    const [status, body] = await route(core, req);
+    sendJson(res, status, body);
+    return;
   }
   const flow = FLOW_VERSIONS.exec(url.pathname);
   if (flow && req.method === 'POST') {
