@@ -39,6 +39,11 @@ export const DECISION_DURATION_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.00
  * Every metric of the decision capability, declared against the given registry. Label values
  * come from closed sets and are pre-bound, so the hot path pays one increment and no hashing.
  */
+/** A prom-client counter under the fixed prefix, registered in `registry`. */
+function counter<L extends string = never>(registry: Registry, name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+  return new Counter<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, registers: [registry] });
+}
+
 export class DecisionMetrics {
   private readonly decisions: FastCounter;
   /** decisions_total's series index by decision, source and route, bound once at start-up. */
@@ -79,19 +84,9 @@ export class DecisionMetrics {
       registry,
     );
     this.decisionIndex = bind(decisions, (d) => bind(sources, (s) => bind(DECISION_ROUTES, (r) => this.decisions.indexOf(d, SOURCE_LABEL[s], r))));
-    const pre = new Counter({
-      name: `${METRIC_PREFIX}pre_evaluation_denials_total`,
-      help: 'Denials the service gave before evaluating (tenant configuration or references), by reason.',
-      labelNames: ['reason'],
-      registers: [registry],
-    });
+    const pre = counter(registry, 'pre_evaluation_denials_total', 'Denials the service gave before evaluating (tenant configuration or references), by reason.', ['reason']);
     for (const reason of [...PRE_EVALUATION_REASONS, 'other']) this.preEvaluation.set(reason, pre.labels(reason));
-    const failClosed = new Counter({
-      name: `${METRIC_PREFIX}fail_closed_total`,
-      help: 'Checks answered 503 DENY because no decision could be had, by cause.',
-      labelNames: ['cause'],
-      registers: [registry],
-    });
+    const failClosed = counter(registry, 'fail_closed_total', 'Checks answered 503 DENY because no decision could be had, by cause.', ['cause']);
     for (const cause of FAIL_CLOSED_CAUSES) this.failClosed.set(cause, failClosed.labels(cause));
     // Observed on every miss: a fast histogram (label bound by index, same exposition).
     this.upstreamDuration = new FastHistogram(
@@ -118,29 +113,16 @@ export class DecisionMetrics {
       registers: [registry],
     });
     this.setBreakerState('closed');
-    this.coalesced = new Counter({
-      name: `${METRIC_PREFIX}upstream_coalesced_total`,
-      help: 'Cache misses that joined an upstream call already in flight for the same request.',
-      registers: [registry],
-    });
-    this.refreshes = new Counter({
-      name: `${METRIC_PREFIX}cache_refreshes_total`,
-      help: 'Refresh-ahead of cached ALLOWs (--cache-refresh-ahead-ms), by outcome: allow (renewed), deny (revoked: removed at once), no_decision (left to die when it would have), coalesced (a call for the key was already in flight).',
-      labelNames: ['outcome'],
-      registers: [registry],
-    });
+    this.coalesced = counter(registry, 'upstream_coalesced_total', 'Cache misses that joined an upstream call already in flight for the same request.');
+    this.refreshes = counter(
+      registry,
+      'cache_refreshes_total',
+      'Refresh-ahead of cached ALLOWs (--cache-refresh-ahead-ms), by outcome: allow (renewed), deny (revoked: removed at once), no_decision (left to die when it would have), coalesced (a call for the key was already in flight).',
+      ['outcome'],
+    );
     for (const o of REFRESH_OUTCOMES) this.refreshes.labels(o);
-    this.decisionLogDropped = new Counter({
-      name: `${METRIC_PREFIX}decision_log_dropped_total`,
-      help: 'Decision log lines dropped because the buffer was full or the destination failed.',
-      registers: [registry],
-    });
-    this.purged = new Counter({
-      name: `${METRIC_PREFIX}cache_purged_entries_total`,
-      help: 'ALLOW entries purged, by trigger (webhook revocation or manual).',
-      labelNames: ['trigger'],
-      registers: [registry],
-    });
+    this.decisionLogDropped = counter(registry, 'decision_log_dropped_total', 'Decision log lines dropped because the buffer was full or the destination failed.');
+    this.purged = counter(registry, 'cache_purged_entries_total', 'ALLOW entries purged, by trigger (webhook revocation or manual).', ['trigger']);
   }
 
   /** Counts one background refresh by what it came to. */
