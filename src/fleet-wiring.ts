@@ -36,7 +36,7 @@ export async function startFleet(
   }
   const webhooks = config.webhooks;
   const shared = startSharedState({ redis: config.redis, ...(webhooks ? { queueMaxEvents: webhooks.queueMaxEvents } : {}), registry, logger });
-  const invalidation = new FleetInvalidation({ log: shared.invalidations, local: deps.local, metrics: createInvalidationMetrics(registry), logger });
+  const invalidation = new FleetInvalidation({ log: shared.invalidations, local: deps.local, metrics: createInvalidationMetrics(registry), logger, now });
   // Queue mode deduplicates inside its enqueue script: no claims then.
   const dedup =
     webhooks && webhooks.delivery !== 'queue'

@@ -37,6 +37,11 @@ export interface InvalidationLog {
   append(origin: string, revocation: Revocation): Promise<void>;
   /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
   readAfter(position: string | null, max: number): Promise<InvalidationPage>;
+  /**
+   * Entries written since `sinceMs` (epoch ms, the store's clock; at most `max`), for a reader that
+   * has no position yet; `trimmed` when some written since then are gone.
+   */
+  readSince(sinceMs: number, max: number): Promise<InvalidationPage>;
   /** `nudge` runs when something was appended (best effort: a lost nudge costs latency, not a revocation). */
   onAppended(nudge: () => void): Promise<void>;
   /** `hook` runs when the store answers again after it did not. */
@@ -84,6 +89,11 @@ export function createInvalidationMetrics(registry: Registry): InvalidationMetri
 export const INVALIDATION_POLL_INTERVAL_MS = 1000;
 /** Entries read per call. */
 const READ_BATCH = 500;
+/**
+ * A replica that could not read the log at start reads, at first contact, what was written since
+ * it started minus this much (ms): room for the store's clock to be behind ours.
+ */
+export const START_CLOCK_SLACK_MS = 60_000;
 
 export interface FleetInvalidationOptions {
   readonly log: InvalidationLog;
@@ -94,6 +104,8 @@ export interface FleetInvalidationOptions {
   /** Tells this replica's own entries apart (a random id by default). */
   readonly replicaId?: string;
   readonly pollIntervalMs?: number;
+  /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
+  readonly now?: () => number;
 }
 
 /**
@@ -117,8 +129,11 @@ export class FleetInvalidation implements RevocationPublisher {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
+  private readonly startedAtMs: number;
+
   constructor(private readonly options: FleetInvalidationOptions) {
     this.replicaId = options.replicaId ?? randomUUID();
+    this.startedAtMs = (options.now ?? Date.now)();
   }
 
   /**
@@ -170,7 +185,12 @@ export class FleetInvalidation implements RevocationPublisher {
     try {
       for (;;) {
         this.again = false;
-        const page = await this.options.log.readAfter(this.synced ? this.position : null, READ_BATCH);
+        const { log } = this.options;
+        const page = this.synced
+          ? await log.readAfter(this.position, READ_BATCH)
+          : this.inStart
+            ? await log.readAfter(null, READ_BATCH)
+            : await log.readSince(this.startedAtMs - START_CLOCK_SLACK_MS, READ_BATCH);
         const more = this.apply(page);
         if (!more && !this.again) return;
       }
@@ -183,9 +203,13 @@ export class FleetInvalidation implements RevocationPublisher {
   private apply(page: InvalidationPage): boolean {
     if (!this.synced) {
       // First contact. At start the cache is empty and the head is where this replica begins. A
-      // replica that served without the log until now may hold what a revocation written
-      // meanwhile should have purged: it cannot tell, so it purges.
-      if (!this.inStart) this.purgeAll('reset');
+      // replica that could not read the log at start has served since: it applies what was
+      // written since it started (a slow Redis at start costs no cache), and purges only when it
+      // cannot tell (some of that is gone, or more than one read of it).
+      if (!this.inStart) {
+        if (page.trimmed || page.entries.length >= READ_BATCH) this.purgeAll('reset');
+        else this.applyEntries(page.entries);
+      }
       this.synced = true;
       this.epoch = page.epoch;
       this.position = page.head;
@@ -194,7 +218,12 @@ export class FleetInvalidation implements RevocationPublisher {
     if (page.epoch !== this.epoch) return this.restartAt(page, 'reset');
     if (page.trimmed) return this.restartAt(page, 'trimmed');
     if (page.rewound) return this.restartAt(page, 'rewound');
-    for (const entry of page.entries) {
+    this.applyEntries(page.entries);
+    return page.entries.length >= READ_BATCH;
+  }
+
+  private applyEntries(entries: readonly InvalidationEntry[]): void {
+    for (const entry of entries) {
       this.position = entry.position;
       if (entry.origin === this.replicaId) continue;
       if (!entry.revocation) {
@@ -204,7 +233,6 @@ export class FleetInvalidation implements RevocationPublisher {
       applyTo(this.options.local, entry.revocation);
       this.options.metrics.received.inc({ scope: entry.revocation.scope });
     }
-    return page.entries.length >= READ_BATCH;
   }
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {

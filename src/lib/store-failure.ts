@@ -9,10 +9,17 @@
  */
 export interface StoreFailure {
   readonly outcomeUnknown: boolean;
+  /** The store answered, with an error (a refusal, a misconfiguration): it is reachable and did nothing. */
+  readonly refused: boolean;
 }
 
 /** True when `err` says its call may have taken effect (see {@link StoreFailure}); unknown errors count as unknown. */
 export function outcomeUnknown(err: unknown): boolean {
   const flag = (err as Partial<StoreFailure> | null)?.outcomeUnknown;
   return typeof flag === 'boolean' ? flag : true;
+}
+
+/** True when `err` says the store answered and refused (see {@link StoreFailure}). */
+export function storeRefused(err: unknown): boolean {
+  return (err as Partial<StoreFailure> | null)?.refused === true;
 }

@@ -67,7 +67,8 @@ export class RedisConnection {
   private readonly restoredHooks: (() => void)[] = [];
   private healthTimer: NodeJS.Timeout | undefined;
   private up = false;
-  private downReason = '';
+  /** Reasons logged since Redis was last usable. */
+  private readonly downReasons = new Set<string>();
   /** Redis was down (or never reached) since the last time it was up: a restore is due. */
   private lost = false;
   private closed = false;
@@ -227,15 +228,15 @@ export class RedisConnection {
     this.options.metrics.up.set(up ? 1 : 0);
     if (!up) {
       this.lost = true;
-      if (this.up || reason !== this.downReason) {
-        // Once per reason: a Redis down for an hour is one line, not 3,600.
-        this.options.logger.warn({ event: 'redis_down', reason }, `Redis is not usable (${reason}); webhook dedup falls back to this replica, queue mode answers 503`);
+      if (!this.downReasons.has(reason)) {
+        // Once per reason while it lasts: a Redis down for an hour is one line, not 3,600.
+        this.downReasons.add(reason);
+        this.options.logger.warn({ event: 'redis_down', reason }, `Redis is not usable (${reason}); webhook dedup falls back to this replica once it stays away, queue mode answers 503`);
       }
       this.up = false;
-      this.downReason = reason;
       return;
     }
-    this.downReason = '';
+    this.downReasons.clear();
     if (this.up) return;
     this.up = true;
     this.options.logger.info({ event: 'redis_up' }, 'Redis is reachable');

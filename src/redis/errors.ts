@@ -19,6 +19,11 @@ export class RedisError extends SidecarError<RedisErrorCode> implements StoreFai
   get outcomeUnknown(): boolean {
     return this.code === 'ERR_REDIS_TIMEOUT' || this.code === 'ERR_REDIS_CONNECTION_LOST';
   }
+
+  /** Redis answered with an error (MOVED, READONLY, NOAUTH, OOM, a wrong type…): it is there and did nothing. */
+  get refused(): boolean {
+    return this.code === 'ERR_REDIS_REPLY';
+  }
 }
 
 /** `outcome` label of `consent_sidecar_redis_call_duration_seconds`. */

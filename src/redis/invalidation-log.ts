@@ -124,7 +124,7 @@ export class RedisInvalidationLog implements InvalidationLog {
     let rank = from?.rank ?? (added as number);
     for (const item of list) {
       if (!Array.isArray(item) || typeof item[0] !== 'string' || !isStreamId(item[0])) throw malformed();
-      rank = counted ? rank + 1 : -1;
+      rank = counted && rank >= 0 ? rank + 1 : -1;
       entries.push({ position: encode({ id: item[0], rank }), ...decodeEntry(item[1]) });
     }
     return {
@@ -134,6 +134,12 @@ export class RedisInvalidationLog implements InvalidationLog {
       rewound: from !== null && (compareStreamIds(head, from.id) < 0 || (counted && from.rank > (added as number))),
       entries,
     };
+  }
+
+  async readSince(sinceMs: number, max: number): Promise<InvalidationPage> {
+    // Entries are stream ids, the store's milliseconds: those after `<since>-0`. Their ranks are
+    // unknown from here; the reader moves to the head after this page.
+    return this.readAfter(encode({ id: `${Math.max(0, Math.floor(sinceMs))}-0`, rank: -1 }), max);
   }
 
   async onAppended(nudge: () => void): Promise<void> {
@@ -153,7 +159,9 @@ export class RedisInvalidationLog implements InvalidationLog {
  */
 function trimmedPast(from: Position, s: { counted: boolean; added: number; length: number; first: string }): boolean {
   if (s.counted && from.rank >= 0) return s.added - s.length + 1 > from.rank + 1 && s.added > from.rank;
-  return s.first !== '' && compareStreamIds(s.first, from.id) > 0;
+  const firstAfter = s.first !== '' && compareStreamIds(s.first, from.id) > 0;
+  // Without a rank: entries were removed (more added than held), and the oldest left is after `from`.
+  return s.counted ? s.added > s.length && firstAfter : firstAfter;
 }
 
 function malformed(): RedisError {

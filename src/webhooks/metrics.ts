@@ -105,7 +105,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
 export interface SharedDedupMetrics {
   /** Steps decided by this replica alone because the shared store was known unreachable. */
   readonly fallbacks: Counter<'op'>;
-  /** Claims whose outcome was unknown (the store slow): answered 503, never forwarded on a guess. */
+  /** Claims not decided because the store was slow or away for less than a lease: answered 503, never forwarded on a guess. */
   readonly unknownOutcomes: Counter<'op'>;
   /** A holder settled a claim whose lease had lapsed (the lease is too short for the app). */
   readonly leaseLapses: Counter;
@@ -116,13 +116,13 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
   return {
     fallbacks: new Counter({
       name: `${METRIC_PREFIX}webhook_dedup_fallbacks_total`,
-      help: 'Webhook dedup steps decided by this replica alone because Redis was unreachable, by op (claim, accept, release).',
+      help: 'Webhook dedup steps decided by this replica alone because Redis was down (silent longer than a lease, or refusing), by op (claim, accept, release).',
       labelNames: ['op'],
       registers,
     }),
     unknownOutcomes: new Counter({
       name: `${METRIC_PREFIX}webhook_dedup_unknown_outcomes_total`,
-      help: 'Webhook dedup calls whose answer did not come in time (Redis slow, not down): the delivery got 503 and the service retries, by op (claim).',
+      help: 'Webhook dedup claims not decided because Redis was slow or away for less than a lease (not down): the delivery got 503 and the service retries, by op (claim).',
       labelNames: ['op'],
       registers,
     }),

@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
-import { outcomeUnknown } from '../lib/store-failure.js';
+import { outcomeUnknown, storeRefused } from '../lib/store-failure.js';
 import type { ClaimStore } from './claim-store.js';
 import { logId } from './event-id.js';
 import type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
@@ -50,10 +50,12 @@ interface Held {
  * - **slow is not down**: a claim whose answer did not come may be in the store, and another
  *   replica's may be too, so the event is not forwarded on a guess: `claim` rejects with
  *   `ERR_WEBHOOK_DEDUP_UNKNOWN` (the ingress answers 503, the service retries) and our possible claim
- *   is released once the store answers. A stall shorter than the lease forwards no event twice;
- * - **down is down**: when the store is known unreachable (nothing was sent, it answered an error,
- *   or it has been silent longer than a lease, past which anything it holds of ours has lapsed),
- *   this replica decides alone, counted; ids accepted meanwhile are written once it answers.
+ *   is released once the store answers. The same while the store is away for less than a lease (a
+ *   restart, a failover, a reconnect): a copy on another replica could be claimed there meanwhile.
+ *   An outage or stall shorter than the lease forwards no event twice;
+ * - **down is down**: when the store answers with an error (misconfigured: it will not do it), or
+ *   has been silent longer than a lease (past which anything it holds of ours has lapsed), this
+ *   replica decides alone, counted; ids accepted meanwhile are written once it answers.
  */
 export class SharedDedup implements DedupStore {
   private readonly held = new Map<string, Held>();
@@ -90,16 +92,21 @@ export class SharedDedup implements DedupStore {
       shared = await store.claim(id, token, leaseMs);
     } catch (err) {
       wait.cancel();
-      if (!outcomeUnknown(err) || store.silentForMs() >= leaseMs) {
+      // Down is down: refused by a Redis that answers (misconfigured), or silent longer than a lease.
+      if (storeRefused(err) || store.silentForMs() >= leaseMs) {
         this.fallback('claim', err);
         this.held.set(id, { token, mode: 'local' });
         return { kind: 'claimed', token };
       }
+      // Slow, or away for less than a lease (a restart, a failover, a reconnect): another replica may
+      // hold the event in Redis, or get it from the service's retry while we decide alone.
       this.options.metrics.unknownOutcomes.inc({ op: 'claim' });
       await local.release(id, token);
-      this.unreleased.set(id, token);
-      this.retrySoon();
-      throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not answer in time; not forwarded on a guess', { cause: err });
+      if (outcomeUnknown(err)) {
+        this.unreleased.set(id, token);
+        this.retrySoon();
+      }
+      throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not answer; not forwarded on a guess', { cause: err });
     }
 
     if (shared.kind === 'claimed') {

@@ -118,7 +118,7 @@ describe('redis_up tells the truth: a Redis that answers PING but not the comman
     const healthChecks = async () => count(c.metrics.callDuration as never, { op: 'health' });
     const before = await healthChecks();
     await vi.waitFor(async () => expect(await healthChecks()).toBeGreaterThan(before + 3), { timeout: 5000 });
-    expect(lines.filter((l) => l.event === 'redis_down').length).toBe(1);
+    expect(lines.filter((l) => l.event === 'redis_down' && l.reason === 'READONLY').length).toBe(1);
   });
 
   it('a wrong password: 0, the reason logged (never the password)', async () => {

@@ -109,6 +109,23 @@ describe('a stall, a reconnect or a cut-off costs no cache: replicas catch up', 
     expect(await count(cut.metrics.purges)).toBe(0);
   });
 
+  it('a replica that could not reach Redis when it started applies, at first contact, what was written since it started, and purges nothing', async () => {
+    const prefix = fx.redis.prefix();
+    const unreachable = await spawnRedisServer();
+    await unreachable.stop();
+    let target = single(unreachable.url);
+    const a = await replica(prefix, single(fx.redis.url));
+    const late = await replica(prefix, () => target, { waitUp: false }); // its start read fails
+    await a.fleet.publish({ scope: 'user', userReference: 'while-away-1' });
+    await a.fleet.publish({ scope: 'all' });
+    target = single(fx.redis.url);
+    await vi.waitFor(() => expect(late.rec.calls).toStrictEqual(['user:while-away-1', 'all']), { timeout: 10_000 });
+    expect(await count(late.metrics.purges)).toBe(0);
+    // and it follows from the head on
+    await a.fleet.publish({ scope: 'user', userReference: 'after' });
+    await vi.waitFor(() => expect(late.rec.calls).toContain('user:after'), { timeout: 5000 });
+  });
+
   it('a replica that fell further behind than the log keeps purges everything, counted as trimmed', async () => {
     const prefix = fx.redis.prefix();
     const unreachable = await spawnRedisServer();

@@ -99,11 +99,24 @@ describe('shared dedup on a real Redis', () => {
     expect(await fx.admin.get(dead.key('evt_4'))).toBe('accepted');
   });
 
-  it('Redis unreachable: claims fall back to this replica, counted, and accepted ids are still remembered here', async () => {
+  it('Redis unreachable for less than a lease (a restart, a failover): the claim is refused, not guessed (a copy may be claimed elsewhere meanwhile)', async () => {
     const down = await spawnRedisServer();
     const url = down.url;
     await down.stop();
-    const a = await replica(fx.redis.prefix(), { url });
+    const a = await replica(fx.redis.prefix(), { url, leaseMs: 60_000 });
+    await expect(a.store.claim('evt_away')).rejects.toMatchObject({ code: 'ERR_WEBHOOK_DEDUP_UNKNOWN' });
+    expect(await count(a.metrics.fallbacks)).toBe(0);
+    expect(await count(a.metrics.unknownOutcomes, { op: 'claim' })).toBe(1);
+  });
+
+  // Before: any unreachable Redis fell back at once, and a Redis restart then let two replicas
+  // forward the same event (npm run chaos found 8 in one run). Down now means silent past a lease.
+  it('Redis unreachable for longer than a lease: claims fall back to this replica, counted, and accepted ids are still remembered here', async () => {
+    const down = await spawnRedisServer();
+    const url = down.url;
+    await down.stop();
+    const a = await replica(fx.redis.prefix(), { url, leaseMs: 300 });
+    await vi.waitFor(() => expect(a.conn.silentForMs()).toBeGreaterThanOrEqual(300));
     const claim = await a.store.claim('evt_5');
     expect(claim.kind).toBe('claimed');
     if (claim.kind !== 'claimed') return;
@@ -116,6 +129,16 @@ describe('shared dedup on a real Redis', () => {
     expect(await count(a.metrics.fallbacks, { op: 'accept' })).toBe(1);
     expect(await count(a.redisMetrics.up)).toBe(0);
   });
+
+  it('a Redis that answers but refuses (a read-only replica) is down at once: claims fall back, counted', async () => {
+    const primary = await spawnRedisServer();
+    opened.push({ close: () => primary.stop() });
+    const readOnly = await spawnRedisServer({ args: ['--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port)] });
+    opened.push({ close: () => readOnly.stop() });
+    const a = await replica(fx.redis.prefix(), { url: readOnly.url, leaseMs: 60_000 });
+    await vi.waitFor(async () => expect((await a.store.claim(`evt_ro_${Date.now()}`)).kind).toBe('claimed'), { timeout: 5000 });
+    expect(await count(a.metrics.fallbacks, { op: 'claim' })).toBeGreaterThanOrEqual(1);
+  });
 });
 
 describe('shared dedup across an outage', () => {
@@ -123,11 +146,12 @@ describe('shared dedup across an outage', () => {
     const own = await spawnRedisServer();
     opened.push({ close: () => own.stop() });
     const prefix = fx.redis.prefix();
-    const a = await replica(prefix, { url: own.url, waitUp: true });
-    const b = await replica(prefix, { url: own.url, waitUp: true });
+    const a = await replica(prefix, { url: own.url, waitUp: true, leaseMs: 300 });
+    const b = await replica(prefix, { url: own.url, waitUp: true, leaseMs: 300 });
 
     await own.stop();
     await vi.waitFor(() => expect(a.conn.isUp).toBe(false), { timeout: 5000 });
+    await vi.waitFor(() => expect(a.conn.silentForMs()).toBeGreaterThanOrEqual(300)); // down, not just away
     const claim = await a.store.claim('evt_outage');
     if (claim.kind !== 'claimed') throw new Error('not claimed');
     await a.store.markAccepted('evt_outage', claim.token);
