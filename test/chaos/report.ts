@@ -1,0 +1,66 @@
+import { CAUSES, failures, faultCounts, type ModeReport } from './checker.js';
+import { FAULT_KINDS } from './nemesis.js';
+
+const LABEL_WIDTH = 46;
+const COLUMN_WIDTH = 28;
+
+function row(label: string, cells: string[]): string {
+  return `${label.padEnd(LABEL_WIDTH)}${cells.map((c) => c.padEnd(COLUMN_WIDTH)).join('')}`.trimEnd();
+}
+
+const ms = (v: number | undefined): string => (v === undefined ? '-' : Number.isFinite(v) ? String(Math.round(v)) : 'never');
+
+function strandedCell(r: ModeReport): string {
+  if (!r.stranded) return 'n/a';
+  const left = r.stranded.left;
+  return `${r.stranded.late.length} / ${left.waiting.length + left.deadLetters}`;
+}
+
+function answersCell(r: ModeReport): string {
+  const total = Object.values(r.answers).reduce((a, b) => a + b, 0);
+  const ok = Object.entries(r.answers).filter(([k]) => k.startsWith('200')).reduce((a, [, n]) => a + n, 0);
+  const errors = r.answers.error ?? 0;
+  return `${ok} 200, ${total - ok - errors} 5xx, ${errors} conn`;
+}
+
+/** The table, one column per mode. */
+export function table(reports: readonly ModeReport[]): string {
+  const col = (f: (r: ModeReport) => string): string[] => reports.map(f);
+  const lines = [
+    row('', col((r) => r.mode)),
+    row('events sent / acknowledged', col((r) => `${r.sent} / ${r.acked}`)),
+    row('lost (acknowledged, never accepted)', col((r) => String(r.lost.length))),
+    row('never acknowledged', col((r) => String(r.unacked.length))),
+    row('duplicated (accepted by apps >= 2 times)', col((r) => String(r.duplicated.length))),
+    ...CAUSES.map((c) => row(`  by ${c}`, col((r) => String(r.byCause[c])))),
+    row('stranded: late > 2 s after Redis / left', col(strandedCell)),
+    row('  late, explained by a kill or a hang', col((r) => (r.stranded ? String(r.stranded.lateExplained) : 'n/a'))),
+    row('revocations measured (skipped)', col((r) => `${r.revocations.measured} (${r.revocations.skipped})`)),
+    row('  propagation max / p99 (ms)', col((r) => `${ms(r.revocations.maxMs)} / ${ms(r.revocations.p99Ms)}`)),
+    row('  over 1 s', col((r) => String(r.revocations.over1s))),
+    row('faults: kill / restart / stall / fail / hang', col((r) => FAULT_KINDS.map((k) => faultCounts(r.faults)[k] ?? 0).join(' / '))),
+    row('  redis stalls (s)', col(stallRange)),
+    row('replica crashes', col((r) => String(r.crashes.length))),
+    row('delivery attempts answered', col(answersCell)),
+    row('drain (s)', col((r) => `${(r.drainMs / 1000).toFixed(1)}${r.drained ? '' : ' (deadline)'}`)),
+    row('result', col((r) => (failures(r).length === 0 ? 'PASS' : 'FAIL'))),
+  ];
+  return lines.join('\n');
+}
+
+function stallRange(r: ModeReport): string {
+  const d = r.faults.filter((f) => f.kind === 'redis-stall').map((f) => (f.end - f.start) / 1000);
+  return d.length === 0 ? '-' : `${Math.min(...d).toFixed(1)}–${Math.max(...d).toFixed(1)}`;
+}
+
+/** Each failure, and for each duplicate its id, copies and cause (the evidence to look up in the run's files). */
+export function details(reports: readonly ModeReport[]): string {
+  const out: string[] = [];
+  for (const r of reports) {
+    for (const f of failures(r)) out.push(`${r.mode}: FAIL ${f}`);
+    for (const d of r.duplicated.slice(0, 20)) out.push(`${r.mode}: duplicate ${d.id} x${d.copies} (${d.cause})`);
+    for (const s of r.stranded?.late.slice(0, 20) ?? []) out.push(`${r.mode}: stranded ${s.id} reached an app ${s.lateMs} ms after the Redis fault ended`);
+    for (const c of r.crashes) out.push(`${r.mode}: replica ${c.replica} crashed at ${new Date(c.at).toISOString()}:\n  ${c.lastLogLines.join('\n  ')}`);
+  }
+  return out.join('\n');
+}
