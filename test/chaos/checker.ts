@@ -26,11 +26,22 @@ export interface ModeReport {
   readonly acked: number;
   readonly unacked: string[];
   readonly lost: string[];
-  readonly duplicated: { id: string; copies: number; cause: Cause }[];
+  /** Epoch ms of the first event: the origin of the times the details print. */
+  readonly t0: number;
+  readonly duplicated: { id: string; copies: number; cause: Cause; arrivals: { app: number; at: number }[] }[];
   readonly byCause: Record<Cause, number>;
   /** Queue mode: late after a Redis fault (unexplained), and what was left in Redis. */
   readonly stranded?: { late: { id: string; lateMs: number }[]; lateExplained: number; left: QueueLeft };
-  readonly revocations: { measured: number; skipped: number; maxMs?: number; p99Ms?: number; over1s: number; allowAgain: number };
+  readonly revocations: {
+    measured: number;
+    skipped: number;
+    maxMs?: number;
+    p99Ms?: number;
+    over1s: number;
+    allowAgain: number;
+    /** Each one over 1 s, with the faults its measurement overlapped. */
+    slow: { eventId: string; ms: number; during: FaultKind[] }[];
+  };
   readonly faults: Fault[];
   readonly crashes: Crash[];
   /** How the sender's attempts were answered. */
@@ -116,9 +127,16 @@ export function lateAfterRedis(events: readonly SentEvent[], arrivals: Map<strin
   return { late, lateExplained };
 }
 
-function revocationSummary(results: readonly RevocationResult[]): ModeReport['revocations'] {
+function revocationSummary(results: readonly RevocationResult[], faults: readonly Fault[]): ModeReport['revocations'] {
   const measured = results.filter((r) => r.propagationMs !== undefined).map((r) => r.propagationMs!);
+  const slow = results
+    .filter((r) => r.propagationMs !== undefined && r.propagationMs > 1000)
+    .map((r) => {
+      const window: Window = { start: r.from!, end: r.from! + Math.min(r.propagationMs!, 60_000) };
+      return { eventId: r.eventId, ms: r.propagationMs!, during: faults.filter((f) => overlaps(window, f)).map((f) => f.kind) };
+    });
   return {
+    slow,
     measured: measured.length,
     skipped: results.length - measured.length,
     maxMs: measured.length > 0 ? Math.max(...measured) : undefined,
@@ -136,12 +154,13 @@ export function check(input: CheckInput): ModeReport {
   const duplicated = events
     .map((e) => ({ id: e.id, copies: accepted(e.id) }))
     .filter((d) => d.copies.length >= 2)
-    .map((d) => ({ id: d.id, copies: d.copies.length, cause: causeOf(d.copies, input.faults) }));
+    .map((d) => ({ id: d.id, copies: d.copies.length, cause: causeOf(d.copies, input.faults), arrivals: d.copies.map(({ app, at }) => ({ app, at })) }));
   const byCause = Object.fromEntries(CAUSES.map((c) => [c, duplicated.filter((d) => d.cause === c).length])) as Record<Cause, number>;
   const answers: Record<string, number> = {};
   for (const e of events) for (const [k, n] of Object.entries(e.answers)) answers[k] = (answers[k] ?? 0) + n;
   return {
     mode: input.mode,
+    t0: Math.min(...events.map((e) => e.createdAt)),
     sent: events.length,
     acked: acked.length,
     unacked: events.filter((e) => e.ackAt === undefined).map((e) => e.id),
@@ -149,7 +168,7 @@ export function check(input: CheckInput): ModeReport {
     duplicated,
     byCause,
     ...(input.left ? { stranded: { ...lateAfterRedis(acked, arrivals, input.faults), left: input.left } } : {}),
-    revocations: revocationSummary(input.revocations),
+    revocations: revocationSummary(input.revocations, input.faults),
     faults: [...input.faults],
     crashes: [...input.crashes],
     answers,

@@ -62,11 +62,10 @@ export class Fleet {
         fleet.apps.push(app);
         const extra: Record<string, string> = mode === 'queue' ? { 'webhook-delivery': 'queue' } : {};
         const flags = replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redisUrl: redis.url, prefix: fleet.prefix, extra });
-        const replica = new ServeProcess({ ...flags, 'webhook-forward-timeout-ms': String(FORWARD_TIMEOUT_MS) });
-        fleet.replicas.push(replica);
+        fleet.replicas.push(new ServeProcess({ ...flags, 'webhook-forward-timeout-ms': String(FORWARD_TIMEOUT_MS) }));
         fleet.down.push(false);
-        await replica.start();
       }
+      await Promise.all(fleet.replicas.map((r) => r.start()));
     } catch (err) {
       await fleet.close();
       throw err;
@@ -126,11 +125,13 @@ export class Fleet {
 
   async close(): Promise<void> {
     clearInterval(this.watchdog);
-    for (let i = 0; i < this.replicas.length; i++) {
-      this.down[i] = true;
-      await this.replicas[i]!.stop();
-      this.saveLog(i, 'stopped at the end of the run (SIGTERM)');
-    }
+    await Promise.all(
+      this.replicas.map(async (r, i) => {
+        this.down[i] = true;
+        await r.stop();
+        this.saveLog(i, 'stopped at the end of the run (SIGTERM)');
+      }),
+    );
     await Promise.allSettled(this.apps.map((a) => a.down()));
     await this.sim.close();
     await this.redis.stop();

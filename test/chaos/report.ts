@@ -58,8 +58,19 @@ export function details(reports: readonly ModeReport[]): string {
   const out: string[] = [];
   for (const r of reports) {
     for (const f of failures(r)) out.push(`${r.mode}: FAIL ${f}`);
-    for (const d of r.duplicated.slice(0, 20)) out.push(`${r.mode}: duplicate ${d.id} x${d.copies} (${d.cause})`);
-    for (const s of r.stranded?.late.slice(0, 20) ?? []) out.push(`${r.mode}: stranded ${s.id} reached an app ${s.lateMs} ms after the Redis fault ended`);
+    const rel = (t: number): string => `${((t - r.t0) / 1000).toFixed(3)} s`;
+    const faultAt = (kind: string): string =>
+      r.faults
+        .filter((f) => f.kind === kind)
+        .map((f) => `${rel(f.start)}–${rel(f.end)}`)
+        .join(', ');
+    // Duplicates of an allowed cause are in the timeline file; those that fail the run are shown with their evidence.
+    for (const d of r.duplicated.filter((x) => x.cause === 'redis-stall' || x.cause === 'redis-restart' || x.cause === 'none').slice(0, 20)) {
+      const where = d.arrivals.map((a) => `app ${a.app} at ${rel(a.at)}`).join(', ');
+      out.push(`${r.mode}: duplicate ${d.id}: ${where} (${d.cause}${d.cause === 'none' ? '' : `; ${d.cause} windows: ${faultAt(d.cause)}`})`);
+    }
+    for (const v of r.revocations.slow) out.push(`${r.mode}: revocation ${v.eventId} took ${ms(v.ms)} ms (faults meanwhile: ${v.during.join(', ') || 'none'})`);
+    for (const v of r.stranded?.late.slice(0, 20) ?? []) out.push(`${r.mode}: stranded ${v.id} reached an app ${v.lateMs} ms after the Redis fault ended`);
     for (const c of r.crashes) out.push(`${r.mode}: replica ${c.replica} crashed at ${new Date(c.at).toISOString()}:\n  ${c.lastLogLines.join('\n  ')}`);
   }
   return out.join('\n');

@@ -14,6 +14,8 @@ export interface RevocationResult {
    * with an empty cache). Infinity when some replica still said ALLOW at the deadline.
    */
   propagationMs?: number;
+  /** When the measurement started (epoch ms): the delivery that got the first 200 was sent. */
+  from?: number;
   /** Replicas that were down (killed by the nemesis) rather than answering DENY. */
   down?: number;
   /** Replicas that answered ALLOW again after they had answered DENY. */
@@ -75,7 +77,7 @@ export class RevocationProber {
     if (event.ackSentAt === undefined) return { ...result, skipped: 'the revocation was never acknowledged' };
     const allowAgain = (await this.answers(user)).filter((a) => a === 'cached-allow' || a === 'allow').length;
     const last = deniedAt.some((t) => t === undefined) ? Number.POSITIVE_INFINITY : Math.max(...(deniedAt as number[]));
-    return { ...result, propagationMs: Math.max(0, last - event.ackSentAt), down, allowAgain };
+    return { ...result, from: event.ackSentAt, propagationMs: Math.max(0, last - event.ackSentAt), down, allowAgain };
   }
 
   /** What each replica answers for the user now. */

@@ -68,7 +68,12 @@ async function drainedNow(fleet: Fleet, sender: Sender): Promise<boolean> {
   return left.waiting.length + left.streamEntries + left.delayed === 0;
 }
 
+const began = Date.now();
+/** A progress line, with the time since the run began. */
+const progress = (line: string): void => console.log(`[+${((Date.now() - began) / 1000).toFixed(1)} s] ${line}`);
+
 async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
+  progress(`${mode}: starting Redis, the simulator, 3 replicas and their apps`);
   const fleet = await Fleet.start(mode, o.dir);
   try {
     for (const r of fleet.replicas) {
@@ -78,14 +83,14 @@ async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
     const nemesis = new Nemesis(fleet, rng.fork(2));
     const prober = new RevocationProber(fleet, sender, rng.fork(3));
     const endAt = Date.now() + o.durationMs;
-    console.log(`${mode}: sending ${o.events} events over ${o.durationMs / 1000} s with faults (logs in ${o.dir})`);
+    progress(`${mode}: sending ${o.events} events over ${o.durationMs / 1000} s with faults (logs in ${o.dir})`);
     await Promise.all([sender.run(o.events, o.durationMs), nemesis.run(endAt), prober.run(endAt)]);
 
     const drainStart = Date.now();
-    console.log(`${mode}: faults over (${nemesis.faults.length}), ${sender.inFlight} event(s) still being retried; draining`);
+    progress(`${mode}: faults over (${nemesis.faults.length}), ${sender.inFlight} event(s) still being retried; draining`);
     const drained = await until(() => drainedNow(fleet, sender), drainStart + o.drainMs, 200);
     const drainMs = Date.now() - drainStart;
-    console.log(`${mode}: ${drained ? 'drained' : 'drain deadline passed'} after ${(drainMs / 1000).toFixed(1)} s`);
+    progress(`${mode}: ${drained ? 'drained' : 'drain deadline passed'} after ${(drainMs / 1000).toFixed(1)} s`);
     await sender.giveUp(Date.now());
     const left = mode === 'queue' ? await fleet.queueLeft() : undefined;
     const report = check({ mode, events: sender.events, apps: fleet.apps, faults: nemesis.faults, revocations: prober.results, crashes: fleet.crashes, left, drainMs, drained });
@@ -93,6 +98,7 @@ async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
     return report;
   } finally {
     await fleet.close();
+    progress(`${mode}: stopped`);
   }
 }
 
