@@ -7,12 +7,13 @@ import type { SentEvent } from './sender.js';
  * The chaos run's checker decides what fails `npm run chaos`; its attribution is checked here
  * (the run itself is not part of `npm test`). Times are ms from an arbitrary origin.
  */
-const fault = (kind: Fault['kind'], start: number, end: number, target?: number): Fault => ({ kind, start, end, at: start, ...(target !== undefined ? { target } : {}) });
+const fault = (kind: Fault['kind'], start: number, end: number, target?: number, at = start): Fault => ({ kind, start, end, at, ...(target !== undefined ? { target } : {}) });
 const copy = (app: number, at: number): Arrival => ({ app, at, accepted: true });
 
 describe('causeOf: why an event was accepted twice', () => {
   const cases: { name: string; copies: Arrival[]; faults: Fault[]; cause: Cause }[] = [
-    { name: 'its replica killed right after its app took it', copies: [copy(1, 10_000), copy(2, 17_500)], faults: [fault('replica-kill', 10_020, 11_000, 1)], cause: 'replica-kill' },
+    // The signal is sent at 9 950 and the process is seen gone at 10 030: the forward came in between.
+    { name: 'its replica died right after its app took it', copies: [copy(1, 10_000), copy(2, 17_500)], faults: [fault('replica-kill', 9950, 11_000, 1, 10_030)], cause: 'replica-kill' },
     { name: 'another replica killed nearby: the kill, by its window', copies: [copy(1, 10_000), copy(2, 10_050)], faults: [fault('replica-kill', 10_020, 11_000, 2)], cause: 'replica-kill' },
     { name: 'its app hanging when it took it, even if its replica died next', copies: [copy(1, 10_000), copy(2, 12_500)], faults: [fault('app-hang', 9000, 11_000, 1), fault('replica-kill', 11_900, 13_000, 1)], cause: 'app-fail/hang' },
     { name: 'both copies while Redis was restarting', copies: [copy(0, 10_100), copy(1, 10_102)], faults: [fault('redis-restart', 10_000, 10_300)], cause: 'redis-restart' },

@@ -9,7 +9,7 @@ import type { SentEvent } from './sender.js';
 export const CAUSES = ['redis-stall', 'redis-restart', 'replica-kill', 'app-fail/hang', 'none'] as const;
 export type Cause = (typeof CAUSES)[number];
 
-/** A replica killed this soon after its app took a copy: the forward was done, the accept not recorded. */
+/** A replica dead this soon after its app took a copy: the forward was done, the accept not recorded. */
 const KILL_AFTER_FORWARD_MS = 2000;
 /** Queue mode: an event pending when a Redis fault ended must reach an app within this. */
 const STRANDED_AFTER_MS = 2000;
@@ -89,7 +89,7 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   const hit = (f: Fault): boolean => f.target === c1.app;
   // A hang first: a replica killed while its app hangs had not got the 2xx yet.
   if (faults.some((f) => f.kind === 'app-hang' && hit(f) && c1.at >= f.start && c1.at <= f.end)) return 'app-fail/hang';
-  if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && f.at >= c1.at && f.at <= c1.at + KILL_AFTER_FORWARD_MS)) return 'replica-kill';
+  if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && c1.at <= f.at && c1.at >= f.at - KILL_AFTER_FORWARD_MS)) return 'replica-kill';
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
   const redis = faults

@@ -9,7 +9,7 @@ export interface Fault extends Window {
   readonly kind: FaultKind;
   /** The replica (or its app) it hit; undefined for Redis. */
   readonly target?: number;
-  /** When the replica's process was killed (replica-kill), to tell a kill after a forward. */
+  /** replica-kill: when its process was gone (its exit seen), to tell a forward done just before the death. */
   readonly at: number;
 }
 
@@ -65,8 +65,9 @@ export class Nemesis {
 
   private async killReplica(target: number): Promise<Fault> {
     const downMs = this.rng.between(200, 1500);
-    const at = Date.now();
+    const start = Date.now();
     await this.fleet.kill(target);
+    const at = Date.now();
     await sleep(downMs);
     // Started again until it is up (a start can fail on a loaded machine; it is tried again).
     const up = await until(
@@ -78,7 +79,7 @@ export class Nemesis {
       500,
     );
     if (!up) throw new Error(`replica ${target} could not be started again within 60 s`);
-    return { kind: 'replica-kill', target, start: at, at, end: Date.now() };
+    return { kind: 'replica-kill', target, start, at, end: Date.now() };
   }
 
   private async appFault(kind: 'app-fail' | 'app-hang', target: number): Promise<Fault> {
