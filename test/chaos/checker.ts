@@ -1,16 +1,22 @@
 import type { RecordingApp } from '../e2e/replicas.js';
 import type { Crash, Mode, QueueLeft } from './fleet.js';
-import { LEASE_MS } from './fleet.js';
+import { FORWARD_TIMEOUT_MS, LEASE_MS } from './fleet.js';
 import { overlaps, quantile, type Window } from './lib.js';
 import type { Fault, FaultKind } from './nemesis.js';
 import type { RevocationResult } from './revocations.js';
 import type { SentEvent } from './sender.js';
 
-export const CAUSES = ['redis-stall', 'redis-restart', 'replica-kill', 'app-fail/hang', 'none'] as const;
+export const CAUSES = ['redis-stall', 'redis-restart', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
 export type Cause = (typeof CAUSES)[number];
 
 /** A replica dead this soon after its app took a copy: the forward was done, the accept not recorded. */
 const KILL_AFTER_FORWARD_MS = 2000;
+/**
+ * Passthrough: a copy that reached the app this long after the second its delivery was signed in
+ * (the forward timeout, plus a second for the dedup claim and the scheduler) came after its replica
+ * had given up and answered 503: an app too slow, which on a loaded machine needs no nemesis.
+ */
+const LATE_AFTER_SIGNED_MS = 1000 + FORWARD_TIMEOUT_MS + 1000;
 /** Queue mode: an event pending when a Redis fault ended must reach an app within this. */
 const STRANDED_AFTER_MS = 2000;
 
@@ -18,6 +24,8 @@ export interface Arrival {
   readonly app: number;
   readonly at: number;
   readonly accepted: boolean;
+  /** Passthrough: it came after its replica had given up (see LATE_AFTER_SIGNED_MS). */
+  readonly late?: boolean;
 }
 
 export interface ModeReport {
@@ -63,12 +71,14 @@ export interface CheckInput {
 }
 
 /** Everything the apps received, by event id, in order of arrival. */
-function arrivalsOf(apps: readonly RecordingApp[]): Map<string, Arrival[]> {
+function arrivalsOf(apps: readonly RecordingApp[], mode: Mode): Map<string, Arrival[]> {
   const out = new Map<string, Arrival[]>();
   apps.forEach((app, i) => {
     for (const r of app.received) {
       const list = out.get(r.id) ?? [];
-      list.push({ app: i, at: r.at, accepted: (r.status ?? 200) < 300 });
+      // In queue mode the timestamp is the one stored at ingress: it says nothing of this forward.
+      const signedAt = mode === 'passthrough' ? Number(r.headers?.['x-service-timestamp']) * 1000 : Number.NaN;
+      list.push({ app: i, at: r.at, accepted: (r.status ?? 200) < 300, late: r.at - signedAt > LATE_AFTER_SIGNED_MS });
       out.set(r.id, list);
     }
   });
@@ -79,8 +89,9 @@ function arrivalsOf(apps: readonly RecordingApp[]): Map<string, Arrival[]> {
 /**
  * Why a second copy was accepted. Mechanisms first: the first copy's app took it while hanging
  * past the forward timeout (the replica gave up and the service, or the queue, retried), or the
- * first copy's replica was killed right after its app took it (the accept, or the queue's
- * delivered marker, never written).
+ * first copy reached its app after its replica had given up (passthrough: an app too slow, or a
+ * machine too loaded), or the first copy's replica was killed right after its app took it (the
+ * accept, or the queue's delivered marker, never written).
  * Else the Redis fault whose window (extended by the lease) the copies span, nearest first; then
  * any app fault; else none.
  */
@@ -89,6 +100,7 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   const hit = (f: Fault): boolean => f.target === c1.app;
   // A hang first: a replica killed while its app hangs had not got the 2xx yet.
   if (faults.some((f) => f.kind === 'app-hang' && hit(f) && c1.at >= f.start && c1.at <= f.end)) return 'app-fail/hang';
+  if (c1.late) return 'app-late';
   if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && c1.at <= f.at && c1.at >= f.at - KILL_AFTER_FORWARD_MS)) return 'replica-kill';
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
@@ -147,7 +159,7 @@ function revocationSummary(results: readonly RevocationResult[], faults: readonl
 }
 
 export function check(input: CheckInput): ModeReport {
-  const arrivals = arrivalsOf(input.apps);
+  const arrivals = arrivalsOf(input.apps, input.mode);
   const events = [...input.events.values()];
   const acked = events.filter((e) => e.ackAt !== undefined);
   const accepted = (id: string): Arrival[] => (arrivals.get(id) ?? []).filter((a) => a.accepted);

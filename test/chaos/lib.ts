@@ -79,3 +79,23 @@ export interface Window {
 }
 
 export const overlaps = (a: Window, b: Window): boolean => a.start <= b.end && b.start <= a.end;
+
+/** At most `limit` holders at once; the others wait in order. */
+export class Semaphore {
+  private held = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly limit: number) {}
+
+  async use<T>(work: () => Promise<T>): Promise<T> {
+    if (this.held >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.held++;
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.held--;
+    }
+  }
+}

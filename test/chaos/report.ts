@@ -8,6 +8,15 @@ function row(label: string, cells: string[]): string {
   return `${label.padEnd(LABEL_WIDTH)}${cells.map((c) => c.padEnd(COLUMN_WIDTH)).join('')}`.trimEnd();
 }
 
+const CAUSE_LABELS: Record<(typeof CAUSES)[number], string> = {
+  'redis-stall': 'a Redis stall',
+  'redis-restart': 'a Redis restart',
+  'replica-kill': 'a replica kill',
+  'app-fail/hang': 'an app failing or hanging',
+  'app-late': 'an app slower than the timeout (load)',
+  none: 'no fault',
+};
+
 const ms = (v: number | undefined): string => (v === undefined ? '-' : Number.isFinite(v) ? String(Math.round(v)) : 'never');
 
 function strandedCell(r: ModeReport): string {
@@ -32,7 +41,7 @@ export function table(reports: readonly ModeReport[]): string {
     row('lost (acknowledged, never accepted)', col((r) => String(r.lost.length))),
     row('never acknowledged', col((r) => String(r.unacked.length))),
     row('duplicated (accepted by apps >= 2 times)', col((r) => String(r.duplicated.length))),
-    ...CAUSES.map((c) => row(`  by ${c}`, col((r) => String(r.byCause[c])))),
+    ...CAUSES.map((c) => row(`  by ${CAUSE_LABELS[c]}`, col((r) => String(r.byCause[c])))),
     row('stranded: late > 2 s after Redis / left', col(strandedCell)),
     row('  late, explained by a kill or a hang', col((r) => (r.stranded ? String(r.stranded.lateExplained) : 'n/a'))),
     row('revocations measured (skipped)', col((r) => `${r.revocations.measured} (${r.revocations.skipped})`)),

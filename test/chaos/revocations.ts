@@ -24,7 +24,7 @@ export interface RevocationResult {
 
 const USERS = ['bob', 'carol', 'dave', 'erin'];
 const CONFIG_KEY = 'marketing-email';
-const POLL_MS = 20;
+const POLL_MS = 25;
 /** How long a revocation may take before it is recorded as never propagated. */
 const PROPAGATION_DEADLINE_MS = 15_000;
 

@@ -1,7 +1,7 @@
 import { deliver, SECRET, signedEvent } from '../e2e/replicas.js';
 import { deliveryHeaders } from '../webhooks/helpers.js';
 import type { Fleet } from './fleet.js';
-import { sleep, type Rng } from './lib.js';
+import { Semaphore, sleep, type Rng } from './lib.js';
 
 /** One event the sender made, and what became of it. */
 export interface SentEvent {
@@ -19,6 +19,13 @@ export interface SentEvent {
   ackStatus?: string;
 }
 
+/** One attempt's answer: a status, or `error` (connection refused or reset, deadline). */
+interface Answer {
+  readonly sentAt: number;
+  readonly status: number | 'error';
+  readonly outcome?: string;
+}
+
 /** Retries: 50 ms doubling, capped at 2 s, ±20 % jitter (the service's schedule, compressed). */
 const FIRST_RETRY_MS = 50;
 const MAX_RETRY_MS = 2000;
@@ -26,6 +33,12 @@ const MAX_RETRY_MS = 2000;
 const ATTEMPT_TIMEOUT_MS = 15_000;
 /** Share of deliveries made to two replicas at once, as the service's retries can land. */
 const DOUBLE_DELIVERY_SHARE = 0.15;
+/**
+ * Delivery attempts in flight at most, as a service's pool of delivery workers bounds them. Without
+ * a bound, a machine too loaded to forward within the timeout turns every event into a retry every
+ * 2 s, which loads it further: the run measures its own retry storm, not the fleet.
+ */
+const MAX_ATTEMPTS_IN_FLIGHT = 64;
 
 /**
  * Behaves like the consent service: signs each event (node:crypto, the test helper, not src/),
@@ -37,6 +50,7 @@ export class Sender {
   readonly events = new Map<string, SentEvent>();
   private readonly pending = new Set<Promise<SentEvent>>();
   private giveUpAt = Number.POSITIVE_INFINITY;
+  private readonly slots = new Semaphore(MAX_ATTEMPTS_IN_FLIGHT);
   private seq = 0;
 
   constructor(
@@ -78,12 +92,11 @@ export class Sender {
 
   private async deliverUntilAcknowledged(event: SentEvent): Promise<SentEvent> {
     for (let retry = 0; ; retry++) {
-      const sentAt = Date.now();
       const answers = await Promise.all(this.targets().map((i) => this.attempt(event, i)));
       const ok = answers.find((a) => a.status === 200);
       if (ok) {
         event.ackAt = Date.now();
-        event.ackSentAt = sentAt;
+        event.ackSentAt = ok.sentAt;
         event.ackStatus = ok.outcome;
         return event;
       }
@@ -100,16 +113,21 @@ export class Sender {
     return [first, (first + 1 + this.rng.int(this.fleet.size - 1)) % this.fleet.size];
   }
 
-  private async attempt(event: SentEvent, replica: number): Promise<{ status: number | 'error'; outcome?: string }> {
+  private attempt(event: SentEvent, replica: number): Promise<Answer> {
+    return this.slots.use(() => this.attemptNow(event, replica));
+  }
+
+  private async attemptNow(event: SentEvent, replica: number): Promise<Answer> {
     event.attempts++;
+    const sentAt = Date.now();
     // Signed anew for each attempt, as the service does: the timestamp is the attempt's.
-    const headers = deliveryHeaders(SECRET, Math.floor(Date.now() / 1000), event.body, event.id);
-    let answer: { status: number | 'error'; outcome?: string };
+    const headers = deliveryHeaders(SECRET, Math.floor(sentAt / 1000), event.body, event.id);
+    let answer: Answer;
     try {
       const res = await deliver(this.fleet.replicas[replica]!, { body: event.body, headers }, AbortSignal.timeout(ATTEMPT_TIMEOUT_MS));
-      answer = { status: res.status, outcome: String(res.body.status ?? res.body.error ?? '') };
+      answer = { sentAt, status: res.status, outcome: String(res.body.status ?? res.body.error ?? '') };
     } catch {
-      answer = { status: 'error' };
+      answer = { sentAt, status: 'error' };
     }
     const key = answer.status === 'error' ? 'error' : `${answer.status}${answer.outcome ? ` ${answer.outcome}` : ''}`;
     event.answers[key] = (event.answers[key] ?? 0) + 1;
