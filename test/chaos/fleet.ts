@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
@@ -48,13 +48,14 @@ export class Fleet {
     readonly redis: SpawnedRedis,
     readonly sim: SimulatorHandle,
     readonly prefix: string,
+    private readonly redisDir: string,
   ) {}
 
   static async start(mode: Mode, dir: string, size = 3): Promise<Fleet> {
     const redisDir = mkdtempSync(join(tmpdir(), 'cs-chaos-redis-'));
     const redis = await spawnRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--dir', redisDir] });
     const sim = await startSimulator({ apiKey: 'chaos-key' });
-    const fleet = new Fleet(mode, dir, redis, sim, `chaos-${mode}:`);
+    const fleet = new Fleet(mode, dir, redis, sim, `chaos-${mode}:`, redisDir);
     try {
       for (let i = 0; i < size; i++) {
         const app = new RecordingApp();
@@ -135,5 +136,6 @@ export class Fleet {
     await Promise.allSettled(this.apps.map((a) => a.down()));
     await this.sim.close();
     await this.redis.stop();
+    rmSync(this.redisDir, { recursive: true, force: true });
   }
 }
