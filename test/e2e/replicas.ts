@@ -28,12 +28,16 @@ export class ServeProcess {
     this.out = '';
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`serve not started within 15 s:\n${this.out}`)), 15_000);
+      let started = false;
       child.stdout!.on('data', (c: Buffer) => {
         this.out += c.toString();
+        // Once started, the log is only kept: scanning it all again on every chunk is quadratic on a long run.
+        if (started) return;
         for (const line of this.out.split('\n')) {
           if (!line.includes('"event":"started"')) continue;
           const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string } };
           this.urls = parsed.urls;
+          started = true;
           clearTimeout(timer);
           resolve();
           return;
@@ -46,6 +50,12 @@ export class ServeProcess {
       });
     });
     this.pools = [];
+  }
+
+  /** Whether the process runs now (false once it exited, whoever ended it). */
+  get running(): boolean {
+    const c = this.child;
+    return c !== undefined && c.exitCode === null && c.signalCode === null;
   }
 
   /** Log lines (JSON) written so far. */
@@ -166,9 +176,13 @@ export function signedEvent(id: string, sequence: number, type = 'test.event', d
   return { body, headers: deliveryHeaders(SECRET, Math.floor(Date.now() / 1000), body, id) };
 }
 
-/** One delivery of `event` to a replica's webhook ingress, as the service makes it. */
-export async function deliver(replica: ServeProcess, event: { body: string; headers: Record<string, string> }): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${replica.urls.webhook}/webhooks`, { method: 'POST', headers: event.headers, body: event.body });
+/** One delivery of `event` to a replica's webhook ingress, as the service makes it (`signal`: its own deadline). */
+export async function deliver(
+  replica: ServeProcess,
+  event: { body: string; headers: Record<string, string> },
+  signal?: AbortSignal,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${replica.urls.webhook}/webhooks`, { method: 'POST', headers: event.headers, body: event.body, ...(signal ? { signal } : {}) });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
