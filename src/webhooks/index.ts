@@ -15,6 +15,7 @@ export { FORWARDED_HEADERS, Forwarder, type ForwarderOptions, type ForwardResult
 export { ROUTE_REJECTIONS, WebhookIngress, type IngressAnswer, type RouteRejection, type WebhookIngressDeps } from './ingress.js';
 export {
   appHeaders,
+  ATTEMPT_HEADER,
   decodeStored,
   deliveryIdOf,
   OUT_OF_ORDER_HEADER,

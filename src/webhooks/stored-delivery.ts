@@ -8,6 +8,12 @@ import { verifyBodySignature } from './verify.js';
 export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
 /** Added when the event's sequence is lower than the highest already seen. */
 export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
+/**
+ * Queue mode: which forward of the event this is (1, 2, …). A higher number means the sidecar did
+ * not see the app accept an earlier one (a refusal, a timeout, a lost connection): an app that did
+ * accept it late gets it again, and can tell.
+ */
+export const ATTEMPT_HEADER = 'x-consent-sidecar-attempt';
 
 /** What a delivery carried that the app gets again (the signed parts, and the unsigned ids checked for shape). */
 export interface DeliveryFacts {
@@ -20,6 +26,8 @@ export interface DeliveryFacts {
   /** `x-service-delivery-id` when it was a plain token (visible ASCII, at most 128 characters). */
   readonly deliveryId?: string;
   readonly outOfOrder?: boolean;
+  /** Queue mode: which forward of the event this is (1 the first), as `x-consent-sidecar-attempt`. */
+  readonly attempt?: number;
 }
 
 const TOKEN = /^[\x21-\x7e]{1,128}$/;
@@ -46,6 +54,7 @@ export function appHeaders(facts: DeliveryFacts): Record<string, string> {
   if (id.encoded) out[EVENT_ID_ENCODING_HEADER] = 'percent';
   if (facts.deliveryId !== undefined) out['x-service-delivery-id'] = facts.deliveryId;
   if (facts.outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+  if (facts.attempt !== undefined) out[ATTEMPT_HEADER] = String(facts.attempt);
   return out;
 }
 
@@ -147,6 +156,7 @@ export function reverify(stored: StoredDelivery, secrets: readonly string[]): Re
     signature: stored.signature,
     ...(deliveryIdOf(stored.deliveryId) !== undefined ? { deliveryId: stored.deliveryId! } : {}),
     outOfOrder: stored.outOfOrder === true,
+    attempt: stored.attempts + 1,
   });
   return { ok: true, envelope: parsed.envelope, body, headers };
 }

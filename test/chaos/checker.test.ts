@@ -17,6 +17,8 @@ describe('causeOf: why an event was accepted twice', () => {
     { name: 'another replica killed nearby: the kill, by its window', copies: [copy(1, 10_000), copy(2, 10_050)], faults: [fault('replica-kill', 10_020, 11_000, 2)], cause: 'replica-kill' },
     { name: 'its app hanging when it took it, even if its replica died next', copies: [copy(1, 10_000), copy(2, 12_500)], faults: [fault('app-hang', 9000, 11_000, 1), fault('replica-kill', 11_900, 13_000, 1)], cause: 'app-fail/hang' },
     { name: 'the first copy reached its app after its replica had given up', copies: [{ ...copy(0, 10_000), late: true }, copy(1, 10_500)], faults: [fault('redis-stall', 9000, 9500)], cause: 'app-late' },
+    { name: 'queue: a later attempt of the entry (its worker saw the first fail) in a stall window', copies: [{ ...copy(0, 10_000), attempt: 1 }, { ...copy(0, 12_300), attempt: 2 }], faults: [fault('redis-stall', 9000, 9500)], cause: 'app-late' },
+    { name: 'queue: the same attempt twice around a stall is the stall', copies: [{ ...copy(0, 10_100), attempt: 1 }, { ...copy(1, 11_400), attempt: 1 }], faults: [fault('redis-stall', 10_000, 11_000)], cause: 'redis-stall' },
     { name: 'both copies while Redis was restarting', copies: [copy(0, 10_100), copy(1, 10_102)], faults: [fault('redis-restart', 10_000, 10_300)], cause: 'redis-restart' },
     { name: 'both copies around a stall', copies: [copy(0, 10_100), copy(1, 11_400)], faults: [fault('redis-stall', 10_000, 11_000), fault('redis-restart', 30_000, 30_300)], cause: 'redis-stall' },
     { name: 'nothing near', copies: [copy(0, 10_000), copy(1, 10_010)], faults: [fault('redis-stall', 40_000, 41_000)], cause: 'none' },

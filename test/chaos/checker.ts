@@ -26,6 +26,8 @@ export interface Arrival {
   readonly accepted: boolean;
   /** Passthrough: it came after its replica had given up (see LATE_AFTER_SIGNED_MS). */
   readonly late?: boolean;
+  /** Queue mode: the forward's `x-consent-sidecar-attempt` (1 the first). */
+  readonly attempt?: number;
 }
 
 export interface ModeReport {
@@ -44,6 +46,8 @@ export interface ModeReport {
     measured: number;
     skipped: number;
     maxMs?: number;
+    /** The same, measured from when the delivery that got the 200 was sent (includes a Redis stall). */
+    maxFromSentMs?: number;
     p99Ms?: number;
     over1s: number;
     allowAgain: number;
@@ -78,7 +82,8 @@ function arrivalsOf(apps: readonly RecordingApp[], mode: Mode): Map<string, Arri
       const list = out.get(r.id) ?? [];
       // In queue mode the timestamp is the one stored at ingress: it says nothing of this forward.
       const signedAt = mode === 'passthrough' ? Number(r.headers?.['x-service-timestamp']) * 1000 : Number.NaN;
-      list.push({ app: i, at: r.at, accepted: (r.status ?? 200) < 300, late: r.at - signedAt > LATE_AFTER_SIGNED_MS });
+      const attempt = Number(r.headers?.['x-consent-sidecar-attempt']);
+      list.push({ app: i, at: r.at, accepted: (r.status ?? 200) < 300, late: r.at - signedAt > LATE_AFTER_SIGNED_MS, ...(attempt > 0 ? { attempt } : {}) });
       out.set(r.id, list);
     }
   });
@@ -101,6 +106,9 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   // A hang first: a replica killed while its app hangs had not got the 2xx yet.
   if (faults.some((f) => f.kind === 'app-hang' && hit(f) && c1.at >= f.start && c1.at <= f.end)) return 'app-fail/hang';
   if (c1.late) return 'app-late';
+  // Queue mode: a later attempt of the same entry means its worker saw the first one fail (it did
+  // not get the app's 2xx in time): the app took it after the replica had given up.
+  if (c1.attempt !== undefined && c2.attempt !== undefined && c2.attempt > c1.attempt) return 'app-late';
   if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && c1.at <= f.at && c1.at >= f.at - KILL_AFTER_FORWARD_MS)) return 'replica-kill';
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
@@ -152,6 +160,7 @@ function revocationSummary(results: readonly RevocationResult[], faults: readonl
     measured: measured.length,
     skipped: results.length - measured.length,
     maxMs: measured.length > 0 ? Math.max(...measured) : undefined,
+    maxFromSentMs: measured.length > 0 ? Math.max(...results.filter((r) => r.fromSentMs !== undefined).map((r) => r.fromSentMs!)) : undefined,
     p99Ms: quantile(measured, 0.99),
     over1s: measured.filter((ms) => ms > 1000).length,
     allowAgain: results.reduce((n, r) => n + (r.allowAgain ?? 0), 0),

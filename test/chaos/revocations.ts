@@ -9,13 +9,17 @@ export interface RevocationResult {
   /** Why it was not measured (a replica could not cache the ALLOW first, or the event was never acknowledged). */
   skipped?: string;
   /**
-   * From the moment the delivery that got the first 200 was sent until the last replica answered
-   * DENY (a replica down at that time counts from its death: it serves nothing, and comes back
-   * with an empty cache). Infinity when some replica still said ALLOW at the deadline.
+   * From the first 200 (the fleet acknowledged the revocation: it is shared) until the last
+   * replica answered DENY (0 when all did before; a replica down at that time counts from its
+   * death: it serves nothing, and comes back with an empty cache). Infinity when some replica
+   * still said ALLOW at the deadline. A Redis stall delays the 200 (the revocation is answered 503
+   * until it can be shared), not the propagation after it.
    */
   propagationMs?: number;
-  /** When the measurement started (epoch ms): the delivery that got the first 200 was sent. */
+  /** When the measurement started (epoch ms): the first 200 arrived. */
   from?: number;
+  /** From the moment the delivery that got the first 200 was sent (includes waiting for Redis). */
+  fromSentMs?: number;
   /** Replicas that were down (killed by the nemesis) rather than answering DENY. */
   down?: number;
   /** Replicas that answered ALLOW again after they had answered DENY. */
@@ -74,10 +78,10 @@ export class RevocationProber {
       await sleep(POLL_MS);
     }
     const event = await acked;
-    if (event.ackSentAt === undefined) return { ...result, skipped: 'the revocation was never acknowledged' };
+    if (event.ackSentAt === undefined || event.ackAt === undefined) return { ...result, skipped: 'the revocation was never acknowledged' };
     const allowAgain = (await this.answers(user)).filter((a) => a === 'cached-allow' || a === 'allow').length;
     const last = deniedAt.some((t) => t === undefined) ? Number.POSITIVE_INFINITY : Math.max(...(deniedAt as number[]));
-    return { ...result, from: event.ackSentAt, propagationMs: Math.max(0, last - event.ackSentAt), down, allowAgain };
+    return { ...result, from: event.ackAt, propagationMs: Math.max(0, last - event.ackAt), fromSentMs: Math.max(0, last - event.ackSentAt), down, allowAgain };
   }
 
   /** What each replica answers for the user now. */

@@ -144,6 +144,8 @@ describe('the queue on a real Redis', () => {
     expect(JSON.parse(member!)).toMatchObject({ id: 'evt_retry', attempts: 1, lastError: 'app answered 503' });
     a.behaviour = { status: 204 };
     await vi.waitFor(() => expect(a.received.length).toBe(2), { timeout: 5000 });
+    // the app can tell the retry from the first forward
+    expect(a.received.map((r) => r.headers['x-consent-sidecar-attempt'])).toEqual(['1', '2']);
     await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', keys.born]))).toBe(0), { timeout: 3000 });
   });
 
