@@ -64,25 +64,22 @@ describe('queue mode', () => {
     await target.down();
     const r = await replica(target.url, freshPrefix());
     const ids = Array.from({ length: 5 }, (_, i) => `evt_down_${i}`);
-    const started = Date.now();
+    // answered 200 with the app not even there: the answer does not wait on a forward (passthrough
+    // would answer 503). No bound on how long the answers took: that is the machine's load.
     for (const [i, id] of ids.entries()) expect(await deliver(r, signedEvent(id, i + 1))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    // answered without waiting on the app (its forward timeout is 2 s, and it is not even there)
-    expect(Date.now() - started).toBeLessThan(2000);
     await expect.poll(() => r.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'retry_scheduled' }), { timeout: 10_000, interval: 100 }).toBeGreaterThanOrEqual(10);
     expect(await r.metric('consent_sidecar_webhook_queue_depth')).toBe(5);
     expect(await r.metric('consent_sidecar_webhook_queue_oldest_age_seconds')).toBeGreaterThan(0);
 
     await target.up(target.port);
-    const upAt = Date.now();
+    // Each arrives within its backoff (2 s + 20 % jitter at this point; backoffMs is unit-tested in
+    // test/redis/webhook-queue.test.ts): the poll's patience is the bound, not a timed assertion.
     await expect.poll(() => ids.every((id) => target.count(id) === 1), { timeout: 20_000, interval: 100 }).toBe(true);
-    // two failures at most by now: the next try was due within 2 s (+20 % jitter) of the last
-    const last = Math.max(...target.received.map((x) => x.at));
-    expect(last - upAt).toBeLessThan(8000);
     const first = target.received[0]!;
     expect(first.headers).toMatchObject({ 'x-consent-sidecar-verified': 'v1', 'x-service-event-id': first.id, 'content-type': 'application/json' });
     expect(first.headers?.['x-service-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
-    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 3000 }).toBe(0);
-    await new Promise((res) => setTimeout(res, 1500));
+    // Nothing waiting or being forwarded: a second copy would have to come from the stream, and it is empty.
+    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 15_000 }).toBe(0);
     for (const id of ids) expect(target.count(id)).toBe(1);
   }, 60_000);
 
@@ -147,7 +144,8 @@ describe('queue mode', () => {
     await expect.poll(() => target.accepted('evt_dead'), { timeout: 5000 }).toBe(1);
     await expect.poll(() => r.metric('consent_sidecar_webhook_dead_letters'), { timeout: 3000 }).toBe(0);
     expect((await cli(['webhook', 'dead-letters', 'list', ...where])).stdout).toBe('no dead letters\n');
-    await new Promise((res) => setTimeout(res, 1000));
+    // Nothing waiting or being forwarded: a second copy would have to come from the stream, and it is empty.
+    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 15_000 }).toBe(0);
     expect(target.accepted('evt_dead')).toBe(1);
   }, 60_000);
 
@@ -179,10 +177,9 @@ describe('queue mode', () => {
     expect(await deliver(r, signedEvent('evt_away', 2))).toStrictEqual({ status: 503, body: { error: 'queue_unavailable' } });
     await redis.start();
 
-    const back = Date.now();
+    // "within seconds": the polls' patience is the bound, not a timed assertion.
     await expect.poll(async () => (await deliver(r, signedEvent('evt_after', 3))).status, { timeout: 10_000, interval: 200 }).toBe(200);
     await expect.poll(() => target.count('evt_after'), { timeout: 10_000, interval: 50 }).toBe(1);
-    expect(Date.now() - back).toBeLessThan(10_000);
   }, 60_000);
 
   it('the stream and its group deleted under running workers (NOGROUP): the group is recreated and events flow', async () => {
