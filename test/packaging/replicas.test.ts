@@ -135,7 +135,11 @@ describe('queue mode (issue 10)', () => {
   });
 
   it('NOTES.txt points at the queue metrics and the dead-letter commands in queue mode only', async () => {
-    expect(await notes(valuesPath(queue))).toContain('webhook dead-letters list|replay');
+    const queueNotes = await notes(valuesPath(queue));
+    const inPod = 'kubectl -n shop exec deploy/shop -c consent-sidecar -- /nodejs/bin/node /app/dist/cli.js webhook dead-letters';
+    const where = "--redis-url-file /var/run/secrets/consent-sidecar/redis-url --redis-key-prefix 'shop-prod:'";
+    expect(queueNotes).toContain(`${inPod} list ${where}`);
+    expect(queueNotes).toContain(`${inPod} replay --all ${where}`);
     expect(await notes(valuesPath(s))).not.toContain('Queue mode');
   });
 
