@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { LOG_LEVELS, loadServeConfig, type LogLevel } from '../config/index.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
 import { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from '../observability/index.js';
-import { startSidecar, type SidecarHandle } from '../sidecar.js';
+import type { SidecarHandle } from '../sidecar.js';
 import { DEFAULT_SIMULATOR_API_KEY, type SimulatorHandle } from '../simulator/index.js';
 import { closeOnSignals, DEFAULT_SIMULATOR_LISTEN, FlagProblems, startSimulatorForCli } from './simulate.js';
 
@@ -256,6 +256,8 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
       },
       {},
     );
+    // Loaded here, not at the top: every CLI run registers this command, few run it (see serve.ts).
+    const { startSidecar } = await import('../sidecar.js');
     const sidecar = await startSidecar(config, { logger });
     cleanups.push(() => sidecar.close());
     decisionUrl = sidecar.urls.decision;
