@@ -270,7 +270,7 @@ describe('InvalidationBus', () => {
     await vi.waitFor(() => {
       expect(b.rec.calls).toStrictEqual(['user:erin', 'all']);
       expect(c.rec.calls).toStrictEqual(['user:erin', 'all']);
-    });
+    }, { timeout: 15_000 });
     expect(a.rec.calls).toStrictEqual(['user:erin']);
     expect(await count(b.metrics.invalidationsReceived, { scope: 'user' })).toBe(1);
     expect(await count(a.metrics.invalidationsPublished, { outcome: 'ok' })).toBe(2);
