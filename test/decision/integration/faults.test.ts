@@ -122,8 +122,8 @@ describe('timeouts: one deadline covers headers and the whole body', () => {
   it('a reset on the first attempt, then a retry that hangs → 503 upstream_timeout after two attempts', async () => {
     // That the retry gets what is left of the first attempt's deadline, not a fresh one, is proven
     // exactly on frozen time in test/decision/upstream-client.test.ts. Here the retry must be sent
-    // before the deadline, so the deadline is not the shortest.
-    const { u, s } = await setup({ fault: 'hang' }, { 'upstream-timeout-ms': '1000' });
+    // before the deadline, so it is the base one (5 s), not the short one.
+    const { u, s } = await setup({ fault: 'hang' });
     u.enqueue({ fault: 'reset' });
     const r = await s.check(REQ);
     expect(r.json).toEqual({ decision: 'DENY', error: 'upstream_timeout' });
@@ -354,8 +354,8 @@ describe('circuit breaker', () => {
 
   it('timeouts and malformed answers open it; 4xx and contradictory answers do not', async () => {
     const clock = testClock();
-    // A deadline the answers that do come never race, short enough for the one that never does.
-    const { u, s } = await setup({ status: 429 }, { ...flags, 'upstream-timeout-ms': '1000' }, clock.now);
+    // The base deadline (5 s): the answers that do come never race it; the one that never does waits it out.
+    const { u, s } = await setup({ status: 429 }, flags, clock.now);
     for (let i = 0; i < 4; i++) await expectFailClosed(s, 'upstream_4xx');
     u.reply({ body: allow('flow-other', clock.now() + 60_000) });
     for (let i = 0; i < 4; i++) await expectFailClosed(s, 'contradictory_response');
