@@ -12,8 +12,8 @@ export default defineConfig({
     // Time limits are safety nets for a test that hangs, never a measure of speed: a test waits for
     // conditions, and on a busy machine (CI shares two cores) a healthy run may take several times
     // as long as on an idle one.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     expect: { poll: { timeout: 15_000, interval: 20 } },
   },
 });
