@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { watchSecrets, type SidecarConfig } from './config/index.js';
+import { redisSecrets, watchSecrets, type SidecarConfig } from './config/index.js';
 import {
   AllowCache,
   CircuitBreaker,
@@ -19,7 +19,7 @@ import { closeGracefully, listenAt } from './http/listen.js';
 import type { ListenAddress } from './lib/listen-address.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
-import { startSharedState, type SharedState } from './redis/index.js';
+import { startFleet } from './fleet-wiring.js';
 import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 
@@ -39,7 +39,7 @@ export interface SidecarHandle {
   readonly urls: { readonly decision: string; readonly webhook: string | null; readonly admin: string };
   readonly registry: Registry;
   readonly readiness: Readiness;
-  /** The revocation seam: what webhooks call to purge cached ALLOWs. */
+  /** This replica's cache as a revocation seam (purges here only). */
   readonly revocations: RevocationHook;
   /** Stops accepting, drains in-flight work up to the shutdown timeout, releases everything. */
   close(): Promise<void>;
@@ -94,11 +94,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     },
   };
 
-  // Several replicas: with --redis-url, revocations fan out and webhook dedup is shared (src/redis/).
-  const shared: SharedState | null = config.redis
-    ? await startSharedState({ redis: config.redis, webhooks: config.webhooks, local: localRevocations, registry, logger, now })
-    : null;
-  const revocations: RevocationHook = shared?.revocations ?? localRevocations;
+  // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
+  const fleet = await startFleet(config, { local: localRevocations, registry, logger, now });
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: metrics.decisionLogDropped, now }) : null;
 
   const servers: { name: string; flag: string; server: Server; address: ListenAddress }[] = [];
@@ -124,11 +121,11 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
         config: config.webhooks,
         logger,
         registry,
-        revocations,
+        revocations: fleet.revocations,
         now,
         shutdownTimeoutMs: config.shutdownTimeoutMs,
-        ...(shared?.dedup ? { dedup: shared.dedup } : {}),
-        ...(shared?.queue ? { queue: shared.queue } : {}),
+        ...(fleet.dedup ? { dedup: fleet.dedup } : {}),
+        ...(fleet.queue ? { queue: fleet.queue } : {}),
       })
     : null;
   if (webhooks) servers.push({ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server });
@@ -140,13 +137,13 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     config.webhooks?.secrets,
     config.webhooks?.requiredHeader ?? undefined,
     config.decisionLog?.hashKey ?? undefined,
-    config.redis?.url,
+    ...(config.redis ? redisSecrets(config.redis) : []),
   ].filter((s) => s !== undefined);
   watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   const sweeper = setInterval(() => cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
   sweeper.unref();
   // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
-  const reconciler = startReconciler(config, { shared, registry, logger, now });
+  const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now });
 
   // queueGraceMs: what is left of the shutdown budget for queue forwards in flight (queue mode).
   const release = async (queueGraceMs = 0): Promise<void> => {
@@ -156,7 +153,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
     // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
     await Promise.allSettled([client.destroy(), passthrough.destroy(), webhooks?.close(), decisionLog?.close()]);
-    await shared?.close(queueGraceMs);
+    await fleet.close(queueGraceMs);
   };
 
   const urls: Record<string, string> = {};
@@ -177,7 +174,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     urls: { decision: urls.decision!, webhook: urls.webhook ?? null, admin: urls.admin! },
     registry,
     readiness,
-    revocations,
+    revocations: localRevocations,
     close() {
       closing ??= (async () => {
         readiness.startDraining();

@@ -4,7 +4,8 @@ import { createSecretMetrics, envName, SERVE_OPTIONS } from '../src/config/index
 import { DecisionMetrics } from '../src/decision/index.js';
 import { createRegistry, registerBuildInfo } from '../src/observability/index.js';
 import { createRedecMetrics } from '../src/redec/index.js';
-import { createQueueMetrics, createRedisMetrics } from '../src/redis/index.js';
+import { createRedisMetrics } from '../src/redis/index.js';
+import { createQueueMetrics } from '../src/webhooks/index.js';
 import { createWebhookMetrics } from '../src/webhooks/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');

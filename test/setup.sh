@@ -8,6 +8,8 @@
 #   nginx        (Debian: nginx-light)   a real proxy in front of the app for forward-auth
 #   libfaketime  (Debian: faketime)      steps a live process's wall clock
 #   wrk          (Debian: wrk)           load generator of `npm run bench` (optional for the tests)
+#   redis-cli    (Debian: redis-tools)   joins spawned nodes into a Redis Cluster (redis-cli --cluster create)
+#   openssl      (Debian: openssl)       makes the CA and certificate of the Redis TLS test
 set -euo pipefail
 
 # command-or-file to look for → Debian package
@@ -17,6 +19,8 @@ declare -a WANT=(
   "nginx:nginx-light"
   "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1:faketime"
   "wrk:wrk"
+  "redis-cli:redis-tools"
+  "openssl:openssl"
 )
 
 present() {

@@ -1,19 +1,36 @@
 import type { Command } from 'commander';
 import { Registry } from 'prom-client';
-import { resolveRedisConfig, SERVE_OPTIONS, type RedisConfig } from '../config/index.js';
+import { redisSecrets, resolveRedisConfig, resolveWebhookSecrets, SERVE_OPTIONS, type RedisConfig } from '../config/index.js';
 import { silentLogger } from '../observability/index.js';
-import { createRedisMetrics, listDeadLetters, QueueKeys, RedisConnection, RedisError, RedisKeyspace, replayDeadLetters, type DeadLetter } from '../redis/index.js';
+import { createRedisMetrics, RedisConnection, RedisError, RedisKeyspace, RedisQueueStore, redisTargetOf } from '../redis/index.js';
+import { listDeadLetters, replayDeadLetters, type DeadLetter, type QueueStore } from '../webhooks/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, rawFlags, warnUnknownVariables } from './spec-options.js';
 
 /** The `serve` flags these commands share: where the queue is. */
-const REDIS_OPTION_NAMES = ['redis-url', 'redis-url-file', 'redis-key-prefix', 'redis-command-timeout-ms'];
+const REDIS_OPTION_NAMES = [
+  'redis-url',
+  'redis-url-file',
+  'redis-cluster-nodes',
+  'redis-cluster-nodes-file',
+  'redis-sentinels',
+  'redis-sentinels-file',
+  'redis-sentinel-master',
+  'redis-tls-ca-file',
+  'redis-key-prefix',
+  'redis-command-timeout-ms',
+];
 const REDIS_OPTIONS = SERVE_OPTIONS.filter((o) => REDIS_OPTION_NAMES.includes(o.name));
+/** `replay` verifies each dead letter again: it needs serve's webhook secrets. */
+const SECRET_OPTIONS = SERVE_OPTIONS.filter((o) => o.name === 'webhook-secret' || o.name === 'webhook-secret-file');
 const OUTPUTS = ['table', 'json'] as const;
 /** What the Redis flags mean for these one-shot commands (serve's texts are about a running sidecar). */
 const ONE_SHOT_REDIS_MEANING: Readonly<Record<string, string>> = {
   'redis-url': "the Redis the sidecars use (serve's --redis-url); redis:// or rediss:// (TLS)",
   'redis-url-file': 'file holding the Redis URL (read once)',
+  'redis-cluster-nodes-file': 'file holding the cluster seed nodes (read once)',
+  'redis-sentinels-file': 'file holding the sentinels (read once)',
+  'redis-tls-ca-file': 'PEM of a private CA to trust for rediss://',
   'redis-key-prefix': "serve's --redis-key-prefix, to find its queue",
   'redis-command-timeout-ms': 'deadline of every Redis call (at least 5000 here: a page of dead letters can be large)',
 };
@@ -22,9 +39,11 @@ const CONNECT_WAIT_MS = 5000;
 /** Per-call deadline floor for the one-shot commands: a page of dead letters can be large (ms). */
 const ONE_SHOT_CALL_MS = 5000;
 
-async function withQueue<T>(redis: RedisConfig, work: (conn: RedisConnection, keys: QueueKeys) => Promise<T>): Promise<T> {
+async function withQueue<T>(redis: RedisConfig, work: (store: QueueStore) => Promise<T>): Promise<T> {
+  const keyspace = new RedisKeyspace(redis.keyPrefix);
   const conn = new RedisConnection({
-    url: () => redis.url.current().href,
+    target: () => redisTargetOf(redis),
+    keyspace,
     commandTimeoutMs: Math.max(redis.commandTimeoutMs, ONE_SHOT_CALL_MS),
     logger: silentLogger(),
     metrics: createRedisMetrics(new Registry()),
@@ -35,10 +54,19 @@ async function withQueue<T>(redis: RedisConfig, work: (conn: RedisConnection, ke
     const until = Date.now() + CONNECT_WAIT_MS;
     while (!conn.isUp && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     if (!conn.isUp) throw new RedisError('ERR_REDIS_UNAVAILABLE', `Redis did not answer within ${CONNECT_WAIT_MS} ms`);
-    return await work(conn, new QueueKeys(new RedisKeyspace(redis.keyPrefix)));
+    const store = new RedisQueueStore(conn, keyspace);
+    // A wrong prefix (or a Redis the sidecars never used) must not read as "nothing to worry about".
+    if (!(await store.exists())) throw new NoQueueError(redis.keyPrefix);
+    return await work(store);
   } finally {
-    redis.url.close();
+    for (const s of redisSecrets(redis)) s.close();
     await conn.close();
+  }
+}
+
+class NoQueueError extends Error {
+  constructor(prefix: string) {
+    super(`no queue under --redis-key-prefix "${prefix}" in this Redis: is the prefix the one serve uses, and does serve run with --webhook-delivery queue?`);
   }
 }
 
@@ -60,6 +88,11 @@ export function formatDeadLetters(letters: readonly DeadLetter[], now: number): 
 }
 
 function failed(what: string, err: unknown): void {
+  if (err instanceof NoQueueError) {
+    process.stderr.write(`consent-sidecar: webhook dead-letters ${what}: ${err.message}\n`);
+    process.exitCode = EXIT.failure;
+    return;
+  }
   if (!(err instanceof RedisError)) throw err;
   process.stderr.write(`consent-sidecar: webhook dead-letters ${what}: ${err.message} (${err.code})\n`);
   process.exitCode = EXIT.failure;
@@ -109,16 +142,25 @@ export function registerDeadLetters(webhook: Command): void {
       if (ids.length > 0 && flags.all) throw new CliUsageError('--id: give event ids or --all, not both');
       if (ids.length === 0 && !flags.all) throw new CliUsageError('--id: give the event ids to replay (--id ID, repeatable) or --all');
       const redis = resolveRedisConfig(rawFlags(replay, REDIS_OPTIONS));
+      const secrets = resolveWebhookSecrets(rawFlags(replay, SECRET_OPTIONS));
       try {
-        const result = await withQueue(redis, (conn, keys) => replayDeadLetters(conn, keys, flags.all ? { all: true } : { ids }, Date.now()));
+        const result = await withQueue(redis, (store) => replayDeadLetters(store, flags.all ? { all: true } : { ids }, secrets.current(), Date.now()));
         process.stdout.write(`replayed ${result.replayed.length}${result.replayed.length > 0 ? `: ${result.replayed.join(' ')}` : ''}\n`);
+        if (result.notVerified.length > 0) {
+          process.stderr.write(
+            `consent-sidecar: left as dead letters, their signature does not verify against the secrets given (altered in Redis, or signed with a secret no longer given): ${result.notVerified.join(' ')}\n`,
+          );
+          process.exitCode = EXIT.failure;
+        }
         if (result.notFound.length > 0) {
           process.stderr.write(`consent-sidecar: not dead letters: ${result.notFound.join(' ')}\n`);
           process.exitCode = EXIT.failure;
         }
       } catch (err) {
         failed('replay', err);
+      } finally {
+        secrets.close();
       }
     });
-  addSpecOptions(replay, REDIS_OPTIONS, ONE_SHOT_REDIS_MEANING);
+  addSpecOptions(replay, [...REDIS_OPTIONS, ...SECRET_OPTIONS], ONE_SHOT_REDIS_MEANING);
 }

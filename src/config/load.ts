@@ -6,6 +6,7 @@ import {
   DEFAULT_BREAKER_FAILURE_THRESHOLD,
   DEFAULT_CACHE_MAX_ENTRIES,
   DEFAULT_CACHE_MAX_TTL_MS,
+  DEFAULT_CACHE_REFRESH_AHEAD_MS,
   DEFAULT_CACHE_SAFETY_MARGIN_MS,
   DEFAULT_DECISION_LISTEN,
   DEFAULT_FORWARD_AUTH_USER_HEADER,
@@ -15,6 +16,7 @@ import {
   DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
   DEFAULT_REDIS_KEY_PREFIX,
   DEFAULT_WEBHOOK_QUEUE_HORIZON_MS,
+  DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS,
   DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS,
   DEFAULT_SECRET_POLL_INTERVAL_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -37,7 +39,7 @@ import {
   type WebhookDeliveryMode,
 } from './options.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
-import type { RawEnv, RawFlags, RedisConfig, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
+import type { RawEnv, RawFlags, RedisConfig, RedisTarget, RequiredHeader, SidecarConfig, UpstreamConfig, WebhookConfig } from './types.js';
 import { DEFAULT_DECISION_LOG_BUFFER_BYTES, DEFAULT_DECISION_LOG_SAMPLE_RATE } from './options.js';
 import type { DecisionLogConfig, RedecListingFields, RedecReconcileConfig } from './types.js';
 import {
@@ -257,6 +259,7 @@ function readWebhooks(r: Reader): WebhookConfig | null {
   // --- end ---
   const dedupLeaseMs = readDedupLease(r, forwardTimeoutMs);
   const queueHorizonMs = r.int('webhook-queue-horizon-ms', DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, 1, 365 * 86_400_000);
+  const queueMaxEvents = r.int('webhook-queue-max-events', DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS, 1, 100_000_000);
 
   if (!appUrl) {
     if (secrets || requiredHeader) {
@@ -283,30 +286,93 @@ function readWebhooks(r: Reader): WebhookConfig | null {
     bodyTimeoutMs,
     dedupLeaseMs,
     queueHorizonMs,
+    queueMaxEvents,
   };
 }
 
 // --- Several replicas (Redis) ---
 /** `redis://` or `rediss://`; the message never repeats the URL (it may hold a password). */
 export const parseRedisUrl: SecretParser<URL> = (text) => {
+  const trimmed = text.trim();
   let url: URL;
   try {
-    url = new URL(text.trim());
+    url = new URL(trimmed);
   } catch {
-    return { error: 'is not a valid URL' };
+    return { error: 'is not a valid URL (expected redis://[user:password@]host:port or rediss://…)' };
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: `must be a redis:// or rediss:// URL, got "${url.protocol}"` };
+  if (url.hostname === '') return { error: 'must name a host (redis://host:port)' };
   return { value: url };
 };
 
+/**
+ * A list of Redis nodes, comma-, space- or newline-separated: each `host:port` or a `redis://` /
+ * `rediss://` URL (credentials in the first one apply to all). All use TLS or none do.
+ */
+export const parseRedisNodes: SecretParser<readonly URL[]> = (text) => {
+  const entries = text.split(/[\s,]+/).filter(Boolean);
+  if (entries.length === 0) return { error: 'must list at least one host:port or redis:// URL' };
+  const urls: URL[] = [];
+  for (const entry of entries) {
+    const parsed = parseRedisUrl(entry.includes('://') ? entry : `redis://${entry}`);
+    if ('error' in parsed) return { error: `entry ${urls.length + 1}: ${parsed.error}` };
+    if (parsed.value.port === '') return { error: `entry ${urls.length + 1}: must give a port (host:port)` };
+    urls.push(parsed.value);
+  }
+  if (new Set(urls.map((u) => u.protocol)).size > 1) return { error: 'mixes redis:// and rediss://: use TLS for every node or for none' };
+  return { value: Object.freeze(urls) };
+};
+
+const parseCa: SecretParser<string> = (text) =>
+  text.includes('-----BEGIN CERTIFICATE-----') ? { value: text } : { error: 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)' };
+
+/** The three ways to say where Redis is (contract, Redis topologies); exactly one is allowed. */
+const REDIS_TARGET_FLAGS = ['redis-url', 'redis-cluster-nodes', 'redis-sentinels'] as const;
+
 function readRedis(r: Reader): RedisConfig | null {
-  const url = r.secret('redis-url', parseRedisUrl);
+  const given = REDIS_TARGET_FLAGS.filter((name) => r.raw(name) || r.raw(`${name}-file`));
+  if (given.length > 1) {
+    r.problem(`--${given[1]}`, `give one of ${REDIS_TARGET_FLAGS.map((f) => `--${f}`).join(', ')} (each with its -file form), not ${given.map((f) => `--${f}`).join(' and ')}`);
+    return null;
+  }
+  const masterRaw = r.raw('redis-sentinel-master');
+  let target: RedisTarget | null = null;
+  if (given[0] === 'redis-url') {
+    const url = r.secret('redis-url', parseRedisUrl);
+    if (url) target = { kind: 'single', url };
+  } else if (given[0] === 'redis-cluster-nodes') {
+    const nodes = r.secret('redis-cluster-nodes', parseRedisNodes);
+    if (nodes) target = { kind: 'cluster', nodes };
+  } else if (given[0] === 'redis-sentinels') {
+    const sentinels = r.secret('redis-sentinels', parseRedisNodes);
+    if (!masterRaw) r.problem('--redis-sentinel-master', 'is required with --redis-sentinels: the name the sentinels monitor the master under');
+    else if (!/^[\x21-\x7e]{1,128}$/.test(masterRaw.value)) r.problem(masterRaw.label, 'must be a name without spaces, at most 128 characters');
+    if (sentinels && masterRaw) target = { kind: 'sentinel', sentinels, masterName: masterRaw.value };
+  }
+  if (masterRaw && given[0] !== 'redis-sentinels') r.problem(masterRaw.label, 'is for --redis-sentinels only');
+  const caRaw = r.raw('redis-tls-ca-file');
+  let tlsCa = null;
+  if (caRaw) {
+    const ca = fileSecret(caRaw.value, '--redis-tls-ca-file', parseCa);
+    if (typeof ca === 'string') r.problem(caRaw.label, ca);
+    else tlsCa = ca;
+  }
   const prefix = r.raw('redis-key-prefix');
   const keyPrefix = prefix?.value ?? DEFAULT_REDIS_KEY_PREFIX;
-  if (prefix && !/^[\x21-\x7e]{0,128}$/.test(keyPrefix)) r.problem(prefix.label, 'must be at most 128 printable characters without spaces');
+  if (prefix && !/^[\x21-\x7a\x7c\x7e]{0,128}$/.test(keyPrefix)) {
+    r.problem(prefix.label, 'must be at most 128 printable characters, without spaces, { or } (the sidecar wraps it in a hash tag itself)');
+  }
   const commandTimeoutMs = r.int('redis-command-timeout-ms', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, 1, 60_000);
-  return url ? { url, keyPrefix, commandTimeoutMs } : null;
+  const waitReplicas = r.int('redis-wait-replicas', 0, 0, 16);
+  if (!target) return null;
+  if (tlsCa && !redisUsesTls(target)) r.problem(caRaw!.label, 'is given, but Redis is not reached over TLS (use rediss:// URLs)');
+  return { target, tlsCa, keyPrefix, commandTimeoutMs, waitReplicas };
 }
+
+const redisUsesTls = (target: RedisTarget): boolean => {
+  const first = target.kind === 'single' ? target.url.current() : (target.kind === 'cluster' ? target.nodes : target.sentinels).current()[0];
+  return first?.protocol === 'rediss:';
+};
 
 /** The claim must outlive a forward, or a second replica could forward the same event meanwhile. */
 function readDedupLease(r: Reader, forwardTimeoutMs: number): number {
@@ -317,19 +383,34 @@ function readDedupLease(r: Reader, forwardTimeoutMs: number): number {
   }
   return leaseMs;
 }
+const REDIS_REQUIRED = 'is required (or --redis-url-file, --redis-cluster-nodes[-file], --redis-sentinels[-file] with --redis-sentinel-master)';
 // --- end Several replicas ---
 
 /**
- * Resolves `--redis-url[-file]`, `--redis-key-prefix` and `--redis-command-timeout-ms` for the
- * one-shot commands that read the queue (`webhook dead-letters`); the URL is required.
+ * Resolves where Redis is (`--redis-url`, `--redis-cluster-nodes` or `--redis-sentinels`, each with
+ * its -file form), `--redis-key-prefix` and `--redis-command-timeout-ms` for the one-shot commands
+ * that read the queue (`webhook dead-letters`); one of the three is required.
  * @throws ConfigError listing every problem.
  */
 export function resolveRedisConfig(flags: RawFlags, env: RawEnv = process.env): RedisConfig {
   const r = new Reader(flags, env);
   const redis = readRedis(r);
-  if (!redis && !r.problems.some((p) => p.startsWith('--redis-url'))) r.problem('--redis-url', 'is required (or --redis-url-file)');
+  if (!redis && r.problems.length === 0) r.problem('--redis-url', REDIS_REQUIRED);
   if (r.problems.length > 0 || !redis) throw new ConfigError(r.problems);
   return Object.freeze(redis);
+}
+
+/**
+ * Resolves `--webhook-secret` / `--webhook-secret-file` alone, for `webhook dead-letters replay`,
+ * which verifies each dead letter again before it puts it back.
+ * @throws ConfigError naming the flag.
+ */
+export function resolveWebhookSecrets(flags: RawFlags, env: RawEnv = process.env): Secret<readonly string[]> {
+  const r = new Reader(flags, env);
+  const secrets = r.secret('webhook-secret', parseWebhookSecrets, true);
+  if (!secrets && r.problems.length === 0) r.problem('--webhook-secret', "is required (or --webhook-secret-file): serve's secrets, to verify each dead letter again before replaying it");
+  if (r.problems.length > 0 || !secrets) throw new ConfigError(r.problems);
+  return secrets;
 }
 
 /**
@@ -363,6 +444,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const maxEntries = r.int('cache-max-entries', DEFAULT_CACHE_MAX_ENTRIES, 0, 100_000_000);
   const safetyMarginMs = r.int('cache-safety-margin-ms', DEFAULT_CACHE_SAFETY_MARGIN_MS, 0, 3_600_000);
   const maxTtlMs = r.int('cache-max-ttl-ms', DEFAULT_CACHE_MAX_TTL_MS, 1, 7 * 86_400_000);
+  const refreshAheadMs = r.int('cache-refresh-ahead-ms', DEFAULT_CACHE_REFRESH_AHEAD_MS, 0, 3_600_000);
   const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
   const preEvaluationLogIntervalMs = r.int('pre-evaluation-log-interval-ms', DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS, 0, 86_400_000);
   const forwardAuth = readForwardAuth(r);
@@ -374,8 +456,8 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const decisionLog = readDecisionLog(r);
   const redecReconcile = readRedecReconcile(r);
   // The durable queue lives in Redis: without it there is nowhere to put an event (issue 10).
-  if (webhooks?.delivery === 'queue' && !redis && !r.problems.some((p) => p.startsWith('--redis-url'))) {
-    r.problem('--redis-url', 'is required with --webhook-delivery queue (or --redis-url-file): the queue lives in Redis');
+  if (webhooks?.delivery === 'queue' && !redis && !r.problems.some((p) => p.startsWith('--redis'))) {
+    r.problem('--redis-url', 'is required with --webhook-delivery queue (or --redis-url-file, --redis-cluster-nodes[-file], --redis-sentinels[-file]): the queue lives in Redis');
   }
 
   const ports = [
@@ -403,7 +485,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
       breaker: Object.freeze({ failureThreshold, cooldownMs }),
     }),
     listeners: Object.freeze({ decision, webhook, admin }),
-    cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs }),
+    cache: Object.freeze({ maxEntries, safetyMarginMs, maxTtlMs, refreshAheadMs }),
     decisionApi: Object.freeze({ maxRequestBytes, preEvaluationLogIntervalMs }),
     forwardAuth,
     webhooks: webhooks ? Object.freeze(webhooks) : null,

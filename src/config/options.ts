@@ -36,6 +36,8 @@ export const DEFAULT_CACHE_MAX_ENTRIES = 100_000;
 export const DEFAULT_CACHE_SAFETY_MARGIN_MS = 1000;
 /** No entry lives longer than this (ms), whatever `validUntil` says. */
 export const DEFAULT_CACHE_MAX_TTL_MS = 3_600_000;
+/** Refresh-ahead window (ms): an entry read this close to its death is asked again in the background; 0 = off. */
+export const DEFAULT_CACHE_REFRESH_AHEAD_MS = 0;
 /** Largest accepted decision request body (bytes). */
 export const DEFAULT_MAX_REQUEST_BYTES = 16_384;
 /** At most one warn log per (reason, configKey) per this interval (ms). */
@@ -64,7 +66,9 @@ export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
 // --- Several replicas (Redis) ---
 /** Prefix of every Redis key and channel, so several deployments can share one Redis. */
 export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
-/** Deadline of every Redis call (ms); beyond it the call counts as failed (dedup falls back). */
+/** Queue mode: events the queue holds at most, and dead letters kept at most. */
+export const DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS = 100_000;
+/** Deadline of every Redis call (ms); beyond it the outcome of the call is unknown (a dedup claim answers 503). */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
 /** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
 export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;
@@ -217,7 +221,13 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: 'no entry lives longer than this',
     defaultText: String(DEFAULT_CACHE_MAX_TTL_MS),
+  },  {
+    name: 'cache-refresh-ahead-ms',
+    arg: '<ms>',
+    description: 'an entry read within this long of its death is asked again in the background, once (0: off)',
+    defaultText: String(DEFAULT_CACHE_REFRESH_AHEAD_MS),
   },
+
   {
     name: 'max-request-bytes',
     arg: '<bytes>',
@@ -298,8 +308,28 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
   },
   // --- Several replicas (Redis) ---
-  { name: 'redis-url', arg: '<url>', description: 'shared state for several replicas (dedup, invalidation, queue); redis:// or rediss:// (TLS)' },
+  { name: 'redis-url', arg: '<url>', description: 'one Redis for state shared by replicas (dedup, invalidations, queue); redis:// or rediss:// (TLS)' },
   { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
+  {
+    name: 'redis-cluster-nodes',
+    arg: '<urls>',
+    description: 'a Redis Cluster instead: seed nodes, comma-separated host:port or redis[s]:// URLs (credentials in the first)',
+  },
+  { name: 'redis-cluster-nodes-file', arg: '<path>', description: 'file holding the cluster seed nodes; re-read when it changes' },
+  {
+    name: 'redis-sentinels',
+    arg: '<urls>',
+    description: 'a Sentinel-managed Redis instead: the sentinels, comma-separated host:port or redis[s]:// URLs (credentials in the first serve sentinels and master)',
+  },
+  { name: 'redis-sentinels-file', arg: '<path>', description: 'file holding the sentinels; re-read when it changes' },
+  { name: 'redis-sentinel-master', arg: '<name>', description: 'with --redis-sentinels: the name the sentinels monitor the master under' },
+  { name: 'redis-tls-ca-file', arg: '<path>', description: 'PEM of a private CA to trust for rediss:// (default: the system CAs); re-read when it changes' },
+  {
+    name: 'redis-wait-replicas',
+    arg: '<n>',
+    description: 'queue mode and shared revocations: acknowledge only what this many Redis replicas hold (WAIT), so a failover loses nothing acknowledged',
+    defaultText: '0',
+  },
   { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
   {
     name: 'redis-command-timeout-ms',
@@ -319,6 +349,12 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: 'queue mode: how long an event is retried before it is dead-lettered',
     defaultText: String(DEFAULT_WEBHOOK_QUEUE_HORIZON_MS),
+  },
+  {
+    name: 'webhook-queue-max-events',
+    arg: '<n>',
+    description: 'queue mode: events waiting at most (beyond, 503 queue_full and the service retries), and dead letters kept at most',
+    defaultText: String(DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS),
   },
   // --- end durable queue ---
   // --- end Several replicas ---

@@ -29,6 +29,8 @@ export interface CacheConfig {
   readonly maxEntries: number;
   readonly safetyMarginMs: number;
   readonly maxTtlMs: number;
+  /** `--cache-refresh-ahead-ms`: an entry read within this long of its death is refreshed in the background; 0 or absent = off. */
+  readonly refreshAheadMs?: number;
 }
 
 export interface DecisionApiConfig {
@@ -69,16 +71,38 @@ export interface WebhookConfig {
   readonly dedupLeaseMs: number;
   /** Queue mode: how long an event is retried before it is dead-lettered (ms), `--webhook-queue-horizon-ms`. */
   readonly queueHorizonMs: number;
+  /** Queue mode: events waiting at most, and dead letters kept at most, `--webhook-queue-max-events`. */
+  readonly queueMaxEvents: number;
 }
 
-/** Redis, for state shared by replicas (`--redis-url` / `--redis-url-file`). */
+/**
+ * Where Redis is (contract, Redis topologies): one server (`--redis-url`), a cluster
+ * (`--redis-cluster-nodes`, seed nodes) or a Sentinel-managed master (`--redis-sentinels` with
+ * `--redis-sentinel-master`). URLs carry the credentials; file-backed secrets follow rotation.
+ */
+export type RedisTarget =
+  | { readonly kind: 'single'; readonly url: Secret<URL> }
+  | { readonly kind: 'cluster'; readonly nodes: Secret<readonly URL[]> }
+  | { readonly kind: 'sentinel'; readonly sentinels: Secret<readonly URL[]>; readonly masterName: string };
+
+/** Redis, for state shared by replicas. */
 export interface RedisConfig {
-  /** `redis://` or `rediss://`, credentials inside; a file-backed secret follows rotation. */
-  readonly url: Secret<URL>;
-  /** `--redis-key-prefix`: every key and channel starts with it. */
+  readonly target: RedisTarget;
+  /** `--redis-tls-ca-file`: the PEM of a private CA that signed Redis' certificate; null: the system's CAs. */
+  readonly tlsCa: Secret<string> | null;
+  /** `--redis-key-prefix`: every key and channel starts with it, inside one hash tag. */
   readonly keyPrefix: string;
   /** `--redis-command-timeout-ms`: deadline of every call. */
   readonly commandTimeoutMs: number;
+  /** `--redis-wait-replicas`: queue mode (and shared revocations) acknowledge only what this many Redis replicas hold. */
+  readonly waitReplicas: number;
+}
+
+/** Every secret a Redis configuration holds (to watch for rotation, and to close). */
+export function redisSecrets(redis: RedisConfig): Secret<unknown>[] {
+  const t = redis.target;
+  const where: Secret<unknown> = t.kind === 'single' ? t.url : t.kind === 'cluster' ? t.nodes : t.sentinels;
+  return redis.tlsCa ? [where, redis.tlsCa] : [where];
 }
 
 /** The optional decision log (`--decision-log*`). */

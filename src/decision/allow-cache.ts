@@ -72,6 +72,8 @@ class Store {
   validUntil: Float64Array;
   /** Interned configKey id (see {@link ConfigKeys}). */
   config: Int32Array;
+  /** 1 once a refresh-ahead was asked for the entry in this slot (once per entry). */
+  refreshAsked: Uint8Array;
   /** Recency list (head = most recently used); `lruNext` doubles as the free list. */
   lruPrev: Int32Array;
   lruNext: Int32Array;
@@ -101,6 +103,7 @@ class Store {
     this.monoDeath = new Float64Array(n);
     this.validUntil = new Float64Array(n);
     this.config = new Int32Array(n);
+    this.refreshAsked = new Uint8Array(n);
     this.lruPrev = new Int32Array(n);
     this.lruNext = new Int32Array(n);
     this.userPrev = new Int32Array(n);
@@ -128,6 +131,9 @@ class Store {
     this.monoDeath = f64(this.monoDeath);
     this.validUntil = f64(this.validUntil);
     this.config = i32(this.config);
+    const asked = new Uint8Array(n);
+    asked.set(this.refreshAsked);
+    this.refreshAsked = asked;
     this.lruPrev = i32(this.lruPrev);
     this.lruNext = i32(this.lruNext);
     this.userPrev = i32(this.userPrev);
@@ -199,6 +205,9 @@ export class AllowCache implements RevocationHook {
   private configs = new ConfigKeys();
   private readonly userBuckets: number;
   private gen = 0;
+  private readonly refreshAheadMs: number;
+  /** Set by the last {@link get} that found its entry inside the refresh-ahead window for the first time. */
+  private refreshDue = false;
 
   constructor(
     private readonly cfg: CacheConfig,
@@ -212,6 +221,7 @@ export class AllowCache implements RevocationHook {
     while (buckets < cfg.maxEntries && buckets < MAX_USER_BUCKETS) buckets *= 2;
     if (userBuckets !== undefined) buckets = userBuckets;
     this.userBuckets = buckets;
+    this.refreshAheadMs = cfg.refreshAheadMs ?? 0;
     this.s = cfg.maxEntries === 0 ? null : new Store(cfg.maxEntries, buckets);
   }
 
@@ -233,17 +243,36 @@ export class AllowCache implements RevocationHook {
   get(key: string): Answer | undefined {
     const s = this.s;
     if (s === null) return undefined;
+    this.refreshDue = false;
     const slot = s.slotOf.get(key);
     if (slot === undefined) return undefined;
-    if (s.wallDeath[slot]! <= this.now() || s.monoDeath[slot]! <= this.monoNow()) {
+    const wallLeft = s.wallDeath[slot]! - this.now();
+    const monoLeft = s.monoDeath[slot]! - this.monoNow();
+    if (wallLeft <= 0 || monoLeft <= 0) {
       this.remove(s, slot);
       return undefined;
+    }
+    // Refresh-ahead: the first read inside the window says so, once per entry.
+    if (this.refreshAheadMs > 0 && s.refreshAsked[slot] === 0 && Math.min(wallLeft, monoLeft) <= this.refreshAheadMs) {
+      s.refreshAsked[slot] = 1;
+      this.refreshDue = true;
     }
     this.touch(s, slot);
     const id = s.config[slot]!;
     const validUntil = s.validUntil[slot]!;
     const v = String(validUntil);
     return { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1, validUntil };
+  }
+
+  /**
+   * True once after a {@link get} found its entry inside the refresh-ahead window
+   * (`--cache-refresh-ahead-ms`) for the first time: that entry is due to be asked again. Reading
+   * it clears it.
+   */
+  takeRefreshDue(): boolean {
+    const due = this.refreshDue;
+    this.refreshDue = false;
+    return due;
   }
 
   /**
@@ -269,6 +298,7 @@ export class AllowCache implements RevocationHook {
     s.monoDeath[slot] = this.monoNow() + lifeMs;
     s.validUntil[slot] = allow.validUntil;
     s.config[slot] = config;
+    s.refreshAsked[slot] = 0;
     // most recently used
     s.lruPrev[slot] = NONE;
     s.lruNext[slot] = s.lruHead;

@@ -11,3 +11,14 @@ export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequ
 export { DecisionService, type CheckTransport, type DecisionServiceOptions } from './service.js';
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
+export {
+  createInvalidationMetrics,
+  FleetInvalidation,
+  INVALIDATION_POLL_INTERVAL_MS,
+  type CatchUpPurgeCause,
+  type FleetInvalidationOptions,
+  type InvalidationEntry,
+  type InvalidationLog,
+  type InvalidationMetrics,
+  type InvalidationPage,
+} from './fleet-invalidation.js';

@@ -5,6 +5,10 @@ import { FAIL_CLOSED_CAUSES, type FailClosedCause } from './errors.js';
 import { PRE_EVALUATION_REASONS } from './types.js';
 import type { Answer, DecisionSource } from './types.js';
 
+/** What a refresh-ahead came to (`outcome` label of `consent_sidecar_cache_refreshes_total`). */
+export const REFRESH_OUTCOMES = ['allow', 'deny', 'no_decision', 'coalesced'] as const;
+export type RefreshOutcome = (typeof REFRESH_OUTCOMES)[number];
+
 /** Outcomes of one upstream check call (`outcome` label of the duration histogram). */
 export const UPSTREAM_OUTCOMES = ['ok', 'http_4xx', 'http_5xx', 'http_other', 'invalid_response', 'timeout', 'network_error'] as const;
 export type UpstreamOutcome = (typeof UPSTREAM_OUTCOMES)[number];
@@ -44,6 +48,8 @@ export class DecisionMetrics {
   private readonly upstreamDuration: FastHistogram<UpstreamOutcome>;
   private readonly breakerState: Gauge<'state'>;
   readonly coalesced: Inc;
+  /** `consent_sidecar_cache_refreshes_total`, by outcome (see {@link RefreshOutcome}). */
+  private readonly refreshes: Counter<'outcome'>;
   readonly purged: Counter<'trigger'>;
   /** Decision log lines not written (buffer full or destination broken). */
   readonly decisionLogDropped: Counter;
@@ -117,6 +123,13 @@ export class DecisionMetrics {
       help: 'Cache misses that joined an upstream call already in flight for the same request.',
       registers: [registry],
     });
+    this.refreshes = new Counter({
+      name: `${METRIC_PREFIX}cache_refreshes_total`,
+      help: 'Refresh-ahead of cached ALLOWs (--cache-refresh-ahead-ms), by outcome: allow (renewed), deny (revoked: removed at once), no_decision (left to die when it would have), coalesced (a call for the key was already in flight).',
+      labelNames: ['outcome'],
+      registers: [registry],
+    });
+    for (const o of REFRESH_OUTCOMES) this.refreshes.labels(o);
     this.decisionLogDropped = new Counter({
       name: `${METRIC_PREFIX}decision_log_dropped_total`,
       help: 'Decision log lines dropped because the buffer was full or the destination failed.',
@@ -128,6 +141,11 @@ export class DecisionMetrics {
       labelNames: ['trigger'],
       registers: [registry],
     });
+  }
+
+  /** Counts one background refresh by what it came to. */
+  refreshed(outcome: RefreshOutcome): void {
+    this.refreshes.labels(outcome).inc();
   }
 
   /** Counts one answer given to the app (`check`) or to a proxy (`forward_auth`). */

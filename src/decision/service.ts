@@ -68,9 +68,42 @@ export class DecisionService {
     this.now = o.now ?? Date.now;
   }
 
-  /** The live cached answer for this request, synchronously, or undefined. */
+  /**
+   * The live cached answer for this request, synchronously, or undefined. A hit inside the
+   * refresh-ahead window starts a background refresh of the entry (once per entry).
+   */
   cached(req: CheckRequest): Answer | undefined {
-    return this.o.cache.get(cacheKey(req));
+    const key = cacheKey(req);
+    const hit = this.o.cache.get(key);
+    if (hit !== undefined && this.o.cache.takeRefreshDue()) this.refresh(req, key);
+    return hit;
+  }
+
+  /**
+   * Refresh-ahead (contract, the ALLOW cache): the entry for `key` is asked again in the
+   * background, coalesced with any miss (it is the key's flight while it runs, and a flight
+   * already running is the refresh). A new ALLOW replaces the entry with its own death; a DENY
+   * removes it at once (ask() does both); no decision leaves it to die when it would have. Never
+   * answers anyone: its outcome is counted.
+   */
+  private refresh(req: CheckRequest, key: string): void {
+    const generation = this.o.cache.generation;
+    const flight = this.flights.get(key);
+    if (flight && flight.generation === generation) {
+      this.o.metrics.refreshed('coalesced');
+      return;
+    }
+    const promise = this.ask(req, key, generation);
+    const mine: Flight = { generation, promise };
+    this.flights.set(key, mine);
+    promise.then(
+      (answer) => this.o.metrics.refreshed(answer.decision === 'allow' ? 'allow' : 'deny'),
+      () => this.o.metrics.refreshed('no_decision'),
+    );
+    const forget = (): void => {
+      if (this.flights.get(key) === mine) this.flights.delete(key);
+    };
+    promise.then(forget, forget);
   }
 
   /**
@@ -83,7 +116,10 @@ export class DecisionService {
     const key = cacheKey(req);
     if (!noCache && !cacheMissed) {
       const hit = this.o.cache.get(key);
-      if (hit) return Promise.resolve(hit);
+      if (hit) {
+        if (this.o.cache.takeRefreshDue()) this.refresh(req, key);
+        return Promise.resolve(hit);
+      }
     }
     const generation = this.o.cache.generation;
     if (noCache) return this.ask(req, key, generation);

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { WebhookConfig } from '../config/index.js';
-import type { RevocationHook } from '../lib/revocation-hook.js';
+import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import type { Logger } from '../observability/index.js';
 import {
   createWebhookMetrics,
@@ -21,8 +21,8 @@ export interface WebhookListenerOptions {
   readonly config: WebhookConfig;
   readonly logger: Logger;
   readonly registry: Registry;
-  /** Where revocations learned from events go (the decision cache). */
-  readonly revocations: RevocationHook;
+  /** Where revocations learned from events go: this replica's cache, and the other replicas'. */
+  readonly revocations: RevocationPublisher;
   /** Clock (epoch ms); defaults to `Date.now`. */
   readonly now?: () => number;
   /** Defaults to an in-memory store sized by `config.dedupMaxEntries` / `dedupRetentionMs`. */

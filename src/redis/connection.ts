@@ -1,195 +1,183 @@
-import { createClient, ErrorReply, type RedisClientType } from '@redis/client';
+import { performance } from 'node:perf_hooks';
+import { ClientClosedError, ClientOfflineError, ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
+import type { RedisCommands } from './commands.js';
 import { outcomeOf, RedisError } from './errors.js';
+import type { RedisKeyspace } from './keyspace.js';
+import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
+import { RedisScript } from './script.js';
 
-/** How often the connection is checked with PING (ms); `consent_sidecar_redis_up` follows it. */
+
+/** How often the connection is checked (ms); `consent_sidecar_redis_up` follows it. */
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
-/** First reconnect delay (ms); doubles per attempt up to {@link REDIS_RECONNECT_MAX_MS}. */
-export const REDIS_RECONNECT_MIN_MS = 100;
-export const REDIS_RECONNECT_MAX_MS = 2000;
 /** At most one log line per kind of connection error per this interval (ms). */
 const ERROR_LOG_INTERVAL_MS = 30_000;
+/** How long the health probe's key lives (ms): it only proves a write went through. */
+const HEALTH_KEY_TTL_MS = 60_000;
+
+/**
+ * The health probe is a write of the kind every user of Redis here makes: a script on a key under
+ * the deployment's hash tag. So it fails exactly when they would: MOVED (a cluster node given as
+ * one server), CROSSSLOT, READONLY (a replica), NOAUTH or WRONGPASS, OOM. A PING would pass them all.
+ */
+const HEALTH = new RedisScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`);
+
 
 export interface RedisConnectionOptions {
-  /** The current URL (`--redis-url`, or `--redis-url-file` as last read); checked every health tick, so a rotated Secret is followed. */
-  readonly url: () => string;
+  /** Where Redis is, as now configured; read every health tick, so a rotated Secret is followed. */
+  readonly target: () => RedisTargetSpec;
+  readonly keyspace: RedisKeyspace;
   /** Deadline of every call (ms), `--redis-command-timeout-ms`. */
   readonly commandTimeoutMs: number;
   readonly logger: Logger;
   readonly metrics: RedisMetrics;
-  /** Health PING interval (ms); default {@link REDIS_HEALTH_INTERVAL_MS}. */
+  /** Health check interval (ms); default {@link REDIS_HEALTH_INTERVAL_MS}. */
   readonly healthIntervalMs?: number;
 }
 
-type Client = RedisClientType;
 type Listener = (message: string) => void;
 
 /**
- * One Redis connection for the whole process, plus a second one for subscriptions when something
- * subscribes. What every user of Redis in the sidecar goes through:
+ * One link to Redis for the whole process (one server, a cluster or a sentinel-managed master; see
+ * {@link RedisTargetSpec}). What every user of Redis in the sidecar goes through:
  *
- * - {@link call} gives each call a deadline and turns every failure into a {@link RedisError};
- *   there is no offline queue, so while Redis is away calls fail at once instead of piling up;
- * - reconnects with backoff (100 ms doubling to 2 s), a PING every second drives
- *   `consent_sidecar_redis_up`;
- * - {@link onRestored} hooks run when Redis comes back after it was lost (or was not there at
- *   start), and when the subscriber connection is re-established: what was published meanwhile is lost.
+ * - {@link call} gives each call a deadline and turns every failure into a {@link RedisError} that
+ *   says whether the command may have run (`outcomeUnknown`): a call refused before it was sent
+ *   had no effect, one that timed out or lost its connection may have. Slow is not down;
+ * - there is no offline queue: while Redis is away calls fail at once instead of piling up;
+ * - a health check each second writes under the hash tag (see {@link HEALTH}), and
+ *   `consent_sidecar_redis_up` is 1 only while it passes; why it fails is logged once per reason;
+ * - {@link onRestored} hooks run when Redis answers again after it did not;
+ * - {@link silentForMs} says how long nothing has been heard from Redis, which tells a stall
+ *   (short) from an outage (longer than a lease).
  *
  * Nothing here ever throws out of an event handler or a timer: Redis trouble never crashes the process.
  *
  * @example
- * const conn = new RedisConnection({ url: () => 'redis://127.0.0.1:6379', commandTimeoutMs: 500, logger, metrics });
+ * const conn = new RedisConnection({ target: () => ({ kind: 'single', url: 'redis://127.0.0.1:6379' }), keyspace, commandTimeoutMs: 500, logger, metrics });
  * conn.start();
  * const pong = await conn.call('ping', (c) => c.sendCommand(['PING']));
  */
 export class RedisConnection {
-  private client: Client | undefined;
-  private subscriber: Client | undefined;
-  private currentUrl = '';
+  private link: RedisLink | undefined;
+  private currentTarget = '';
   private readonly subscriptions = new Map<string, Set<Listener>>();
   private readonly restoredHooks: (() => void)[] = [];
   private healthTimer: NodeJS.Timeout | undefined;
   private up = false;
+  private downReason = '';
   /** Redis was down (or never reached) since the last time it was up: a restore is due. */
   private lost = false;
-  private subscriberLost = false;
   private closed = false;
   private checking = false;
+  /** performance.now() of the last answer of any kind (a reply error is an answer). */
+  private lastAnswerAt = performance.now();
+  /** The single-server target is a cluster node (checked once per link). */
+  private clusterNodeChecked = false;
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
-  private markSubscribed!: () => void;
-  /** Settles once the first subscriber connection has subscribed to what was registered. */
-  private readonly firstSubscribed = new Promise<void>((resolve) => (this.markSubscribed = resolve));
+  private readonly commands: RedisCommands;
 
   constructor(private readonly options: RedisConnectionOptions) {
     if (!(options.commandTimeoutMs > 0)) throw new RangeError('RedisConnection: commandTimeoutMs must be > 0');
     options.metrics.up.set(0);
+    this.commands = { sendCommand: (args) => this.link!.send(args) };
   }
 
   /** Connects in the background and starts the health checks; never waits for Redis. */
   start(): void {
-    if (this.client || this.closed) return;
-    this.connect(this.options.url());
+    if (this.link || this.closed) return;
+    this.connect(this.options.target());
     const interval = this.options.healthIntervalMs ?? REDIS_HEALTH_INTERVAL_MS;
     this.healthTimer = setInterval(() => void this.checkHealth(), interval);
     this.healthTimer.unref();
   }
 
-  /** True while the last health check succeeded. */
+  /** True while the last health check passed. */
   get isUp(): boolean {
     return this.up;
   }
 
+  /** Milliseconds since Redis last answered anything (on the monotonic clock). */
+  silentForMs(): number {
+    return performance.now() - this.lastAnswerAt;
+  }
+
   /**
-   * Runs `work` on the command connection with the deadline. `op` labels the duration histogram
-   * (a closed set chosen by the caller, never data).
-   * @throws RedisError `ERR_REDIS_UNAVAILABLE` | `ERR_REDIS_TIMEOUT` | `ERR_REDIS_REPLY` | `ERR_REDIS_CLOSED`
+   * Runs `work` with the deadline. `op` labels the duration histogram (a closed set chosen by the
+   * caller, never data).
+   * @throws RedisError; see {@link RedisError.outcomeUnknown}.
    */
-  async call<T>(op: string, work: (client: Client) => Promise<T>): Promise<T> {
+  async call<T>(op: string, work: (commands: RedisCommands) => Promise<T>): Promise<T> {
     const end = this.options.metrics.callDuration.startTimer({ op });
     try {
       if (this.closed) throw new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed');
-      const client = this.client;
-      if (!client?.isReady) throw new RedisError('ERR_REDIS_UNAVAILABLE', 'Redis is not connected');
-      const result = await withDeadline(work(client), this.options.commandTimeoutMs);
+      if (!this.link?.connected) throw new RedisError('ERR_REDIS_UNAVAILABLE', 'Redis is not connected');
+      const result = await withDeadline(work(this.commands), this.options.commandTimeoutMs);
+      this.lastAnswerAt = performance.now();
       end({ outcome: 'ok' });
       return result;
     } catch (err) {
       const e = this.classify(err);
+      if (e.code === 'ERR_REDIS_REPLY') this.lastAnswerAt = performance.now();
       end({ outcome: outcomeOf(e.code) });
       throw e;
     }
   }
 
   /**
-   * Listens on `channel` over the subscriber connection (opened on first use). The client
-   * re-subscribes by itself after a reconnect; what was published while it was away is lost,
-   * which {@link onRestored} is for. Resolves once subscribed, or at once when Redis is away.
+   * Listens on `channel`. The subscription is kept across reconnects and failovers; what was
+   * published while the subscriber was away is lost (the invalidation log catches up from its
+   * stream, the queue polls). Resolves once subscribed, or after the command deadline when Redis
+   * does not answer: a Redis that is away never holds up the start.
    */
   async subscribe(channel: string, listener: Listener): Promise<void> {
     let set = this.subscriptions.get(channel);
     const first = !set;
     if (!set) this.subscriptions.set(channel, (set = new Set()));
     set.add(listener);
-    if (this.closed || !this.client) return; // start() opens the subscriber for what is registered
-    if (!this.subscriber) this.openSubscriber();
-    else if (first && this.subscriber.isReady) {
-      // Under the command deadline: a Redis that accepts and then stalls must not hold up the start
-      // (the client keeps the subscription and completes it when Redis answers).
-      await withDeadline(this.subscriber.subscribe(channel, (m) => this.dispatch(channel, m)), this.options.commandTimeoutMs).catch((err: unknown) =>
-        this.logError('subscribe', err),
-      );
-    }
-    // Bounded: a Redis that is away must not hold up the start.
-    await Promise.race([this.firstSubscribed, sleep(this.options.commandTimeoutMs)]);
+    if (!first || this.closed || !this.link) return;
+    await this.subscribeOn(this.link, channel);
   }
 
-  /** `hook` runs each time Redis comes back after a loss. Hooks must not throw (they are guarded anyway). */
+  /** `hook` runs each time Redis answers again after it did not. Hooks must not throw (they are guarded anyway). */
   onRestored(hook: () => void): void {
     this.restoredHooks.push(hook);
   }
 
-  /** Stops health checks and closes both connections; calls after this fail with `ERR_REDIS_CLOSED`. */
+  /** Stops health checks and closes the link; calls after this fail with `ERR_REDIS_CLOSED`. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.healthTimer);
     this.up = false;
     this.options.metrics.up.set(0);
-    await Promise.allSettled([shut(this.client), shut(this.subscriber)]);
+    this.link?.destroy();
   }
 
-  private connect(url: string): void {
-    this.currentUrl = url;
-    const client = this.newClient(url, 'command');
-    client.on('ready', () => void this.checkHealth());
-    client.on('end', () => this.setUp(false));
-    this.client = client;
-    client.connect().catch((err: unknown) => this.logError('connect', err));
-    if (this.subscriptions.size > 0) this.openSubscriber();
-  }
-
-  private openSubscriber(): void {
-    const url = this.currentUrl;
-    const sub = this.newClient(url, 'subscriber');
-    this.subscriber = sub;
-    let everReady = false;
-    sub.on('error', () => {
-      if (everReady) this.subscriberLost = true;
-    });
-    sub.on('ready', () => {
-      // Subscriptions are sent after 'ready' the first time; node-redis replays them itself on reconnects.
-      if (!everReady) {
-        everReady = true;
-        const channels = [...this.subscriptions.keys()];
-        void Promise.allSettled(channels.map((ch) => sub.subscribe(ch, (m) => this.dispatch(ch, m)).catch((err: unknown) => this.logError('subscribe', err)))).then(
-          () => this.markSubscribed(),
-        );
-      }
-      if (this.subscriberLost) {
-        this.subscriberLost = false;
-        this.restored('subscriber');
-      }
-    });
-    sub.connect().catch((err: unknown) => this.logError('connect', err));
-  }
-
-  private newClient(url: string, role: 'command' | 'subscriber'): Client {
-    const client: Client = createClient({
-      url,
-      disableOfflineQueue: true,
-      socket: {
-        connectTimeout: Math.max(this.options.commandTimeoutMs, 1000),
-        reconnectStrategy: (retries: number) => Math.min(REDIS_RECONNECT_MIN_MS * 2 ** Math.min(retries, 10), REDIS_RECONNECT_MAX_MS),
+  private connect(target: RedisTargetSpec): void {
+    this.currentTarget = JSON.stringify(target);
+    this.clusterNodeChecked = target.kind !== 'single';
+    const link = createLink(target, {
+      connectTimeoutMs: Math.max(this.options.commandTimeoutMs, 1000),
+      routingKey: this.options.keyspace.key('health'),
+      events: {
+        error: (role, err) => {
+          if (role === 'command' && link === this.link && !link.connected) this.setUp(false, 'not connected');
+          this.logError(role, err);
+        },
+        ready: () => void this.checkHealth(),
       },
     });
-    // Without an 'error' listener node-redis errors would crash the process.
-    client.on('error', (err: unknown) => {
-      if (role === 'command' && !client.isReady) this.setUp(false);
-      this.logError(role, err);
-    });
-    return client;
+    this.link = link;
+    for (const channel of this.subscriptions.keys()) void this.subscribeOn(link, channel);
+    link.connect();
+  }
+
+  private async subscribeOn(link: RedisLink, channel: string): Promise<void> {
+    const subscribed = link.subscribe(channel, (m) => this.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
+    await Promise.race([subscribed, sleep(this.options.commandTimeoutMs)]);
   }
 
   private dispatch(channel: string, message: string): void {
@@ -206,53 +194,59 @@ export class RedisConnection {
     if (this.closed || this.checking) return;
     this.checking = true;
     try {
-      const url = this.options.url();
-      if (url !== this.currentUrl) {
-        this.options.logger.info({ event: 'redis_url_changed' }, 'Redis URL changed; reconnecting');
-        const old = [this.client, this.subscriber];
-        this.subscriber = undefined;
-        this.setUp(false);
-        this.subscriberLost = this.subscriptions.size > 0;
-        this.connect(url);
-        await Promise.allSettled(old.map(shut));
+      const target = this.options.target();
+      if (JSON.stringify(target) !== this.currentTarget) {
+        this.options.logger.info({ event: 'redis_target_changed' }, 'Redis address or credentials changed; reconnecting');
+        const old = this.link;
+        this.setUp(false, 'reconnecting to the new address');
+        this.connect(target);
+        old?.destroy();
         return;
       }
-      await this.call('ping', (c) => c.sendCommand(['PING']));
+      if (!this.clusterNodeChecked) {
+        const info = await this.call('health', (c) => c.sendCommand(['INFO', 'cluster']));
+        this.clusterNodeChecked = true;
+        if (/cluster_enabled:1/.test(String(info))) {
+          // Each call would go to this node alone and follow no MOVED: not shared state.
+          this.clusterNodeChecked = false;
+          this.setUp(false, 'this Redis is a cluster node: give its nodes with --redis-cluster-nodes');
+          return;
+        }
+      }
+      await this.call('health', (c) => HEALTH.run(c, [this.options.keyspace.key('health')], ['1', String(HEALTH_KEY_TTL_MS)]));
       this.setUp(true);
-    } catch {
-      this.setUp(false);
+    } catch (err) {
+      this.setUp(false, reasonOf(err));
     } finally {
       this.checking = false;
     }
   }
 
-  private setUp(up: boolean): void {
+  private setUp(up: boolean, reason = ''): void {
     if (this.closed) return;
     this.options.metrics.up.set(up ? 1 : 0);
-    if (up === this.up) {
-      if (!up) this.lost = true;
-      return;
-    }
-    this.up = up;
     if (!up) {
       this.lost = true;
-      this.options.logger.warn({ event: 'redis_down' }, 'Redis is unreachable; webhook dedup falls back to this replica');
+      if (this.up || reason !== this.downReason) {
+        // Once per reason: a Redis down for an hour is one line, not 3,600.
+        this.options.logger.warn({ event: 'redis_down', reason }, `Redis is not usable (${reason}); webhook dedup falls back to this replica, queue mode answers 503`);
+      }
+      this.up = false;
+      this.downReason = reason;
       return;
     }
+    this.downReason = '';
+    if (this.up) return;
+    this.up = true;
     this.options.logger.info({ event: 'redis_up' }, 'Redis is reachable');
     if (this.lost) {
       this.lost = false;
-      this.restored('command');
-    }
-  }
-
-  private restored(connection: 'command' | 'subscriber'): void {
-    this.options.logger.info({ event: 'redis_restored', connection }, 'Redis connection restored after a loss');
-    for (const hook of this.restoredHooks) {
-      try {
-        hook();
-      } catch (err) {
-        this.options.logger.error({ event: 'redis_restored_hook_failed', err }, 'a Redis restore hook threw');
+      for (const hook of this.restoredHooks) {
+        try {
+          hook();
+        } catch (err) {
+          this.options.logger.error({ event: 'redis_restored_hook_failed', err }, 'a Redis restore hook threw');
+        }
       }
     }
   }
@@ -261,7 +255,11 @@ export class RedisConnection {
     if (err instanceof RedisError) return err;
     if (err instanceof ErrorReply) return new RedisError('ERR_REDIS_REPLY', `Redis answered an error: ${err.message}`, { cause: err });
     if (this.closed) return new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed', { cause: err });
-    return new RedisError('ERR_REDIS_UNAVAILABLE', `Redis call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    // Refused by the client before anything was written: the command did not run.
+    if (err instanceof ClientOfflineError || err instanceof ClientClosedError) {
+      return new RedisError('ERR_REDIS_UNAVAILABLE', `Redis is not connected: ${err.message}`, { cause: err });
+    }
+    return new RedisError('ERR_REDIS_CONNECTION_LOST', `Redis call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
 
   private logError(where: string, err: unknown): void {
@@ -272,6 +270,25 @@ export class RedisConnection {
     // The message may hold the host but never the password: node-redis does not echo the URL.
     this.options.logger.warn({ event: 'redis_error', where, code, suppressed }, `Redis ${where} error: ${(err as Error)?.message ?? String(err)}`);
   }
+}
+
+/** The first word of a reply error (`MOVED`, `READONLY`, `NOAUTH`, `OOM`…) or what went wrong. */
+function reasonOf(err: unknown): string {
+  if (err instanceof RedisError) {
+    const cause = err.cause;
+    if (cause instanceof ErrorReply) return cause.message.split(' ')[0] ?? 'error reply';
+    switch (err.code) {
+      case 'ERR_REDIS_TIMEOUT':
+        return 'no answer in time';
+      case 'ERR_REDIS_UNAVAILABLE':
+        return 'not connected';
+      case 'ERR_REDIS_CONNECTION_LOST':
+        return 'connection lost';
+      default:
+        return err.code;
+    }
+  }
+  return 'error';
 }
 
 const sleep = (ms: number): Promise<void> =>
@@ -293,13 +310,4 @@ function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
       },
     );
   });
-}
-
-async function shut(client: Client | undefined): Promise<void> {
-  if (!client) return;
-  try {
-    if (client.isOpen) client.destroy();
-  } catch {
-    // already closed
-  }
 }

@@ -1,28 +1,30 @@
 import { RedisScript } from './script.js';
 
 /**
- * The durable webhook queue (`--webhook-delivery queue`), all under `<prefix>queue:`:
+ * The durable webhook queue (`--webhook-delivery queue`), all under `{<prefix>}queue:`:
  *
  * | key | type | holds |
  * |---|---|---|
- * | `queue:events` | stream, group `workers` | events due now; field `e` = the event's JSON ({@link StoredEvent}) |
+ * | `queue:events` | stream, group `workers` | events due now; field `e` = the stored delivery's JSON |
  * | `queue:delayed` | sorted set, score = due time (epoch ms) | events waiting for their next attempt (member = JSON) |
- * | `queue:born` | sorted set, score = accepted at (epoch ms) | one member per event id not yet delivered nor dead: depth and oldest age |
- * | `queue:dead` | stream | dead letters; field `e` = the event's JSON with `lastError`, `deadAt` |
+ * | `queue:born` | sorted set, score = accepted at (epoch ms) | one member per event id not yet delivered nor dead: depth, oldest age, the bound |
+ * | `queue:dead` | stream, bounded | dead letters; field `e` = the JSON with `lastError`, `deadAt` |
  * | `queue:delivered:<id>` | string, TTL = dedup retention | the app answered 2xx: a redelivery is dropped |
  * | `queue:wake` | channel | "something is due": workers read at once instead of at their next poll |
  *
  * Every step that moves an event is one script, so an event is never in two places nor in none.
+ * Every key carries the deployment's hash tag: on a cluster each script runs on one slot.
  */
 
 /**
- * Deduplicate and store in one step. KEYS: events, born, the shared dedup key (`dedup:<id>`).
- * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms).
- * 0: accepted before (not stored again); 1: stored. A passthrough claim in flight (a fleet in the
- * middle of a change of mode) is taken over: the queue owns the event from now on.
+ * Deduplicate, bound and store in one step. KEYS: events, born, the shared dedup key (`dedup:<id>`).
+ * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms), max events.
+ * 0: accepted before (not stored again); 1: stored; 2: full (not stored, nothing marked). A
+ * passthrough claim in flight (a fleet in the middle of a change of mode) is taken over.
  */
 export const ENQUEUE = new RedisScript(`
 if redis.call('GET', KEYS[3]) == 'accepted' then return 0 end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then return 2 end
 redis.call('SET', KEYS[3], 'accepted', 'PX', ARGV[5])
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
@@ -42,9 +44,7 @@ redis.call('ZREM', KEYS[2], ARGV[3])
 return acked
 `);
 
-/**
- * Delivered before (a copy, or a crash after the app's 2xx): drop it. KEYS: events. ARGV: group, entry id.
- */
+/** Delivered before (a copy, or a crash after the app's 2xx), or unreadable: drop it. KEYS: events. ARGV: group, entry id. */
 export const DROP = new RedisScript(`
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
@@ -63,12 +63,15 @@ redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
 `);
 
-/** Past the horizon: a dead letter. KEYS: events, born, dead. ARGV: group, entry id, event id, json. */
+/**
+ * Past the horizon, or not verifying: a dead letter. KEYS: events, born, dead.
+ * ARGV: group, entry id, event id, json, max dead letters.
+ */
 export const DEAD_LETTER = new RedisScript(`
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
-redis.call('XADD', KEYS[3], '*', 'e', ARGV[4])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[4])
 return 1
 `);
 
@@ -100,4 +103,10 @@ export const SEEN = new RedisScript(`
 local out = {}
 for i, k in ipairs(KEYS) do out[i] = redis.call('EXISTS', k) end
 return out
+`);
+
+/** The gauges' counts in one call. KEYS: born, dead. Returns {depth, oldest accepted at or '', dead letters}. */
+export const STATS = new RedisScript(`
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {redis.call('ZCARD', KEYS[1]), oldest[2] or '', redis.call('XLEN', KEYS[2])}
 `);

@@ -1,27 +1,25 @@
+import { ErrorReply } from '@redis/client';
+import type { Logger } from '../observability/index.js';
+import type { EnqueueOutcome, QueueEntry, QueueStats, QueueStore } from '../webhooks/index.js';
+import { DEDUP_KEY_OWNER } from './claim-store.js';
+import type { RedisConnection } from './connection.js';
+import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
+import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, PROMOTE, REPLAY, RETRY_LATER, SEEN, STATS } from './queue-scripts.js';
+import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { isStreamId } from './stream-ids.js';
 
-/** Owner segment of every queue key: `<prefix>queue:…` (reserved in {@link RedisKeyspace}). */
+/** Owner segment of every queue key: `{<prefix>}queue:…` (reserved in {@link RedisKeyspace}). */
 export const QUEUE_KEY_OWNER = 'queue';
 /** The consumer group every replica's workers join (one consumer per process). */
 export const QUEUE_GROUP = 'workers';
+/** Events the queue holds at most (`--webhook-queue-max-events`); beyond, enqueue answers `full`. */
+export const DEFAULT_QUEUE_MAX_EVENTS = 100_000;
 
-/** An event as the queue keeps it (JSON in the stream field `e`, the delayed set and dead letters). */
-export interface StoredEvent {
-  /** Envelope id. */
-  readonly id: string;
-  readonly type: string;
-  /** Headers to forward, built at ingress. */
-  readonly headers: Readonly<Record<string, string>>;
-  /** Raw body, base64 (bytes forwarded unchanged). */
-  readonly body: string;
-  /** When the ingress (or a replay) put it on the queue (epoch ms); the horizon counts from here. */
-  readonly acceptedAt: number;
-  /** Forwards tried and not accepted so far. */
-  readonly attempts: number;
-  /** Why the last attempt failed (`app answered 500`, `no answer within 10000 ms`, …). */
-  readonly lastError?: string;
-  /** Dead letters only: when it was parked (epoch ms). */
-  readonly deadAt?: number;
+export interface RedisQueueStoreOptions extends ReplicaWait {
+  /** `--webhook-queue-max-events`: events waiting at most, and dead letters kept at most. */
+  readonly maxEvents?: number;
+  readonly logger?: Logger;
 }
 
 /** The names of the queue's keys (see queue-scripts.ts for what each holds). */
@@ -43,39 +41,208 @@ export class QueueKeys {
   delivered(eventId: string): string {
     return this.keyspace.key(QUEUE_KEY_OWNER, 'delivered', eventId);
   }
-}
 
-/** Parses a stored event; null when the JSON is not one (never trusted blindly, even from our Redis). */
-export function decodeEvent(json: string): StoredEvent | null {
-  let v: unknown;
-  try {
-    v = JSON.parse(json);
-  } catch {
-    return null;
+  dedup(eventId: string): string {
+    return this.keyspace.key(DEDUP_KEY_OWNER, eventId);
   }
-  const e = v as Partial<StoredEvent> | null;
-  if (!e || typeof e !== 'object') return null;
-  if (typeof e.id !== 'string' || typeof e.type !== 'string' || typeof e.body !== 'string') return null;
-  if (typeof e.acceptedAt !== 'number' || typeof e.attempts !== 'number' || !e.headers || typeof e.headers !== 'object') return null;
-  return e as StoredEvent;
 }
 
-/** One stream entry: its id and the event (null when the entry was deleted or is not ours). */
-export interface StreamEntry {
-  readonly entryId: string;
-  readonly event: StoredEvent | null;
+/**
+ * {@link QueueStore} on Redis streams and scripts (contract, Webhooks `queue`). Storage only: what
+ * is forwarded, retried, verified or dead-lettered is `QueueWorker`'s in src/webhooks/. Replies
+ * are checked for shape; a group that vanished (Redis restarted empty, the stream deleted) is
+ * created again and the read repeated.
+ */
+export class RedisQueueStore implements QueueStore {
+  readonly keys: QueueKeys;
+  private readonly maxEvents: number;
+  private claimCursor = '0-0';
+  private groupReady = false;
+
+  constructor(
+    private readonly connection: RedisConnection,
+    keyspace: RedisKeyspace,
+    private readonly options: RedisQueueStoreOptions = {},
+  ) {
+    this.keys = new QueueKeys(keyspace);
+    this.maxEvents = options.maxEvents ?? DEFAULT_QUEUE_MAX_EVENTS;
+    if (!Number.isSafeInteger(this.maxEvents) || this.maxEvents < 1) throw new RangeError('RedisQueueStore: maxEvents must be a positive integer');
+    // A restarted Redis may have come back empty: the group is checked before the next read.
+    connection.onRestored(() => (this.groupReady = false));
+  }
+
+  async enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number): Promise<EnqueueOutcome> {
+    const { events, born, wake } = this.keys;
+    const reply = await this.connection.call('queue_enqueue', async (c) => {
+      const r = await ENQUEUE.run(c, [events, born, this.keys.dedup(eventId)], [json, eventId, String(acceptedAt), wake, String(retentionMs), String(this.maxEvents)]);
+      // A duplicate is waited for too: the first copy's write may not have reached the replicas.
+      if (r !== 2) await waitForReplicas(c, this.options);
+      return r;
+    });
+    if (reply === 1) return 'queued';
+    if (reply === 0) return 'duplicate';
+    if (reply === 2) return 'full';
+    throw malformed('enqueue');
+  }
+
+  readNew(consumer: string, max: number): Promise<QueueEntry[]> {
+    return this.read('queue_read', consumer, max, '>');
+  }
+
+  readPending(consumer: string, max: number, afterEntryId: string): Promise<QueueEntry[]> {
+    if (!isStreamId(afterEntryId)) throw new RangeError(`RedisQueueStore: not a stream id: ${afterEntryId}`);
+    return this.read('queue_read_pending', consumer, max, afterEntryId);
+  }
+
+  async takeOver(consumer: string, minIdleMs: number, max: number): Promise<QueueEntry[]> {
+    return this.withGroup(async () => {
+      const reply = await this.connection.call('queue_autoclaim', (c) =>
+        c.sendCommand(['XAUTOCLAIM', this.keys.events, QUEUE_GROUP, consumer, String(minIdleMs), this.claimCursor, 'COUNT', String(max)]),
+      );
+      if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw malformed('autoclaim');
+      this.claimCursor = isStreamId(reply[0]) ? reply[0] : '0-0';
+      return parseEntries(reply[1]);
+    });
+  }
+
+  async deliveredBefore(eventIds: readonly string[]): Promise<boolean[]> {
+    const reply = await this.connection.call('queue_seen', (c) => SEEN.run(c, eventIds.map((id) => this.keys.delivered(id)), []));
+    if (!Array.isArray(reply) || reply.length !== eventIds.length) throw malformed('seen');
+    return reply.map((v) => v === 1);
+  }
+
+  async markDelivered(entryId: string, eventId: string, retentionMs: number): Promise<void> {
+    const { events, born } = this.keys;
+    await this.connection.call('queue_delivered', (c) => DELIVERED.run(c, [events, born, this.keys.delivered(eventId)], [QUEUE_GROUP, entryId, eventId, String(retentionMs)]));
+  }
+
+  async drop(entryId: string): Promise<void> {
+    await this.connection.call('queue_drop', (c) => DROP.run(c, [this.keys.events], [QUEUE_GROUP, entryId]));
+  }
+
+  async retryLater(entryId: string, dueAt: number, json: string): Promise<boolean> {
+    const r = await this.connection.call('queue_retry', (c) => RETRY_LATER.run(c, [this.keys.events, this.keys.delayed], [QUEUE_GROUP, entryId, String(dueAt), json]));
+    return r === 1;
+  }
+
+  async deadLetter(entryId: string, eventId: string, json: string): Promise<boolean> {
+    const { events, born, dead } = this.keys;
+    const r = await this.connection.call('queue_dead_letter', (c) => DEAD_LETTER.run(c, [events, born, dead], [QUEUE_GROUP, entryId, eventId, json, String(this.maxEvents)]));
+    return r === 1;
+  }
+
+  async promoteDue(now: number, max: number): Promise<number> {
+    const r = await this.connection.call('queue_promote', (c) => PROMOTE.run(c, [this.keys.delayed, this.keys.events], [String(now), String(max), this.keys.wake]));
+    return typeof r === 'number' ? r : 0;
+  }
+
+  async stats(): Promise<QueueStats> {
+    const reply = await this.connection.call('queue_stats', (c) => STATS.run(c, [this.keys.born, this.keys.dead], []));
+    if (!Array.isArray(reply) || reply.length !== 3) throw malformed('stats');
+    const oldest = reply[1] === '' ? null : Number(reply[1]);
+    return { depth: Number(reply[0]) || 0, oldestAcceptedAt: Number.isFinite(oldest) ? oldest : null, deadLetters: Number(reply[2]) || 0 };
+  }
+
+  async sweepConsumers(self: string, staleMs: number): Promise<void> {
+    const reply = await this.connection.call('queue_consumers', (c) => c.sendCommand(['XINFO', 'CONSUMERS', this.keys.events, QUEUE_GROUP])).catch((err: unknown) => {
+      if (isNoGroup(err)) return [];
+      throw err;
+    });
+    for (const item of Array.isArray(reply) ? reply : []) {
+      const fields = new Map<string, unknown>();
+      if (Array.isArray(item)) for (let i = 0; i + 1 < item.length; i += 2) fields.set(String(item[i]), item[i + 1]);
+      const name = String(fields.get('name') ?? '');
+      if (name === '' || name === self || Number(fields.get('pending')) !== 0 || !(Number(fields.get('idle')) >= staleMs)) continue;
+      await this.connection.call('queue_consumers', (c) => c.sendCommand(['XGROUP', 'DELCONSUMER', this.keys.events, QUEUE_GROUP, name]));
+    }
+  }
+
+  async listDead(afterEntryId: string | null, max: number): Promise<QueueEntry[]> {
+    if (afterEntryId !== null && !isStreamId(afterEntryId)) throw new RangeError(`RedisQueueStore: not a stream id: ${afterEntryId}`);
+    const start = afterEntryId === null ? '-' : `(${afterEntryId}`;
+    const reply = await this.connection.call('queue_dead_list', (c) => c.sendCommand(['XRANGE', this.keys.dead, start, '+', 'COUNT', String(max)]));
+    return parseEntries(reply);
+  }
+
+  async replayDead(entryId: string, eventId: string, json: string, now: number): Promise<boolean> {
+    const { dead, events, born, wake } = this.keys;
+    const r = await this.connection.call('queue_replay', (c) => REPLAY.run(c, [dead, events, born], [entryId, json, eventId, String(now), wake]));
+    return r === 1;
+  }
+
+  async exists(): Promise<boolean> {
+    const n = await this.connection.call('queue_exists', (c) => c.sendCommand(['EXISTS', this.keys.events, this.keys.dead, this.keys.delayed]));
+    return Number(n) > 0;
+  }
+
+  async onWake(wake: () => void): Promise<void> {
+    await this.connection.subscribe(this.keys.wake, () => wake());
+  }
+
+  onRestored(hook: () => void): void {
+    this.connection.onRestored(hook);
+  }
+
+  /** XREADGROUP: `'>'` for new entries, a stream id for this consumer's own pending ones after it. */
+  private read(op: string, consumer: string, max: number, from: string): Promise<QueueEntry[]> {
+    return this.withGroup(async () => {
+      const reply = await this.connection.call(op, (c) =>
+        c.sendCommand(['XREADGROUP', 'GROUP', QUEUE_GROUP, consumer, 'COUNT', String(max), 'STREAMS', this.keys.events, from]),
+      );
+      const streams = Array.isArray(reply) ? (reply as unknown[]) : [];
+      return parseEntries(Array.isArray(streams[0]) ? (streams[0] as unknown[])[1] : undefined);
+    });
+  }
+
+  /** Creates the group when it is not known to exist, and once more if Redis says it vanished. */
+  private async withGroup<T>(work: () => Promise<T>): Promise<T> {
+    if (!this.groupReady) await this.ensureGroup();
+    try {
+      return await work();
+    } catch (err) {
+      if (!isNoGroup(err)) throw err;
+      this.options.logger?.warn({ event: 'webhook_queue_group_lost' }, 'the queue consumer group is gone (Redis restarted empty?); recreating it');
+      await this.ensureGroup();
+      return work();
+    }
+  }
+
+  private async ensureGroup(): Promise<void> {
+    try {
+      // From the start of the stream: events added before the group existed are read too.
+      await this.connection.call('queue_group', (c) => c.sendCommand(['XGROUP', 'CREATE', this.keys.events, QUEUE_GROUP, '0', 'MKSTREAM']));
+    } catch (err) {
+      if (!replyText(err).startsWith('BUSYGROUP')) throw err;
+    }
+    this.groupReady = true;
+  }
+}
+
+function malformed(what: string): RedisError {
+  return new RedisError('ERR_REDIS_REPLY', `unexpected reply from the queue (${what})`);
+}
+
+function replyText(err: unknown): string {
+  const cause = (err as { cause?: unknown })?.cause;
+  if (cause instanceof ErrorReply) return cause.message;
+  if (err instanceof ErrorReply) return err.message;
+  return (err as Error)?.message ?? String(err);
+}
+
+function isNoGroup(err: unknown): boolean {
+  return replyText(err).startsWith('NOGROUP');
 }
 
 /** `[[id, [field, value, …]] | null, …]` (XRANGE, XREADGROUP's per-stream list, XAUTOCLAIM's second element). */
-export function parseEntries(list: unknown): StreamEntry[] {
+export function parseEntries(list: unknown): QueueEntry[] {
   if (!Array.isArray(list)) return [];
-  const out: StreamEntry[] = [];
+  const out: QueueEntry[] = [];
   for (const item of list) {
-    if (!Array.isArray(item) || typeof item[0] !== 'string') continue;
+    if (!Array.isArray(item) || typeof item[0] !== 'string' || !isStreamId(item[0])) continue;
     const fields = Array.isArray(item[1]) ? (item[1] as unknown[]) : [];
-    let json: string | undefined;
+    let json: string | null = null;
     for (let i = 0; i + 1 < fields.length; i += 2) if (String(fields[i]) === 'e') json = String(fields[i + 1]);
-    out.push({ entryId: item[0], event: json === undefined ? null : decodeEvent(json) });
+    out.push({ entryId: item[0], json });
   }
   return out;
 }

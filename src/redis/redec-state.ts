@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { LedgerEntry, ObligationLedger, ReconcileLease, RunSummary } from '../redec/index.js';
 import type { RedisConnection } from './connection.js';
+import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { RedisScript } from './script.js';
 
@@ -28,6 +29,13 @@ return out
  * on a loaded machine, too close to the 500 ms default).
  */
 const CHUNK = 1000;
+
+/** KEYS[1] first-seen hash, KEYS[2] handed hash; ARGV: identities to forget in both. */
+const FORGET = new RedisScript(`
+redis.call('HDEL', KEYS[1], unpack(ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV))
+return 1
+`);
 
 /** KEYS[1] lease; ARGV[1] token, ARGV[2] lease (ms). 1 renewed, 0 not ours any more. */
 const RENEW = new RedisScript(`
@@ -85,12 +93,17 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
     const out = new Map<string, LedgerEntry>();
     for (let i = 0; i < identities.length; i += CHUNK) {
       const chunk = identities.slice(i, i + CHUNK);
-      const reply = (await this.options.connection.call('redec_sync', (c) =>
-        SEEN.run(c, [this.keys.firstSeen, this.keys.handed], [String(now), ...chunk]),
-      )) as string[];
+      const reply = await this.options.connection.call('redec_sync', (c) => SEEN.run(c, [this.keys.firstSeen, this.keys.handed], [String(now), ...chunk]));
+      if (!Array.isArray(reply) || reply.length !== 2 * chunk.length) throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the REDEC ledger');
       chunk.forEach((id, k) => {
-        const handed = reply[2 * k + 1];
-        out.set(id, { firstSeenAt: Number(reply[2 * k]), handedAt: handed ? Number(handed) : null });
+        // What Redis hands back is checked: a first-seen that is not a time in the past counts
+        // from now (never earlier: that would hand an obligation before its grace).
+        const firstSeen = Number(reply[2 * k]);
+        const handed = Number(reply[2 * k + 1]);
+        out.set(id, {
+          firstSeenAt: Number.isSafeInteger(firstSeen) && firstSeen >= 0 && firstSeen <= now ? firstSeen : now,
+          handedAt: reply[2 * k + 1] !== '' && Number.isSafeInteger(handed) && handed >= 0 ? handed : null,
+        });
       });
     }
     // Forget what left the listing, first-seen and handed alike.
@@ -98,17 +111,18 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
     const gone: string[] = [];
     let cursor = '0';
     do {
-      const [next, fields] = (await this.options.connection.call('redec_sync', (c) =>
-        c.sendCommand(['HSCAN', this.keys.firstSeen, cursor, 'COUNT', String(CHUNK)]),
-      )) as [string, string[]];
-      for (let i = 0; i < fields.length; i += 2) if (!out.has(fields[i]!)) gone.push(fields[i]!);
-      cursor = String(next);
+      const reply = await this.options.connection.call('redec_sync', (c) => c.sendCommand(['HSCAN', this.keys.firstSeen, cursor, 'COUNT', String(CHUNK)]));
+      if (!Array.isArray(reply) || typeof reply[0] !== 'string' || !Array.isArray(reply[1])) throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply to HSCAN');
+      const fields = reply[1] as unknown[];
+      for (let i = 0; i < fields.length; i += 2) {
+        const field = String(fields[i]);
+        if (!out.has(field)) gone.push(field);
+      }
+      cursor = reply[0];
     } while (cursor !== '0');
     for (let i = 0; i < gone.length; i += CHUNK) {
       const chunk = gone.slice(i, i + CHUNK);
-      await this.options.connection.call('redec_sync', (c) =>
-        c.multi().hDel(this.keys.firstSeen, chunk).hDel(this.keys.handed, chunk).exec(),
-      );
+      await this.options.connection.call('redec_sync', (c) => FORGET.run(c, [this.keys.firstSeen, this.keys.handed], chunk));
     }
     return out;
   }

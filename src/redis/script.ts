@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { ErrorReply, type RedisClientType } from '@redis/client';
+import { ErrorReply } from '@redis/client';
+import type { RedisCommands } from './commands.js';
 
 /**
  * A Lua script run with `EVALSHA`, falling back to `EVAL` (which also loads it) when Redis answers
@@ -17,7 +18,7 @@ export class RedisScript {
     this.sha = createHash('sha1').update(source).digest('hex');
   }
 
-  async run(client: RedisClientType, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  async run(client: RedisCommands, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
     try {
       return await client.sendCommand(['EVALSHA', this.sha, ...tail]);

@@ -1,3 +1,5 @@
+import { MAX_EVENT_ID_BYTES } from './event-id.js';
+
 /** The JSON body of every delivery (interface document, Events → Envelope). */
 export interface WebhookEnvelope {
   readonly id: string;
@@ -32,7 +34,9 @@ export function parseEnvelope(rawBody: Buffer): EnvelopeResult {
   const problem =
     typeof id !== 'string' || id === ''
       ? 'id must be a non-empty string'
-      : !Number.isSafeInteger(sequence)
+      : Buffer.byteLength(id, 'utf8') > MAX_EVENT_ID_BYTES
+        ? `id must be at most ${MAX_EVENT_ID_BYTES} bytes`
+        : !Number.isSafeInteger(sequence)
         ? 'sequence must be an integer'
         : typeof type !== 'string' || type === ''
           ? 'type must be a non-empty string'

@@ -20,7 +20,9 @@ export type WebhookErrorCode =
   | WebhookAuthErrorCode
   | 'ERR_WEBHOOK_BODY_TOO_LARGE'
   | 'ERR_WEBHOOK_INVALID_ENVELOPE'
-  | 'ERR_WEBHOOK_FORWARD_FAILED';
+  | 'ERR_WEBHOOK_FORWARD_FAILED'
+  /** The shared dedup store did not answer in time: whether another replica holds the event is unknown. */
+  | 'ERR_WEBHOOK_DEDUP_UNKNOWN';
 
 /** All authentication codes, in the order the checks run. */
 export const WEBHOOK_AUTH_ERROR_CODES: readonly WebhookAuthErrorCode[] = [

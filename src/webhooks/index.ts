@@ -1,4 +1,7 @@
 export type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
+export type { ClaimStore, SharedAccept, SharedClaim } from './claim-store.js';
+export { SharedDedup, type SharedDedupOptions } from './shared-dedup.js';
+export { eventIdHeader, EVENT_ID_ENCODING_HEADER, logId, LOG_ID_CHARS, MAX_EVENT_ID_BYTES } from './event-id.js';
 export type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
 export { parseEnvelope, type EnvelopeResult, type WebhookEnvelope } from './envelope.js';
 export {
@@ -9,21 +12,36 @@ export {
   type WebhookErrorCode,
 } from './errors.js';
 export { FORWARDED_HEADERS, Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.js';
+export { ROUTE_REJECTIONS, WebhookIngress, type IngressAnswer, type RouteRejection, type WebhookIngressDeps } from './ingress.js';
 export {
+  appHeaders,
+  decodeStored,
+  deliveryIdOf,
   OUT_OF_ORDER_HEADER,
-  ROUTE_REJECTIONS,
+  reverify,
+  storeDelivery,
   VERIFIED_HEADER,
-  forwardHeaders,
-  WebhookIngress,
-  type IngressAnswer,
-  type RouteRejection,
-  type WebhookIngressDeps,
-} from './ingress.js';
+  type DeliveryFacts,
+  type Reverified,
+  type StoredDelivery,
+} from './stored-delivery.js';
+export type { EnqueueOutcome, QueueEntry, QueueStats, QueueStore } from './queue-store.js';
+export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS, QUEUE_CONCURRENCY, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
+export { DEAD_LETTER_PAGE, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
-export { createWebhookMetrics, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
+export {
+  createQueueMetrics,
+  createSharedDedupMetrics,
+  createWebhookMetrics,
+  type DeliveryOutcome,
+  type QueueForwardOutcome,
+  type QueueMetrics,
+  type SharedDedupMetrics,
+  type WebhookMetrics,
+} from './metrics.js';
 export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
 export { UnverifiedBudget } from './unverified-budget.js';
-export { applyRevocation, revocationOf, type RevocationEffect } from './revocations.js';
+export { revocationOf } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,

@@ -2,27 +2,25 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { WebhookConfig } from '../config/index.js';
-import type { RevocationHook } from '../lib/revocation-hook.js';
+import { hasCode } from '../lib/errors.js';
+import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
 import type { EnqueueResult, EventQueue } from './event-queue.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
-import { FORWARDED_HEADERS, type Forwarder } from './forwarder.js';
+import { logId } from './event-id.js';
+import type { Forwarder } from './forwarder.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-import { applyRevocation, revocationOf } from './revocations.js';
+import { revocationOf } from './revocations.js';
 import { SequenceTracker } from './sequence-tracker.js';
-import { checkDeliveryHeaders, type CheckedHeaders, type DeliveryHeaders, type VerifyResult } from './verify.js';
-
-/** Added to every forwarded event: the sidecar checked the signature. */
-export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
-/** Added when the event's sequence is lower than the highest already seen. */
-export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
+import { appHeaders, deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
+import { checkDeliveryHeaders, type CheckedHeaders, type DeliveryHeaders, type Verified, type VerifyResult } from './verify.js';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
 export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout'] as const;
 export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
-/** At most one `webhook_rejected` log line per reason per interval (ms); the rest are counted. */
+/** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
 
 /** What the listener answers the service. */
@@ -39,33 +37,13 @@ export interface WebhookIngressDeps {
   readonly metrics: WebhookMetrics;
   readonly dedup: DedupStore;
   readonly forwarder: Forwarder;
-  readonly revocations: RevocationHook;
+  /** Where revocations go: this replica's cache, and with several replicas every other one's. */
+  readonly revocations: RevocationPublisher;
   /** Queue mode: accepted events go here instead of to the app (200 once stored). */
   readonly queue?: EventQueue;
   /** Epoch ms. */
   readonly now: () => number;
 }
-
-/** The headers the app gets with an event, in both delivery modes. */
-export function forwardHeaders(headers: DeliveryHeaders, eventId: string, outOfOrder: boolean): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of FORWARDED_HEADERS) {
-    const v = headers[name];
-    if (typeof v === 'string') out[name] = v;
-  }
-  // The header is not signed, the body is: the app must see the id we deduplicated on, not
-  // whatever a sender put in the header.
-  out['x-service-event-id'] = eventId;
-  out['content-type'] ??= 'application/json';
-  out[VERIFIED_HEADER] = 'v1';
-  if (outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
-  return out;
-}
-
-const deliveryIdOf = (headers: DeliveryHeaders): string | undefined => {
-  const v = headers['x-service-delivery-id'];
-  return typeof v === 'string' ? v.slice(0, 128) : undefined;
-};
 
 /**
  * The delivery pipeline, in the order the contract fixes: verify (headers, then raw body), check the
@@ -77,6 +55,8 @@ export class WebhookIngress {
   /** Unauthenticated senders choose how often they are refused: the logs must not follow them. */
   private readonly rejectionLog: RateLimiter;
   private readonly revocationLog: RateLimiter;
+  /** A dead app or a slow store fails every delivery: one line per cause per interval. */
+  private readonly failureLog: RateLimiter;
   private readonly outcomes = new Map<DeliveryOutcome, { inc(): void }>();
 
   constructor(private readonly deps: WebhookIngressDeps) {
@@ -84,6 +64,7 @@ export class WebhookIngress {
     // On the ingress's own clock, like every other time decision here.
     this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
     this.revocationLog = new RateLimiter(1000, deps.now);
+    this.failureLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
   }
 
   /**
@@ -125,7 +106,7 @@ export class WebhookIngress {
       this.count('rejected');
       metrics.rejections.inc({ reason: 'invalid_envelope' });
       logger.warn(
-        { event: 'webhook_rejected', reason: 'invalid_envelope', detail: parsed.detail, deliveryId: deliveryIdOf(headers) },
+        { event: 'webhook_rejected', reason: 'invalid_envelope', detail: parsed.detail, deliveryId: deliveryIdOf(headers['x-service-delivery-id']) },
         'verified webhook body is not a valid envelope',
       );
       return { status: 400, outcome: 'rejected', reason: 'invalid_envelope' };
@@ -134,45 +115,43 @@ export class WebhookIngress {
 
     // Whether the other replicas learned of a revocation; settled before we answer.
     let shared: Promise<boolean> = Promise.resolve(true);
-    try {
-      const revocation = revocationOf(envelope);
-      const scope = applyRevocation(revocation, this.deps.revocations);
-      if (scope !== 'none') {
-        metrics.revocations.inc({ scope });
-        // At most one line per scope a second (a tenant's stream may purge on every fourth event).
-        const suppressed = this.revocationLog.admit(scope);
-        if (suppressed !== undefined) {
-          logger.info({ event: 'webhook_revocation', eventId: envelope.id, type: envelope.type, scope, suppressedSinceLast: suppressed }, 'cached decisions purged');
-        }
-        const share = this.deps.revocations.share?.bind(this.deps.revocations);
-        if (revocation && share) {
-          shared = share(revocation).then(
-            () => true,
-            (err: unknown) => {
-              logger.warn({ event: 'webhook_revocation_not_shared', eventId: envelope.id, type: envelope.type, err }, 'revocation not shared with the other replicas');
-              return false;
-            },
-          );
-        }
+    const revocation = revocationOf(envelope);
+    if (revocation) {
+      try {
+        // Purges this replica before it returns; the promise is the other replicas'.
+        shared = this.deps.revocations.publish(revocation).then(
+          () => true,
+          (err: unknown) => {
+            logger.warn({ event: 'webhook_revocation_not_shared', eventId: logId(envelope.id), type: envelope.type, err }, 'revocation not shared with the other replicas');
+            return false;
+          },
+        );
+      } catch (err) {
+        // A revocation that did not reach the cache must come back: refuse, and the service retries.
+        logger.error({ event: 'webhook_revocation_failed', eventId: logId(envelope.id), type: envelope.type, err }, 'cache purge failed');
+        this.count('failed');
+        return { status: 503, outcome: 'failed', reason: 'revocation_failed' };
       }
-    } catch (err) {
-      // A revocation that did not reach the cache must come back: refuse, and the service retries.
-      logger.error({ event: 'webhook_revocation_failed', eventId: envelope.id, type: envelope.type, err }, 'cache purge failed');
-      this.count('failed');
-      return { status: 503, outcome: 'failed', reason: 'revocation_failed' };
+      metrics.revocations.inc({ scope: revocation.scope });
+      // At most one line per scope a second (a tenant's stream may purge on every fourth event).
+      const suppressed = this.revocationLog.admit(revocation.scope);
+      if (suppressed !== undefined) {
+        logger.info({ event: 'webhook_revocation', eventId: logId(envelope.id), type: envelope.type, scope: revocation.scope, suppressedSinceLast: suppressed }, 'cached decisions purged');
+      }
     }
 
     metrics.inFlight.inc();
     try {
-      const answer = await this.deliver(envelope, headers, rawBody);
+      const answer = await this.deliver(envelope, verified, headers, rawBody);
       // The event still went its way (a revocation is also news for the app), but the other
       // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
       // a duplicate by then, shares it again before it is answered 200.
       if (!(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
       return answer;
     } catch (err) {
-      // A store failure (later: Redis down) means we cannot promise "at most once"; the service retries.
-      logger.error({ event: 'webhook_failed', eventId: envelope.id, err }, 'webhook delivery failed inside the sidecar');
+      // A store that did not answer (Redis slow) means we cannot promise "at most once": the service retries.
+      const slow = hasCode(err, 'ERR_WEBHOOK_DEDUP_UNKNOWN');
+      this.logFailure({ event: 'webhook_failed', eventId: logId(envelope.id), cause: slow ? 'dedup_unknown' : 'internal', ...(slow ? {} : { err }) }, 'webhook not forwarded: dedup could not be decided');
       this.count('failed');
       return { status: 503, outcome: 'failed', reason: 'dedup_unavailable' };
     } finally {
@@ -180,10 +159,18 @@ export class WebhookIngress {
     }
   }
 
-  private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
-    const { dedup, logger } = this.deps;
-    const log = { eventId: envelope.id, type: envelope.type, sequence: envelope.sequence, deliveryId: deliveryIdOf(headers) };
-    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, headers, rawBody, log);
+  private async deliver(envelope: WebhookEnvelope, verified: Verified, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
+    const { dedup } = this.deps;
+    const deliveryId = deliveryIdOf(headers['x-service-delivery-id']);
+    const log = { eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId };
+    const facts = (outOfOrder: boolean): DeliveryFacts => ({
+      eventId: envelope.id,
+      timestamp: verified.timestamp,
+      signature: verified.signature,
+      ...(deliveryId !== undefined ? { deliveryId } : {}),
+      outOfOrder,
+    });
+    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, facts, rawBody, log);
     const claim = await dedup.claim(envelope.id);
 
     if (claim.kind === 'duplicate') return this.duplicate(log);
@@ -194,26 +181,28 @@ export class WebhookIngress {
       const outcome = await claim.outcome;
       if (outcome === 'accepted') return this.duplicate(log);
       this.count('failed');
-      logger.info({ event: 'webhook_failed', ...log, cause: 'first_copy_failed' }, 'webhook copy not accepted');
+      this.logFailure({ event: 'webhook_failed', ...log, cause: 'first_copy_failed' }, 'webhook copy not accepted', 'info');
       return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
     }
 
     let settled = false;
     try {
       const outOfOrder = this.sequences.observe(envelope.sequence);
-      const result = await this.forward(rawBody, headers, outOfOrder, envelope.id);
+      const started = performance.now();
+      const result = await this.deps.forwarder.forward(rawBody, appHeaders(facts(outOfOrder)));
+      this.deps.metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);
       if (result.ok) {
         await dedup.markAccepted(envelope.id, claim.token);
         settled = true;
         this.count('accepted');
         // Debug only: an info line per event costs more than verifying it (issue 14); the
         // deliveries counter and the forward histogram say the same in aggregate.
-        logger.debug({ event: 'webhook_accepted', ...log, outOfOrder, appStatus: result.status }, 'webhook forwarded');
+        this.deps.logger.debug({ event: 'webhook_accepted', ...log, outOfOrder, appStatus: result.status }, 'webhook forwarded');
         return { status: 200, outcome: 'accepted', reason: 'accepted' };
       }
       this.deps.metrics.forwardFailures.inc({ cause: result.cause });
       this.count('failed');
-      logger.warn({ event: 'webhook_failed', ...log, cause: result.cause, detail: result.detail }, 'app did not accept webhook');
+      this.logFailure({ event: 'webhook_failed', ...log, cause: result.cause, detail: result.detail }, 'app did not accept webhook');
       return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
     } finally {
       if (!settled) await dedup.release(envelope.id, claim.token);
@@ -221,30 +210,33 @@ export class WebhookIngress {
   }
 
   /** Queue mode: accepted once the queue stored it; the queue deduplicates in the same step. */
-  private async enqueue(queue: EventQueue, envelope: WebhookEnvelope, headers: DeliveryHeaders, rawBody: Buffer, log: Record<string, unknown>): Promise<IngressAnswer> {
+  private async enqueue(
+    queue: EventQueue,
+    envelope: WebhookEnvelope,
+    facts: (outOfOrder: boolean) => DeliveryFacts,
+    rawBody: Buffer,
+    log: Record<string, unknown>,
+  ): Promise<IngressAnswer> {
     const outOfOrder = this.sequences.isBehind(envelope.sequence);
     let result: EnqueueResult;
     try {
-      result = await queue.enqueue({ id: envelope.id, type: envelope.type, headers: forwardHeaders(headers, envelope.id, outOfOrder), body: rawBody });
+      result = await queue.enqueue({ facts: facts(outOfOrder), body: rawBody });
     } catch (err) {
       this.count('failed');
-      this.deps.logger.warn({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
+      this.logFailure({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
       return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
     }
     if (result === 'duplicate') return this.duplicate(log);
+    if (result === 'full') {
+      this.count('failed');
+      this.logFailure({ event: 'webhook_failed', ...log, cause: 'queue_full' }, 'webhook not queued: the queue holds --webhook-queue-max-events');
+      return { status: 503, outcome: 'failed', reason: 'queue_full' };
+    }
     this.sequences.observe(envelope.sequence);
     this.count('accepted');
     // Debug: a line per event would cost more than the event (the deliveries counter says it in aggregate).
     this.deps.logger.debug({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
     return { status: 200, outcome: 'accepted', reason: 'queued' };
-  }
-
-  private async forward(rawBody: Buffer, headers: DeliveryHeaders, outOfOrder: boolean, eventId: string) {
-    const out = forwardHeaders(headers, eventId, outOfOrder);
-    const started = performance.now();
-    const result = await this.deps.forwarder.forward(rawBody, out);
-    this.deps.metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);
-    return result;
   }
 
   private duplicate(log: Record<string, unknown>): IngressAnswer {
@@ -257,8 +249,14 @@ export class WebhookIngress {
     const reason = reasonLabel(code);
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
-    this.logRejection({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers), remoteAddress }, 'webhook delivery not authenticated');
+    this.logRejection({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers['x-service-delivery-id']), remoteAddress }, 'webhook delivery not authenticated');
     return { status: 401, outcome: 'rejected', reason };
+  }
+
+  /** One `webhook_failed` line per cause per {@link REJECTION_LOG_INTERVAL_MS}, saying how many were held back. */
+  private logFailure(fields: { cause: string } & Record<string, unknown>, message: string, level: 'warn' | 'info' = 'warn'): void {
+    const suppressed = this.failureLog.admit(fields.cause);
+    if (suppressed !== undefined) this.deps.logger[level]({ ...fields, suppressedSinceLast: suppressed }, message);
   }
 
   /** One line per reason per {@link REJECTION_LOG_INTERVAL_MS}, saying how many were held back. */

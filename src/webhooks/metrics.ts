@@ -100,3 +100,79 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     }),
   };
 }
+
+/** Metrics of shared deduplication (several replicas), against an injected registry. */
+export interface SharedDedupMetrics {
+  /** Steps decided by this replica alone because the shared store was known unreachable. */
+  readonly fallbacks: Counter<'op'>;
+  /** Claims whose outcome was unknown (the store slow): answered 503, never forwarded on a guess. */
+  readonly unknownOutcomes: Counter<'op'>;
+  /** A holder settled a claim whose lease had lapsed (the lease is too short for the app). */
+  readonly leaseLapses: Counter;
+}
+
+export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics {
+  const registers = [registry];
+  return {
+    fallbacks: new Counter({
+      name: `${METRIC_PREFIX}webhook_dedup_fallbacks_total`,
+      help: 'Webhook dedup steps decided by this replica alone because Redis was unreachable, by op (claim, accept, release).',
+      labelNames: ['op'],
+      registers,
+    }),
+    unknownOutcomes: new Counter({
+      name: `${METRIC_PREFIX}webhook_dedup_unknown_outcomes_total`,
+      help: 'Webhook dedup calls whose answer did not come in time (Redis slow, not down): the delivery got 503 and the service retries, by op (claim).',
+      labelNames: ['op'],
+      registers,
+    }),
+    leaseLapses: new Counter({
+      name: `${METRIC_PREFIX}webhook_dedup_lease_lapses_total`,
+      help: 'Claims settled after their lease had lapsed (raise --webhook-dedup-lease-ms).',
+      registers,
+    }),
+  };
+}
+
+/** What a worker did with an event it took: `outcome` label of the queue's forwards counter. */
+export type QueueForwardOutcome = 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'already_delivered' | 'signature_mismatch' | 'unreadable';
+
+/** The queue's metrics (contract names for the three gauges), against an injected registry. */
+export interface QueueMetrics {
+  /** `consent_sidecar_webhook_queue_depth`: events waiting or being forwarded (all replicas). */
+  readonly depth: Gauge;
+  /** `consent_sidecar_webhook_queue_oldest_age_seconds`: age of the oldest event not yet delivered. */
+  readonly oldestAge: Gauge;
+  /** `consent_sidecar_webhook_dead_letters`: events parked past the horizon. */
+  readonly deadLetters: Gauge;
+  /** Entries taken by this replica's workers, by outcome. */
+  readonly forwards: Counter<'outcome'>;
+  /** Events refused at ingress because the queue held its most (`--webhook-queue-max-events`). */
+  readonly full: Counter;
+}
+
+export function createQueueMetrics(registry: Registry): QueueMetrics {
+  const registers = [registry];
+  const forwards = new Counter({
+    name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable).',
+    labelNames: ['outcome'],
+    registers,
+  });
+  for (const outcome of ['signature_mismatch', 'unreadable'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  return {
+    depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
+    oldestAge: new Gauge({
+      name: `${METRIC_PREFIX}webhook_queue_oldest_age_seconds`,
+      help: 'Queue mode: age of the oldest event accepted and not yet delivered nor dead-lettered (0 when none).',
+      registers,
+    }),
+    deadLetters: new Gauge({ name: `${METRIC_PREFIX}webhook_dead_letters`, help: 'Queue mode: events retried past --webhook-queue-horizon-ms, parked for replay.', registers }),
+    forwards,
+    full: new Counter({
+      name: `${METRIC_PREFIX}webhook_queue_full_total`,
+      help: 'Queue mode: deliveries answered 503 because the queue held --webhook-queue-max-events.',
+      registers,
+    }),
+  };
+}

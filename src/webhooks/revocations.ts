@@ -1,14 +1,11 @@
-import type { Revocation, RevocationHook } from '../lib/revocation-hook.js';
+import type { Revocation } from '../lib/revocation-hook.js';
 import type { WebhookEnvelope } from './envelope.js';
-
-/** What a verified event did to cached decisions. */
-export type RevocationEffect = 'none' | 'user' | 'all';
 
 const nonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
 /**
- * Purges the cached ALLOWs a revocation ({@link revocationOf} an event) invalidates. Runs on every verified, well-formed event,
- * whether or not the app accepts it: a revocation is a fact even if the app is down.
+ * The revocation a verified event carries, or null. Published on every verified, well-formed
+ * event, whether or not the app accepts it: a revocation is a fact even if the app is down.
  *
  * - `redec.notification.required` with `notification_reason: "revoke"`: the customer in
  *   `customer_tenant_id` ("Customer identifier in the tenant", i.e. the userReference); all entries
@@ -16,14 +13,6 @@ const nonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !
  * - `consent_action.created`: the document does not show its fields, and a consent action may be a
  *   revocation, so the customer it names (`data.userReference`) or, failing that, everything.
  */
-export function applyRevocation(revocation: Revocation | null, hook: RevocationHook): RevocationEffect {
-  if (!revocation) return 'none';
-  if (revocation.scope === 'user') hook.revokeUser(revocation.userReference);
-  else hook.revokeAll();
-  return revocation.scope;
-}
-
-/** The revocation an event carries (see {@link applyRevocation}), or null. */
 export function revocationOf(envelope: WebhookEnvelope): Revocation | null {
   const { type, data } = envelope;
   let customer: unknown;

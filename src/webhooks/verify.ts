@@ -43,6 +43,10 @@ export interface Verified {
   readonly secretIndex: number;
   readonly timestampS: number;
   readonly skewS: number;
+  /** `x-service-timestamp` exactly as verified (what the app gets, what the queue stores). */
+  readonly timestamp: string;
+  /** `x-service-signature` exactly as verified (`v1=<hex>`). */
+  readonly signature: string;
 }
 
 export type HeaderCheckResult = CheckedHeaders | VerifyFailure;
@@ -118,7 +122,14 @@ export function startBodyVerification(checked: CheckedHeaders, secrets: readonly
         if (equal && matched < 0) matched = index;
       });
       if (matched < 0) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISMATCH', skewS: checked.skewS };
-      return { ok: true, secretIndex: matched, timestampS: checked.timestampS, skewS: checked.skewS };
+      return {
+        ok: true,
+        secretIndex: matched,
+        timestampS: checked.timestampS,
+        skewS: checked.skewS,
+        timestamp: checked.timestamp,
+        signature: `${SIGNATURE_SCHEME_PREFIX}${checked.signatureHex}`,
+      };
     },
   };
 }

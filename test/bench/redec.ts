@@ -39,7 +39,7 @@ async function main(): Promise<void> {
   await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
   const appUrl = `http://127.0.0.1:${(app.address() as AddressInfo).port}/webhooks`;
   const redis = await getTestRedis();
-  const conn = new RedisConnection({ url: () => redis.url, commandTimeoutMs: 2000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })) });
+  const conn = new RedisConnection({ target: () => ({ kind: 'single', url: redis.url }), keyspace: new RedisKeyspace(redis.prefix()), commandTimeoutMs: 2000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })) });
   conn.start();
   await new Promise((r) => setTimeout(r, 300));
 

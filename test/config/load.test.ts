@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadServeConfig, resolveUpstreamConfig, type RawFlags } from '../../src/config/index.js';
+import { redisSecrets } from '../../src/config/index.js';
 import { configProblems } from '../helpers/config.js';
 
 const base = { 'upstream-url': 'https://consent.example/api', 'api-key': 'k-123' };
@@ -22,7 +23,7 @@ describe('loadServeConfig', () => {
     expect(c.listeners.webhook).toEqual({ host: '0.0.0.0', port: 7701 });
     expect(c.listeners.admin).toEqual({ host: '0.0.0.0', port: 7702 });
     expect(c.upstream.timeoutMs).toBe(2000);
-    expect(c.cache).toEqual({ maxEntries: 100_000, safetyMarginMs: 1000, maxTtlMs: 3_600_000 });
+    expect(c.cache).toEqual({ maxEntries: 100_000, safetyMarginMs: 1000, maxTtlMs: 3_600_000, refreshAheadMs: 0 });
     expect(c.webhooks).toBeNull();
     expect(c.logLevel).toBe('info');
     expect(Object.isFrozen(c)).toBe(true);
@@ -93,23 +94,24 @@ describe('loadServeConfig', () => {
     expect(c.webhooks?.queueHorizonMs).toBe(259_200_000);
     expect(loadServeConfig({ ...flags, 'webhook-queue-horizon-ms': '5000' }, {}).webhooks?.queueHorizonMs).toBe(5000);
     expect(loadServeConfig(flags, { CONSENT_SIDECAR_WEBHOOK_QUEUE_HORIZON_MS: '7000' }).webhooks?.queueHorizonMs).toBe(7000);
-    c.redis?.url.close();
+    for (const x of c.redis ? redisSecrets(c.redis) : []) x.close();
   });
 
   it('reads Redis from a URL or a mounted file (re-read on rotation), with defaults; never echoes the URL', async () => {
     expect(loadServeConfig(base, {}).redis).toBeNull();
     const c = loadServeConfig({ ...base, 'redis-url': 'rediss://:pw@r:6380/0' }, {});
-    expect(c.redis?.url.current().href).toBe('rediss://:pw@r:6380/0');
+    const url = (r: typeof c.redis) => (r?.target.kind === 'single' ? r.target.url : null);
+    expect(url(c.redis)?.current().href).toBe('rediss://:pw@r:6380/0');
     expect(c.redis?.keyPrefix).toBe('consent-sidecar:');
     expect(c.redis?.commandTimeoutMs).toBe(500);
     const file = tempFile('redis://:first@r:6379\n');
     const f = loadServeConfig({ ...base, 'redis-url-file': file, 'redis-key-prefix': 'tenant-a:' }, {}).redis!;
-    expect(f.url.current().password).toBe('first');
+    expect(url(f)!.current().password).toBe('first');
     expect(f.keyPrefix).toBe('tenant-a:');
-    f.url.watch(20, () => undefined);
+    url(f)!.watch(20, () => undefined);
     writeFileSync(file, 'redis://:second@r:6379\n');
-    await expect.poll(() => f.url.current().password).toBe('second');
-    f.url.close();
+    await expect.poll(() => url(f)!.current().password).toBe('second');
+    url(f)!.close();
     expect(problems({ ...base, 'redis-url': 'http://:hunter2@r:6379' }).join('\n')).not.toContain('hunter2');
   });
 

@@ -2,7 +2,7 @@ import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from './replicas.js';
 import { runCli } from './cli.js';
 
 /**
@@ -94,12 +94,20 @@ describe('queue mode', () => {
     await expect.poll(() => a0.count('evt_twice') + a1.count('evt_twice'), { timeout: 15_000 }).toBe(1);
 
     // A crash after the app's 2xx and before the acknowledgement leaves the entry to be taken
-    // again: put such a copy back in the stream, as Redis would hold it.
+    // again: put such a copy back in the stream, as Redis would hold it (the delivery as received).
     const c = createClient({ url: redis.url });
     await c.connect();
     try {
-      const stored = { id: 'evt_twice', type: 'test.event', headers: { 'content-type': 'application/json' }, body: Buffer.from(event.body).toString('base64'), acceptedAt: Date.now(), attempts: 0 };
-      await c.sendCommand(['XADD', `${prefix}queue:events`, '*', 'e', JSON.stringify(stored)]);
+      const stored = {
+        v: 2,
+        id: 'evt_twice',
+        timestamp: event.headers['x-service-timestamp'],
+        signature: event.headers['x-service-signature'],
+        body: Buffer.from(event.body).toString('base64'),
+        acceptedAt: Date.now(),
+        attempts: 0,
+      };
+      await c.sendCommand(['XADD', `{${prefix}}queue:events`, '*', 'e', JSON.stringify(stored)]);
     } finally {
       c.destroy();
     }
@@ -121,6 +129,8 @@ describe('queue mode', () => {
     expect(await r.metric('consent_sidecar_webhook_queue_depth')).toBe(0);
 
     const where = ['--redis-url', redis.url, '--redis-key-prefix', prefix];
+    // replay verifies each dead letter again: it needs serve's webhook secrets
+    const secrets = ['--webhook-secret', SECRET];
     const json = await cli(['webhook', 'dead-letters', 'list', '--output', 'json', ...where]);
     expect(json.code, json.stderr).toBe(0);
     const rows = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -133,12 +143,12 @@ describe('queue mode', () => {
 
     // usage errors name the flag; an unknown id is said, exit 1
     expect((await cli(['webhook', 'dead-letters', 'replay', ...where])).stderr).toMatch(/--id: give the event ids/);
-    const unknown = await cli(['webhook', 'dead-letters', 'replay', '--id', 'evt_nope', ...where]);
+    const unknown = await cli(['webhook', 'dead-letters', 'replay', '--id', 'evt_nope', ...where, ...secrets]);
     expect(unknown).toMatchObject({ code: 1 });
     expect(unknown.stderr).toMatch(/not dead letters: evt_nope/);
 
     target.status = 200;
-    const replay = await cli(['webhook', 'dead-letters', 'replay', '--id', 'evt_dead', ...where]);
+    const replay = await cli(['webhook', 'dead-letters', 'replay', '--id', 'evt_dead', ...where, ...secrets]);
     expect(replay.code, replay.stderr).toBe(0);
     expect(replay.stdout).toBe('replayed 1: evt_dead\n');
     await expect.poll(() => target.accepted('evt_dead'), { timeout: 15_000 }).toBe(1);
@@ -191,7 +201,7 @@ describe('queue mode', () => {
     const c = createClient({ url: redis.url });
     await c.connect();
     try {
-      await c.sendCommand(['DEL', `${prefix}queue:events`]);
+      await c.sendCommand(['DEL', `{${prefix}}queue:events`]);
     } finally {
       c.destroy();
     }

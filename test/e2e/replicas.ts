@@ -172,8 +172,19 @@ export async function deliver(replica: ServeProcess, event: { body: string; head
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-/** Flags of one replica of a fleet sharing `redisUrl` under `prefix`. */
-export function replicaFlags(o: { upstreamUrl: string; apiKey: string; appUrl: string; redisUrl: string; prefix: string; extra?: Record<string, string> }): Record<string, string> {
+/**
+ * Flags of one replica of a fleet sharing `redisUrl` under `prefix` (or another topology: pass
+ * `redis`, e.g. `{ 'redis-cluster-nodes': seeds }`, and no `redisUrl`).
+ */
+export function replicaFlags(o: {
+  upstreamUrl: string;
+  apiKey: string;
+  appUrl: string;
+  redisUrl?: string;
+  redis?: Record<string, string>;
+  prefix: string;
+  extra?: Record<string, string>;
+}): Record<string, string> {
   return {
     'upstream-url': o.upstreamUrl,
     'api-key': o.apiKey,
@@ -183,7 +194,8 @@ export function replicaFlags(o: { upstreamUrl: string; apiKey: string; appUrl: s
     'app-webhook-url': o.appUrl,
     'webhook-secret': SECRET,
     'webhook-forward-timeout-ms': '2000',
-    'redis-url': o.redisUrl,
+    ...(o.redisUrl !== undefined ? { 'redis-url': o.redisUrl } : {}),
+    ...o.redis,
     'redis-key-prefix': o.prefix,
     'shutdown-timeout-ms': '2000',
     ...o.extra,

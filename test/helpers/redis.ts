@@ -2,7 +2,9 @@ import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { freePort } from './ports.js';
 
@@ -59,15 +61,38 @@ async function mustAnswer(url: string): Promise<void> {
   }
 }
 
-/** A `redis-server` process of our own, which a test can stop and start again on the same port. */
+/** A `redis-server` process of our own, which a test can stop, freeze and start again on the same port. */
 export interface SpawnedRedis {
   readonly url: string;
   readonly port: number;
   /** Stops it (SIGTERM, then SIGKILL after 2 s); idempotent. */
   stop(): Promise<void>;
-  /** Starts it again on the same port (empty: nothing is persisted). */
+  /** SIGKILL: no shutdown, no last save. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port (empty unless its args persist: `--appendonly yes` with a `--dir`). */
   start(): Promise<void>;
+  /** SIGSTOP: the process is frozen, its sockets stay open (a fork, a slow disk, a noisy neighbour). */
+  freeze(): void;
+  /** SIGCONT. */
+  thaw(): void;
+  /** Everything it printed so far. */
+  output(): string;
 }
+
+export interface SpawnOptions {
+  /** Arguments after `--port <port> --bind 127.0.0.1` (default `--save "" --appendonly no`). */
+  readonly args?: readonly string[];
+  /** The port to listen on (default: a free one). With `tlsPort: true` this is the TLS port. */
+  readonly port?: number;
+  /** Serve TLS on the port (`--tls-port`, the plain port off); the args must carry the certificates. */
+  readonly tls?: boolean;
+  /** What its log says when it is ready (default `Ready to accept connections`). */
+  readonly readyText?: string;
+  /** A configuration file, given first (as `redis-server <file> …` wants it; a sentinel rewrites it). */
+  readonly configFile?: string;
+}
+
+const NO_PERSISTENCE = ['--save', '', '--appendonly', 'no'];
 
 /** Path of `redis-server`, or null. */
 export function redisServerBinary(): string | null {
@@ -76,52 +101,272 @@ export function redisServerBinary(): string | null {
   return found.status === 0 && found.stdout.trim() !== '' ? found.stdout.trim() : null;
 }
 
-/** Spawns `redis-server --port <free> --save "" --appendonly no`; fails with how to install it when absent. */
-export async function spawnRedisServer(): Promise<SpawnedRedis> {
+/** Spawns `redis-server` on a free port (no persistence by default); fails with how to install it when absent. */
+export async function spawnRedisServer(options: SpawnOptions = {}): Promise<SpawnedRedis> {
   const binary = redisServerBinary();
   if (!binary) throw new Error(HOW_TO_GET_ONE);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
+  const portArgs = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
+  const extra = options.args ?? NO_PERSISTENCE;
+  // Its own directory, so nothing it writes (a dump, an AOF) lands in the working tree.
+  const dir = extra.includes('--dir') || options.configFile ? [] : ['--dir', mkdtempSync(join(tmpdir(), 'cs-redis-'))];
+  const args = [...(options.configFile ? [options.configFile] : []), ...portArgs, '--bind', '127.0.0.1', ...dir, ...extra];
+  const readyText = options.readyText ?? 'Ready to accept connections';
   let child: ChildProcess | undefined;
+  let out = '';
 
   const start = async (): Promise<void> => {
     if (child) return;
-    const c = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = c;
+    const from = out.length;
+    c.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    c.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
     await new Promise<void>((resolve, reject) => {
-      let out = '';
-      const timer = setTimeout(() => reject(new Error(`redis-server on port ${port} not ready within 10 s:\n${out}`)), 10_000);
-      c.stdout!.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        if (out.includes('Ready to accept connections')) {
+      const timer = setTimeout(() => reject(new Error(`redis-server on port ${port} not ready within 20 s:\n${out.slice(from)}`)), 20_000);
+      const check = (): void => {
+        if (out.slice(from).includes(readyText)) {
           clearTimeout(timer);
+          c.stdout!.off('data', check);
           resolve();
         }
-      });
+      };
+      c.stdout!.on('data', check);
       c.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`redis-server exited ${code} before ready:\n${out}`));
+        if (child === c) child = undefined;
+        reject(new Error(`redis-server exited ${code} before ready:\n${out.slice(from)}`));
       });
     });
-    c.stdout!.resume();
-    c.stderr!.resume();
+    c.once('exit', () => {
+      if (child === c) child = undefined;
+    });
   };
 
-  const stop = async (): Promise<void> => {
+  const end = async (signal: NodeJS.Signals): Promise<void> => {
     const c = child;
     child = undefined;
-    if (!c || c.exitCode !== null) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
     await new Promise<void>((resolve) => {
       const kill = setTimeout(() => c.kill('SIGKILL'), 2000);
       c.once('exit', () => {
         clearTimeout(kill);
         resolve();
       });
-      c.kill('SIGTERM');
+      c.kill('SIGCONT'); // a frozen process cannot act on SIGTERM
+      c.kill(signal);
     });
   };
 
   await start();
-  return { url: `redis://127.0.0.1:${port}`, port, stop, start };
+  return {
+    url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
+    port,
+    stop: () => end('SIGTERM'),
+    kill: () => end('SIGKILL'),
+    start,
+    freeze: () => void child?.kill('SIGSTOP'),
+    thaw: () => void child?.kill('SIGCONT'),
+    output: () => out,
+  };
+}
+
+/** Path of `redis-cli` (Debian package `redis-tools`, installed with `redis-server`), or a failure saying so. */
+export function redisCliBinary(): string {
+  for (const p of ['/usr/bin/redis-cli', '/usr/local/bin/redis-cli']) if (existsSync(p)) return p;
+  throw new Error('redis-cli not found: install redis-tools (Debian/Ubuntu: apt-get install redis-tools; `bash test/setup.sh` does it)');
+}
+
+/** A Redis Cluster of spawned `redis-server`s (masters, each with its replicas), made with `redis-cli --cluster create`. */
+export interface SpawnedCluster {
+  readonly nodes: readonly SpawnedRedis[];
+  /** Seed URLs, comma-separated, as `--redis-cluster-nodes` takes them. */
+  readonly seeds: string;
+  /** The node serving `slot` as master right now. */
+  masterOf(slot: number): Promise<SpawnedRedis>;
+  stop(): Promise<void>;
+}
+
+/** A client on one node, for a command or two. */
+export async function adminOn(url: string) {
+  const client = createClient({ url, socket: { reconnectStrategy: false } });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+/**
+ * Spawns `masters × (1 + replicasPerMaster)` nodes with `--cluster-enabled yes` and joins them with
+ * `redis-cli --cluster create`, then waits until the cluster says `cluster_state:ok` on every node.
+ */
+export async function spawnRedisCluster(o: { masters?: number; replicasPerMaster?: number; args?: readonly string[] } = {}): Promise<SpawnedCluster> {
+  const masters = o.masters ?? 3;
+  const replicas = o.replicasPerMaster ?? 1;
+  const nodes: SpawnedRedis[] = [];
+  try {
+    for (let i = 0; i < masters * (1 + replicas); i++) {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), 'cs-cluster-'));
+      nodes.push(
+        await spawnRedisServer({
+          port,
+          args: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '1000', '--dir', dir, ...(o.args ?? NO_PERSISTENCE)],
+        }),
+      );
+    }
+    const created = spawnSync(
+      redisCliBinary(),
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.stdout}\n${created.stderr}`);
+    await waitForClusterOk(nodes);
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw err;
+  }
+  return {
+    nodes,
+    seeds: nodes.slice(0, masters).map((n) => n.url).join(','),
+    async masterOf(slot: number) {
+      for (const n of nodes) {
+        let c;
+        try {
+          c = await adminOn(n.url);
+        } catch {
+          continue;
+        }
+        try {
+          const slots = (await c.sendCommand(['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
+          for (const [from, to, [, port]] of slots) if (slot >= from && slot <= to) return nodes.find((x) => x.port === Number(port))!;
+        } finally {
+          c.destroy();
+        }
+      }
+      throw new Error(`no node answers CLUSTER SLOTS for slot ${slot}`);
+    },
+    stop: async () => void (await Promise.all(nodes.map((n) => n.stop()))),
+  };
+}
+
+/** Waits until every live node of `nodes` says `cluster_state:ok`. */
+export async function waitForClusterOk(nodes: readonly SpawnedRedis[], timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    let ok = true;
+    for (const n of nodes) {
+      try {
+        const c = await adminOn(n.url);
+        try {
+          if (!String(await c.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok')) ok = false;
+        } finally {
+          c.destroy();
+        }
+      } catch {
+        // a node that was stopped on purpose is not asked
+      }
+    }
+    if (ok) return;
+    if (Date.now() > until) throw new Error('the Redis cluster did not reach cluster_state:ok');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The slot of a key (CRC16 of its hash tag), as Redis Cluster computes it. */
+export function slotOf(key: string): number {
+  const open = key.indexOf('{');
+  if (open >= 0) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) key = key.slice(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of Buffer.from(key)) {
+    crc ^= byte << 8;
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
+/** A primary, its replicas and sentinels (`redis-server --sentinel`), monitoring it as `master`. */
+export interface SpawnedSentinels {
+  readonly primary: SpawnedRedis;
+  readonly replicas: readonly SpawnedRedis[];
+  readonly sentinels: readonly SpawnedRedis[];
+  /** `host:port,…` as `--redis-sentinels` takes it. */
+  readonly addresses: string;
+  readonly masterName: string;
+  /** The port of the master the sentinels name now. */
+  currentMasterPort(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+export async function spawnSentinels(o: { sentinels?: number; replicas?: number; masterName?: string } = {}): Promise<SpawnedSentinels> {
+  const masterName = o.masterName ?? 'mymaster';
+  const started: SpawnedRedis[] = [];
+  try {
+    const primary = await spawnRedisServer();
+    started.push(primary);
+    const replicas: SpawnedRedis[] = [];
+    for (let i = 0; i < (o.replicas ?? 1); i++) {
+      replicas.push(await spawnRedisServer({ args: [...NO_PERSISTENCE, '--replicaof', '127.0.0.1', String(primary.port)] }));
+      started.push(replicas[i]!);
+    }
+    const sentinels: SpawnedRedis[] = [];
+    for (let i = 0; i < (o.sentinels ?? 3); i++) {
+      const dir = mkdtempSync(join(tmpdir(), 'cs-sentinel-'));
+      const conf = join(dir, 'sentinel.conf');
+      writeFileSync(
+        conf,
+        [
+          `sentinel monitor ${masterName} 127.0.0.1 ${primary.port} 2`,
+          `sentinel down-after-milliseconds ${masterName} 1000`,
+          `sentinel failover-timeout ${masterName} 5000`,
+          `sentinel parallel-syncs ${masterName} 1`,
+          `dir ${dir}`,
+        ].join('\n') + '\n',
+      );
+      sentinels.push(await spawnRedisServer({ configFile: conf, args: ['--sentinel'], readyText: 'Sentinel ID is' }));
+      started.push(sentinels[sentinels.length - 1]!);
+    }
+    const out: SpawnedSentinels = {
+      primary,
+      replicas,
+      sentinels,
+      addresses: sentinels.map((s) => `127.0.0.1:${s.port}`).join(','),
+      masterName,
+      async currentMasterPort() {
+        const c = await adminOn(sentinels[0]!.url);
+        try {
+          const reply = (await c.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName])) as [string, string];
+          return Number(reply[1]);
+        } finally {
+          c.destroy();
+        }
+      },
+      stop: async () => void (await Promise.all(started.map((n) => n.stop()))),
+    };
+    // The replica is in sync and every sentinel knows it before a test kills anything.
+    const until = Date.now() + 30_000;
+    for (;;) {
+      const c = await adminOn(primary.url);
+      const info = String(await c.sendCommand(['INFO', 'replication']));
+      c.destroy();
+      let known = 0;
+      for (const s of sentinels) {
+        const sc = await adminOn(s.url);
+        const seen = (await sc.sendCommand(['SENTINEL', 'REPLICAS', masterName])) as unknown[];
+        sc.destroy();
+        if (seen.length >= replicas.length) known++;
+      }
+      if (info.includes(`connected_slaves:${replicas.length}`) && known === sentinels.length) break;
+      if (Date.now() > until) throw new Error('the Sentinel set-up did not settle (replica in sync, known to every sentinel) within 30 s');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return out;
+  } catch (err) {
+    await Promise.all(started.map((n) => n.stop()));
+    throw err;
+  }
 }
 
 /**

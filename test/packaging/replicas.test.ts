@@ -147,7 +147,7 @@ describe('queue mode (issue 10)', () => {
     const without = await helmTemplateRaw({ valuesFiles: [valuesPath(native)], set: ['config.webhookDelivery=queue'] });
     expect(without.code).not.toBe(0);
     expect(without.stderr).toContain(
-      'consent-sidecar values: config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl (the sidecar would exit 2 naming --redis-url)',
+      'consent-sidecar values: config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl, or a cluster or sentinels (config.redisClusterNodes, config.redisSentinels, or their secrets); the sidecar would exit 2 naming --redis-url',
     );
     expect(without.stderr).not.toMatch(/schema|anyOf/);
     for (const set of [

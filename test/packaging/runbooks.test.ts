@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
+import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
 import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
 import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
@@ -116,15 +117,19 @@ describe('runbooks name only what the binary emits', () => {
  * The dead-letter runbook's commands run as written in a pod of the image: `kubectl exec … --` then
  * node and the CLI by their paths in the image (no shell, no consent-sidecar on PATH), with the
  * Redis URL file the chart mounts and the key prefix serve uses. Here the part after `--` runs
- * against a real Redis, the image's paths mapped to this checkout (ENTRYPOINT of the Dockerfile →
- * this node and dist/cli.js), the chart's mount path pointed at a folder holding the URL file.
+ * against a real Redis where a queue-mode sidecar with the rendered prefix runs, the image's paths
+ * mapped to this checkout (ENTRYPOINT of the Dockerfile → this node and dist/cli.js), the chart's
+ * mount path pointed at a folder holding the URL file.
  */
 describe('the dead-letter runbook runs as written', () => {
   const exec = promisify(execFile);
   let redis: TestRedis;
   let mount: string;
+  const WEBHOOK_SECRET = 'whsec_runbook';
   let runbook: string;
   let notes: string;
+  let podEnv: Record<string, string>;
+  let sidecar: TestSidecar | undefined;
 
   beforeAll(async () => {
     redis = await getTestRedis();
@@ -135,8 +140,26 @@ describe('the dead-letter runbook runs as written', () => {
     const spec = mustFind(objects, 'PrometheusRule').spec as { groups: { rules: Rule[] }[] };
     runbook = spec.groups.flatMap((g) => g.rules).find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!.annotations.runbook;
     notes = await readFile(join(ROOT, 'charts/consent-sidecar/templates/NOTES.txt'), 'utf8');
+    // What `kubectl exec` gives the command: the sidecar container's environment as rendered, and the
+    // files of its mounted Secrets (here the Redis URL and the webhook secret replay verifies with).
+    type Container = { name: string; env?: { name: string; value?: string }[] };
+    const pod = (mustFind(objects, 'Deployment').spec as { template: { spec: { initContainers?: Container[]; containers: Container[] } } }).template.spec;
+    const container = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === 'consent-sidecar')!;
+    podEnv = Object.fromEntries((container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    await writeFile(join(mount, 'webhook-secrets'), `${WEBHOOK_SECRET}\n`);
+    // The pod's sidecar, in queue mode with the prefix the chart renders: its queue is what the commands read.
+    const prefix = /--redis-key-prefix '([^']+)'/.exec(runbook)![1]!;
+    sidecar = await startTestSidecar('http://127.0.0.1:9', {
+      'redis-url': redis.url,
+      'redis-key-prefix': prefix,
+      'webhook-delivery': 'queue',
+      'webhook-listen': '127.0.0.1:0',
+      'app-webhook-url': 'http://127.0.0.1:9/webhooks',
+      'webhook-secret': WEBHOOK_SECRET,
+    });
   }, 60_000);
   afterAll(async () => {
+    await sidecar?.close();
     await redis?.stop();
     if (mount) await rm(mount, { recursive: true, force: true });
   });
@@ -159,10 +182,11 @@ describe('the dead-letter runbook runs as written', () => {
     expect(notes).toContain('consent-sidecar.deadLettersCommand');
   });
 
-  it('each command, after `--`, runs: exit 0 against the Redis the chart points it at', async () => {
+  it('each command, after `--`, runs in the container\'s environment: exit 0 against the Redis the chart points it at', async () => {
+    expect(podEnv.CONSENT_SIDECAR_WEBHOOK_SECRET_FILE).toBe(join(mount, 'webhook-secrets'));
     for (const c of commands()) {
       const args = c.slice(c.indexOf('--') + 3).map((a) => a.replace(/^'(.*)'$/, '$1')); // the shell would unquote the prefix
-      const r = await exec(process.execPath, [join(ROOT, 'dist/cli.js'), ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' } }).catch(
+      const r = await exec(process.execPath, [join(ROOT, 'dist/cli.js'), ...args], { cwd: ROOT, env: { ...podEnv, PATH: process.env.PATH ?? '' } }).catch(
         (err: { code: number; stdout: string; stderr: string }) => err,
       );
       expect('code' in r ? r.code : 0, `${args.join(' ')}\n${r.stderr}`).toBe(0);

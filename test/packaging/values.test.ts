@@ -28,6 +28,9 @@ const CHART_OWNED_FLAGS = new Set([
   'webhook-required-header',
   'webhook-required-header-file',
   'redis-url-file',
+  'redis-cluster-nodes-file',
+  'redis-sentinels-file',
+  'redis-tls-ca-file',
   // A secret: never a values key; its file form is config.decisionLogHashKeyFile.
   'decision-log-hash-key',
 ]);

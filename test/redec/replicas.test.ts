@@ -94,11 +94,11 @@ describe('REDEC reconciliation with several replicas on one Redis', { timeout: 2
     const { createClient } = await import('@redis/client');
     const admin = createClient({ url: redis.url });
     await admin.connect();
-    const seen = await admin.hGetAll(`${prefix}redec:first-seen`);
+    const seen = await admin.hGetAll(`{${prefix}}redec:first-seen`);
     expect(Object.keys(seen)).toHaveLength(1);
     // Pretend it was first seen three hours ago (the clock a restart would otherwise reset).
-    await admin.hSet(`${prefix}redec:first-seen`, Object.keys(seen)[0]!, String(Date.now() - 3 * 3_600_000));
-    await admin.del(`${prefix}redec:lease`);
+    await admin.hSet(`{${prefix}}redec:first-seen`, Object.keys(seen)[0]!, String(Date.now() - 3 * 3_600_000));
+    await admin.del(`{${prefix}}redec:lease`);
     await admin.close();
     const second = await startTestSidecar(sim.url, replicaFlags(prefix, app.url, { 'redec-reconcile-grace-ms': '3600000' }));
     replicas.push(second);

@@ -1,20 +1,17 @@
 import { describe, expect, it, vi } from 'vitest';
-import { silentLogger } from '../../src/observability/index.js';
-import { createRegistry } from '../../src/observability/registry.js';
-import { createRedisMetrics, RedisConnection, RedisKeyspace, RedisRedecState } from '../../src/redis/index.js';
+import { RedisRedecState } from '../../src/redis/index.js';
 import { useTestRedis } from '../helpers/redis.js';
+import { connectionTo, single, up } from './room.js';
 
 const fx = useTestRedis();
 const { opened } = fx;
 
 async function state(prefix: string, o: { leaseMs?: number; holdMs?: number } = {}): Promise<RedisRedecState> {
-  const conn = new RedisConnection({ url: () => fx.redis.url, commandTimeoutMs: 2000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })), healthIntervalMs: 100 });
-  opened.push(conn);
-  conn.start();
-  await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
-  return new RedisRedecState({ connection: conn, keyspace: new RedisKeyspace(prefix), leaseMs: o.leaseMs ?? 10_000, holdMs: o.holdMs ?? 60_000, now: () => 42 });
+  const { conn, keyspace } = await up(connectionTo(single(fx.redis.url), { prefix, opened, commandTimeoutMs: 2000 }));
+  return new RedisRedecState({ connection: conn, keyspace, leaseMs: o.leaseMs ?? 10_000, holdMs: o.holdMs ?? 60_000, now: () => 42 });
 }
 
+// Keys now carry the prefix as a hash tag, `{<prefix>}redec:…` (contract, Redis topologies).
 describe('the reconciler bookkeeping in Redis (redec:*)', () => {
   it('first-seen survives a restart (a new replica reads the same clock); handed times too; what left the listing is forgotten', async () => {
     const prefix = fx.redis.prefix();
@@ -32,13 +29,13 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     ]);
     // x left the listing: forgotten, first-seen and handed alike; it starts over if it comes back.
     await b.sync(['y', 'z'], 6000);
-    expect(await fx.admin.hKeys(`${prefix}redec:first-seen`)).toEqual(expect.arrayContaining(['y', 'z']));
-    expect(await fx.admin.hLen(`${prefix}redec:first-seen`)).toBe(2);
-    expect(await fx.admin.hLen(`${prefix}redec:handed`)).toBe(0);
+    expect(await fx.admin.hKeys(`{${prefix}}redec:first-seen`)).toEqual(expect.arrayContaining(['y', 'z']));
+    expect(await fx.admin.hLen(`{${prefix}}redec:first-seen`)).toBe(2);
+    expect(await fx.admin.hLen(`{${prefix}}redec:handed`)).toBe(0);
     expect((await b.sync(['x', 'y'], 7000)).get('x')).toEqual({ firstSeenAt: 7000, handedAt: null });
     // An empty listing forgets everything.
     await b.sync([], 8000);
-    expect(await fx.admin.exists([`${prefix}redec:first-seen`, `${prefix}redec:handed`])).toBe(0);
+    expect(await fx.admin.exists([`{${prefix}}redec:first-seen`, `{${prefix}}redec:handed`])).toBe(0);
   });
 
   it('a listing longer than one chunk (1000 per call) is remembered and forgotten whole', async () => {
@@ -52,8 +49,8 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     const second = await s.sync(kept, 3000);
     expect([...second.values()].every((e) => e.firstSeenAt === 1000)).toBe(true);
     expect([...second].filter(([, e]) => e.handedAt === 2000)).toHaveLength(750);
-    expect(await fx.admin.hLen(`${prefix}redec:first-seen`)).toBe(1250);
-    expect(await fx.admin.hLen(`${prefix}redec:handed`)).toBe(750);
+    expect(await fx.admin.hLen(`{${prefix}}redec:first-seen`)).toBe(1250);
+    expect(await fx.admin.hLen(`{${prefix}}redec:handed`)).toBe(750);
   });
 
   it('one replica at a time: a complete run keeps the lease as done for the hold and leaves its summary; a failed run releases it', async () => {
@@ -65,13 +62,13 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     expect(await a.renew()).toBe(true);
     expect(await b.lastSummary()).toBeNull();
     await a.finish({ pending: 3, oldestFirstSeenAt: 1000 });
-    expect(await fx.admin.get(`${prefix}redec:lease`)).toMatch(/^done:/);
+    expect(await fx.admin.get(`{${prefix}}redec:lease`)).toMatch(/^done:/);
     expect(await b.acquire()).toBe(false); // ran within the interval
     expect(await b.lastSummary()).toEqual({ pending: 3, oldestFirstSeenAt: 1000 });
-    await fx.admin.del(`${prefix}redec:lease`); // the hold ran out
+    await fx.admin.del(`{${prefix}}redec:lease`); // the hold ran out
     expect(await b.acquire()).toBe(true);
     await b.finish(null);
-    expect(await fx.admin.exists(`${prefix}redec:lease`)).toBe(0);
+    expect(await fx.admin.exists(`{${prefix}}redec:lease`)).toBe(0);
     expect(await a.acquire()).toBe(true);
     await a.finish({ pending: 0, oldestFirstSeenAt: null });
     expect(await b.lastSummary()).toEqual({ pending: 0, oldestFirstSeenAt: null });
@@ -85,7 +82,7 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     await vi.waitFor(async () => expect(await b.acquire()).toBe(true), { timeout: 2000 });
     expect(await a.renew()).toBe(false);
     await a.finish({ pending: 1, oldestFirstSeenAt: 1 });
-    expect(await fx.admin.get(`${prefix}redec:lease`)).toMatch(/^running:/);
+    expect(await fx.admin.get(`{${prefix}}redec:lease`)).toMatch(/^running:/);
     expect(await b.lastSummary()).toBeNull();
   });
 });

@@ -1,37 +1,28 @@
 import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
+import { RedisError, RedisQueueStore } from '../../src/redis/index.js';
 import {
   backoffMs,
   createQueueMetrics,
-  createRedisMetrics,
   DEAD_LETTER_PAGE,
   listDeadLetters,
   QUEUE_BACKOFF_MAX_MS,
-  QueueKeys,
-  RedisConnection,
-  RedisError,
-  RedisKeyspace,
-  RedisWebhookQueue,
+  QueueWorker,
   replayDeadLetters,
-} from '../../src/redis/index.js';
-import { useTestRedis } from '../helpers/redis.js';
-import { startApp, type FakeApp } from '../webhooks/helpers.js';
+  type QueuedEvent,
+} from '../../src/webhooks/index.js';
+import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { envelope, SECRET_A, SECRET_B, sign, startApp, type FakeApp } from '../webhooks/helpers.js';
+import { connectionTo, count, single, up } from './room.js';
 
 /**
  * The queue's pieces against a real Redis, in process (the scenarios with real `serve` processes
- * are in test/e2e/queue-mode.test.ts). No timed assertions: waits poll for an outcome.
+ * are in test/e2e/queue-mode.test.ts). No timed assertions: waits poll for an outcome. Deliveries are
+ * signed here with node:crypto (test/webhooks/helpers.ts), independently of src/.
  */
 const fx = useTestRedis();
 const { opened } = fx;
-
-async function connection(url = fx.redis.url): Promise<RedisConnection> {
-  const conn = new RedisConnection({ url: () => url, commandTimeoutMs: 1000, logger: silentLogger(), metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })), healthIntervalMs: 100 });
-  opened.push(conn);
-  conn.start();
-  if (url === fx.redis.url) await vi.waitFor(() => expect(conn.isUp).toBe(true), { timeout: 5000 });
-  return conn;
-}
 
 async function app(): Promise<FakeApp> {
   const a = await startApp();
@@ -39,17 +30,30 @@ async function app(): Promise<FakeApp> {
   return a;
 }
 
-async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; url?: string; staleConsumerMs?: number } = {}) {
-  const conn = await connection(o.url);
+interface QueueOptions {
+  horizonMs?: number;
+  url?: string;
+  staleConsumerMs?: number;
+  secrets?: readonly string[];
+  commandTimeoutMs?: number;
+  maxEvents?: number;
+  visibilityMs?: number;
+}
+
+async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
+  const c = connectionTo(single(o.url ?? fx.redis.url), { prefix, opened, commandTimeoutMs: o.commandTimeoutMs ?? 1000 });
+  if (!o.url || o.url === fx.redis.url) await up(c);
   const registry = createRegistry({ defaultMetrics: false });
-  const q = new RedisWebhookQueue({
-    connection: conn,
-    keyspace: new RedisKeyspace(prefix),
+  const store = new RedisQueueStore(c.conn, c.keyspace, o.maxEvents !== undefined ? { maxEvents: o.maxEvents } : {});
+  let secrets = o.secrets ?? [SECRET_A];
+  const q = new QueueWorker({
+    store,
     logger: silentLogger(),
     metrics: createQueueMetrics(registry),
+    secrets: () => secrets,
     appUrl: new URL(appUrl),
     forwardTimeoutMs: 1000,
-    visibilityMs: 2000,
+    visibilityMs: o.visibilityMs ?? 30_000,
     horizonMs: o.horizonMs ?? 60_000,
     deliveredRetentionMs: 60_000,
     now: Date.now,
@@ -57,10 +61,16 @@ async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; ur
   });
   await q.start();
   opened.push({ close: () => q.stop() });
-  return { q, conn, registry, keys: new QueueKeys(new RedisKeyspace(prefix)) };
+  return { q, store, conn: c.conn, redisMetrics: c.metrics, registry, keys: store.keys, setSecrets: (s: readonly string[]) => (secrets = s) };
 }
 
-const event = (id: string) => ({ id, type: 'test.event', headers: { 'content-type': 'application/json', 'x-service-event-id': id, 'x-consent-sidecar-verified': 'v1' }, body: Buffer.from(`{"id":"${id}"}`) });
+/** A delivery as the ingress hands it to the queue: verified facts and the raw body, signed with `secret`. */
+function signed(id: string, o: { secret?: string; body?: Buffer; timestamp?: number } = {}): QueuedEvent {
+  const body = o.body ?? envelope({ id, type: 'test.event' });
+  const timestamp = String(o.timestamp ?? Math.floor(Date.now() / 1000));
+  return { facts: { eventId: id, timestamp, signature: sign(o.secret ?? SECRET_A, timestamp, body), deliveryId: `dlv_${id}` }, body };
+}
+
 let n = 0;
 const prefix = (): string => `${fx.redis.prefix()}q${++n}:`;
 
@@ -78,16 +88,16 @@ describe('backoffMs', () => {
   });
 });
 
-describe('RedisWebhookQueue', () => {
+describe('the queue on a real Redis', () => {
   it('refuses a visibility timeout not above the forward timeout (a slow app would get two copies)', async () => {
-    const conn = await connection();
+    const c = await up(connectionTo(single(fx.redis.url), { opened }));
     expect(
       () =>
-        new RedisWebhookQueue({
-          connection: conn,
-          keyspace: new RedisKeyspace('x:'),
+        new QueueWorker({
+          store: new RedisQueueStore(c.conn, c.keyspace),
           logger: silentLogger(),
           metrics: createQueueMetrics(createRegistry({ defaultMetrics: false })),
+          secrets: () => [SECRET_A],
           appUrl: new URL('http://127.0.0.1:1/h'),
           forwardTimeoutMs: 1000,
           visibilityMs: 1000,
@@ -98,19 +108,27 @@ describe('RedisWebhookQueue', () => {
     ).toThrow(RangeError);
   });
 
-  it('forwards the raw body with the stored headers, then leaves nothing behind but the delivered marker', async () => {
+  it('forwards the raw body with headers rebuilt from what was signed, then leaves nothing behind but the delivered marker', async () => {
     const a = await app();
     const p = prefix();
-    const { q, registry } = await queue(p, a.url);
-    const body = Buffer.from([0x7b, 0x22, 0x69, 0x64, 0x22, 0x3a, 0x22, 0xc3, 0xa9, 0x22, 0x7d]); // {"id":"é"}, bytes kept
-    await q.enqueue({ ...event('evt_raw'), body });
+    const { q, registry, keys } = await queue(p, a.url);
+    const body = Buffer.from('{"id":"evt_raw","sequence":1,"type":"t","occurredAt":1,"data":{"n":"\xc3\xa9"}}', 'latin1'); // bytes kept, é as UTF-8
+    const event = signed('evt_raw', { body });
+    await q.enqueue(event);
     await vi.waitFor(() => expect(a.received).toHaveLength(1), { timeout: 5000 });
     expect(a.received[0]!.body.equals(body)).toBe(true);
-    expect(a.received[0]!.headers).toMatchObject({ 'x-service-event-id': 'evt_raw', 'x-consent-sidecar-verified': 'v1' });
-    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(0), { timeout: 3000 });
-    expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0);
-    expect(Number(await fx.admin.sendCommand(['EXISTS', `${p}queue:delivered:evt_raw`]))).toBe(1);
-    expect(Number(await fx.admin.sendCommand(['PTTL', `${p}queue:delivered:evt_raw`]))).toBeGreaterThan(50_000);
+    expect(a.received[0]!.headers).toMatchObject({
+      'content-type': 'application/json',
+      'x-service-event-id': 'evt_raw',
+      'x-service-delivery-id': 'dlv_evt_raw',
+      'x-service-timestamp': event.facts.timestamp,
+      'x-service-signature': event.facts.signature,
+      'x-consent-sidecar-verified': 'v1',
+    });
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['XLEN', keys.events]))).toBe(0), { timeout: 3000 });
+    expect(Number(await fx.admin.sendCommand(['ZCARD', keys.born]))).toBe(0);
+    expect(Number(await fx.admin.sendCommand(['EXISTS', keys.delivered('evt_raw')]))).toBe(1);
+    expect(Number(await fx.admin.sendCommand(['PTTL', keys.delivered('evt_raw')]))).toBeGreaterThan(50_000);
     const forwards = await registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total')!.get();
     expect(forwards.values.find((v) => v.labels.outcome === 'delivered')?.value).toBe(1);
   });
@@ -119,76 +137,80 @@ describe('RedisWebhookQueue', () => {
     const a = await app();
     a.behaviour = { status: 503 };
     const p = prefix();
-    const { q } = await queue(p, a.url);
-    await q.enqueue(event('evt_retry'));
-    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:delayed`]))).toBe(1), { timeout: 5000 });
-    const [member] = (await fx.admin.sendCommand(['ZRANGE', `${p}queue:delayed`, '0', '0'])) as string[];
+    const { q, keys } = await queue(p, a.url);
+    await q.enqueue(signed('evt_retry'));
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', keys.delayed]))).toBe(1), { timeout: 5000 });
+    const [member] = (await fx.admin.sendCommand(['ZRANGE', keys.delayed, '0', '0'])) as string[];
     expect(JSON.parse(member!)).toMatchObject({ id: 'evt_retry', attempts: 1, lastError: 'app answered 503' });
     a.behaviour = { status: 204 };
     await vi.waitFor(() => expect(a.received.length).toBe(2), { timeout: 5000 });
-    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', `${p}queue:born`]))).toBe(0), { timeout: 3000 });
+    await vi.waitFor(async () => expect(Number(await fx.admin.sendCommand(['ZCARD', keys.born]))).toBe(0), { timeout: 3000 });
   });
 
   it('past the horizon: a dead letter; list shows it; two replays at once move it once', async () => {
     const a = await app();
     a.behaviour = { status: 500 };
     const p = prefix();
-    const { q, conn, keys } = await queue(p, a.url, { horizonMs: 1 });
-    await q.enqueue(event('evt_dl'));
-    await vi.waitFor(async () => expect(await listDeadLetters(conn, keys)).toHaveLength(1), { timeout: 5000 });
-    const [dead] = await listDeadLetters(conn, keys);
+    const { q, store, keys } = await queue(p, a.url, { horizonMs: 1 });
+    await q.enqueue(signed('evt_dl'));
+    await vi.waitFor(async () => expect(await listDeadLetters(store)).toHaveLength(1), { timeout: 5000 });
+    const [dead] = await listDeadLetters(store);
     expect(dead).toMatchObject({ id: 'evt_dl', type: 'test.event', attempts: 1, lastError: 'app answered 500' });
     expect(a.received).toHaveLength(1);
 
     // Stop the workers first so the replayed event stays where the replay put it.
     await q.stop();
-    const [r1, r2] = await Promise.all([replayDeadLetters(conn, keys, { all: true }, Date.now()), replayDeadLetters(conn, keys, { ids: ['evt_dl'] }, Date.now())]);
+    const now = Date.now();
+    const [r1, r2] = await Promise.all([replayDeadLetters(store, { all: true }, [SECRET_A], now), replayDeadLetters(store, { ids: ['evt_dl'] }, [SECRET_A], now)]);
     expect([...r1.replayed, ...r2.replayed]).toEqual(['evt_dl']);
-    expect(Number(await fx.admin.sendCommand(['XLEN', `${p}queue:events`]))).toBe(1);
-    expect(await listDeadLetters(conn, keys)).toEqual([]);
-    expect(await replayDeadLetters(conn, keys, { ids: ['evt_dl', 'evt_other'] }, Date.now())).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'] });
+    expect(Number(await fx.admin.sendCommand(['XLEN', keys.events]))).toBe(1);
+    expect(await listDeadLetters(store)).toEqual([]);
+    expect(await replayDeadLetters(store, { ids: ['evt_dl', 'evt_other'] }, [SECRET_A], now)).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'], notVerified: [] });
   });
 
   it('deduplicates in the same step as it stores: again, from another replica at once, or accepted before in passthrough', async () => {
     const a = await app();
     const p = prefix();
     const [one, two] = [await queue(p, a.url), await queue(p, a.url)];
-    expect(await one.q.enqueue(event('evt_once'))).toBe('queued');
-    expect(await one.q.enqueue(event('evt_once'))).toBe('duplicate');
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).q.enqueue(event('evt_race'))));
+    expect(await one.q.enqueue(signed('evt_once'))).toBe('queued');
+    expect(await one.q.enqueue(signed('evt_once'))).toBe('duplicate');
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).q.enqueue(signed('evt_race'))));
     expect(results.filter((r) => r === 'queued')).toHaveLength(1);
-    await fx.admin.sendCommand(['SET', `${p}dedup:evt_passthrough`, 'accepted', 'PX', '60000']);
-    expect(await two.q.enqueue(event('evt_passthrough'))).toBe('duplicate');
-    expect(Number(await fx.admin.sendCommand(['PTTL', `${p}dedup:evt_once`]))).toBeGreaterThan(50_000);
+    await fx.admin.sendCommand(['SET', one.keys.dedup('evt_passthrough'), 'accepted', 'PX', '60000']);
+    expect(await two.q.enqueue(signed('evt_passthrough'))).toBe('duplicate');
+    expect(Number(await fx.admin.sendCommand(['PTTL', one.keys.dedup('evt_once')]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
   });
 
   it('list reads dead letters page by page: all of them, oldest first, across several pages', async () => {
     const a = await app();
     const p = prefix();
-    const { conn, keys } = await queue(p, a.url);
-    const n = DEAD_LETTER_PAGE * 2 + 7;
-    for (let i = 0; i < n; i++) {
-      const stored = { id: `evt_page_${i}`, type: 'test.event', headers: {}, body: Buffer.from('{}').toString('base64'), acceptedAt: 1, attempts: 3, deadAt: 2 };
+    const { store, keys } = await queue(p, a.url);
+    const total = DEAD_LETTER_PAGE * 2 + 7;
+    for (let i = 0; i < total; i++) {
+      const stored = { v: 2, id: `evt_page_${i}`, timestamp: '1', signature: 'v1=00', body: Buffer.from('{}').toString('base64'), acceptedAt: 1, attempts: 3, deadAt: 2 };
       await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(stored)]);
     }
-    const listed = await listDeadLetters(conn, keys);
-    expect(listed.map((d) => d.id)).toEqual(Array.from({ length: n }, (_, i) => `evt_page_${i}`));
+    const listed = await listDeadLetters(store);
+    expect(listed.map((d) => d.id)).toEqual(Array.from({ length: total }, (_, i) => `evt_page_${i}`));
   });
 
   it('consumers of dead processes with nothing pending are removed from the group; those holding events are not', async () => {
     const a = await app();
     const p = prefix();
-    const events = `${p}queue:events`;
+    const c = connectionTo(single(fx.redis.url), { prefix: p, opened });
+    const events = new RedisQueueStore(c.conn, c.keyspace).keys.events;
     await fx.admin.sendCommand(['XGROUP', 'CREATE', events, 'workers', '0', 'MKSTREAM']);
     await fx.admin.sendCommand(['XGROUP', 'CREATECONSUMER', events, 'workers', 'ghost-idle']);
     // a ghost holding an event (read, never acknowledged): it must stay until the event is taken over
     await fx.admin.sendCommand(['XADD', events, '*', 'e', 'not-json']);
     await fx.admin.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'ghost-holding', 'COUNT', '1', 'STREAMS', events, '>']);
-    await new Promise((r) => setTimeout(r, 20));
+    const idleOf = async (name: string): Promise<number> =>
+      Number(((await fx.admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).find((x) => String(x[1]) === name)?.[5] ?? -1);
+    await vi.waitFor(async () => expect(await idleOf('ghost-idle')).toBeGreaterThanOrEqual(10));
     await queue(p, a.url, { staleConsumerMs: 10 });
     const names = async (): Promise<string[]> =>
-      ((await fx.admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).map((c) => String(c[1]));
+      ((await fx.admin.sendCommand(['XINFO', 'CONSUMERS', events, 'workers'])) as unknown[][]).map((x) => String(x[1]));
     await vi.waitFor(async () => expect(await names()).not.toContain('ghost-idle'), { timeout: 5000 });
     expect(await names()).toContain('ghost-holding');
   });
@@ -196,6 +218,113 @@ describe('RedisWebhookQueue', () => {
   it('Redis unreachable: enqueue rejects with a RedisError (the ingress answers 503), nothing is claimed to be stored', async () => {
     const a = await app();
     const { q } = await queue(prefix(), a.url, { url: 'redis://127.0.0.1:1' });
-    await expect(q.enqueue(event('evt_nowhere'))).rejects.toBeInstanceOf(RedisError);
+    await expect(q.enqueue(signed('evt_nowhere'))).rejects.toBeInstanceOf(RedisError);
+  });
+
+  it('bounded: beyond --webhook-queue-max-events an event is refused (full, counted), nothing of it stored; room again once delivered', async () => {
+    const a = await app();
+    a.behaviour = 'hang';
+    const p = prefix();
+    const { q, registry, keys } = await queue(p, a.url, { maxEvents: 2 });
+    expect(await q.enqueue(signed('evt_b1'))).toBe('queued');
+    expect(await q.enqueue(signed('evt_b2'))).toBe('queued');
+    expect(await q.enqueue(signed('evt_b3'))).toBe('full');
+    expect(await fx.admin.exists(keys.dedup('evt_b3'))).toBe(0);
+    expect(await count(registry.getSingleMetric('consent_sidecar_webhook_queue_full_total') as never)).toBe(1);
+  });
+});
+
+describe('the queue does not trust what Redis hands back', () => {
+  it('an entry altered in Redis (body changed, signature kept) is dead-lettered as signature_mismatch, counted, never forwarded; a genuine one still goes through', async () => {
+    const a = await app();
+    a.behaviour = 'hang'; // nothing is delivered until the tampering is done
+    const p = prefix();
+    const { q, registry, keys } = await queue(p, a.url);
+    const genuine = signed('evt_genuine');
+    await q.enqueue(genuine);
+    await vi.waitFor(() => expect(a.received).toHaveLength(1), { timeout: 5000 });
+    // Copy the stored delivery, change what the app would do, keep the stolen signature, and add it back.
+    const entries = (await fx.admin.sendCommand(['XRANGE', keys.events, '-', '+'])) as [string, [string, string]][];
+    const json = entries[0]![1][1];
+    const stored = JSON.parse(json) as Record<string, unknown>;
+    const forgedBody = Buffer.from(Buffer.from(String(stored.body), 'base64').toString().replace('test.event', 'consent_action.created'));
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ ...stored, id: 'evt_forged', body: forgedBody.toString('base64') })]);
+    // an id swapped on a body signed for another id
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ ...stored, id: 'evt_swapped' })]);
+    // signed with a secret the sidecar does not hold
+    const foreign = signed('evt_foreign', { secret: 'whsec_not_ours' });
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ v: 2, id: 'evt_foreign', timestamp: foreign.facts.timestamp, signature: foreign.facts.signature, body: foreign.body.toString('base64'), acceptedAt: Date.now(), attempts: 0 })]);
+    const mismatches = async (): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome: 'signature_mismatch' });
+    await vi.waitFor(async () => expect(await mismatches()).toBe(3), { timeout: 5000 });
+    const dead = (await fx.admin.sendCommand(['XRANGE', keys.dead, '-', '+'])) as [string, [string, string]][];
+    expect(dead.map(([, [, j]]) => JSON.parse(j) as { id: string; lastError: string }).map((d) => [d.id, d.lastError]).sort()).toEqual([
+      ['evt_foreign', 'signature_mismatch'],
+      ['evt_forged', 'signature_mismatch'],
+      ['evt_swapped', 'signature_mismatch'],
+    ]);
+    expect(a.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_genuine']);
+  });
+
+  it('a forged dead letter is never replayed, and one replayed by hand is dead-lettered again by the worker, never forwarded', async () => {
+    const a = await app();
+    const p = prefix();
+    const { store, registry, keys } = await queue(p, a.url);
+    const forged = signed('evt_dead_forged', { secret: 'whsec_attacker' });
+    const entry = { v: 2, id: 'evt_dead_forged', timestamp: forged.facts.timestamp, signature: forged.facts.signature, body: forged.body.toString('base64'), acceptedAt: 1, attempts: 8, deadAt: 2, lastError: 'x' };
+    await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(entry)]);
+    const r = await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now());
+    expect(r).toEqual({ replayed: [], notFound: [], notVerified: ['evt_dead_forged'] });
+    // Put on the queue by whoever can write to Redis, past the replay's check:
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ ...entry, attempts: 0 })]);
+    await vi.waitFor(async () => expect(await count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome: 'signature_mismatch' })).toBe(1), { timeout: 5000 });
+    expect(a.received).toHaveLength(0);
+  });
+
+  it('secrets rotate: an entry signed under the old secret still verifies while both are configured', async () => {
+    const a = await app();
+    a.behaviour = 'hang';
+    const p = prefix();
+    const { q, setSecrets } = await queue(p, a.url, { secrets: [SECRET_B, SECRET_A] });
+    void setSecrets;
+    await q.enqueue(signed('evt_rotated', { secret: SECRET_A }));
+    await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_rotated']), { timeout: 5000 });
+  });
+});
+
+describe('nothing is stranded', () => {
+  it('Redis frozen while events flow: reads whose replies were lost are taken up by the replica itself after the thaw, each event once, not after the visibility timeout', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const a = await app();
+    const p = prefix();
+    // A visibility timeout far beyond the test: only the replica's own recovery can deliver in time.
+    const { q, redisMetrics } = await queue(p, a.url, { url: own.url, commandTimeoutMs: 300, visibilityMs: 600_000 });
+    await vi.waitFor(() => expect(count(redisMetrics.up)).resolves.toBe(1), { timeout: 10_000 });
+    const acknowledged: string[] = [];
+    let enqueuing = true;
+    const flow = (async () => {
+      for (let i = 0; enqueuing; i++) {
+        const id = `evt_s${i}`;
+        if ((await q.enqueue(signed(id)).catch(() => 'failed')) === 'queued') acknowledged.push(id);
+      }
+    })();
+    await vi.waitFor(() => expect(a.received.length).toBeGreaterThan(20), { timeout: 10_000 });
+    own.freeze();
+    const readTimeouts = (): Promise<number> => count(redisMetrics.callDuration as never, { op: 'queue_read', outcome: 'timeout' });
+    const before = await readTimeouts();
+    try {
+      // Enqueues and reads pile up in the frozen connection: at the thaw Redis runs them in order,
+      // so the reads move the new entries to this consumer though nobody hears the replies.
+      await vi.waitFor(async () => expect(await readTimeouts()).toBeGreaterThanOrEqual(before + 3), { timeout: 15_000 });
+    } finally {
+      enqueuing = false;
+      own.thaw();
+    }
+    await flow;
+    const received = (): string[] => a.received.map((r) => String(r.headers['x-service-event-id']));
+    await vi.waitFor(() => expect(new Set(received())).toEqual(new Set([...received(), ...acknowledged])), { timeout: 10_000 });
+    // every acknowledged event exactly once (events whose enqueue timed out may arrive too, once)
+    expect(received().length).toBe(new Set(received()).size);
+    for (const id of acknowledged) expect(received()).toContain(id);
   });
 });

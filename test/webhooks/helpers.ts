@@ -7,7 +7,7 @@ import type { Registry } from 'prom-client';
 import { staticSecret, type RequiredHeader, type WebhookConfig } from '../../src/config/index.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { baseUrlOf, listen } from '../../src/http/listen.js';
-import type { RevocationHook } from '../../src/lib/revocation-hook.js';
+import type { Revocation, RevocationHook, RevocationPublisher } from '../../src/lib/revocation-hook.js';
 import { createRegistry, silentLogger } from '../../src/observability/index.js';
 
 export const FIXTURES = new URL('../fixtures/webhooks/', import.meta.url);
@@ -93,9 +93,14 @@ export async function startApp(): Promise<FakeApp> {
   return app;
 }
 
-/** A RevocationHook that records calls. */
-export class RecordingRevocations implements RevocationHook {
+/** A revocation publisher (one replica: its own cache) that records what it was asked to purge. */
+export class RecordingRevocations implements RevocationHook, RevocationPublisher {
   readonly calls: string[] = [];
+  publish(revocation: Revocation): Promise<void> {
+    if (revocation.scope === 'user') this.revokeUser(revocation.userReference);
+    else this.revokeAll();
+    return Promise.resolve();
+  }
   revokeUser(userReference: string): number {
     this.calls.push(`user:${userReference}`);
     return 1;
@@ -141,6 +146,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     delivery: 'passthrough',
     dedupRetentionMs: 86_400_000,
     dedupMaxEntries: 10_000,
+    queueMaxEvents: 100_000,
     maxUnverifiedBytes: o.maxUnverifiedBytes ?? 16_777_216,
     bodyTimeoutMs: o.bodyTimeoutMs ?? 10_000,
   };

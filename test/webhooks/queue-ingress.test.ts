@@ -3,7 +3,7 @@ import { baseUrlOf, listen } from '../../src/http/listen.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import type { EnqueueResult, EventQueue, QueuedEvent } from '../../src/webhooks/index.js';
+import { appHeaders, type EnqueueResult, type EventQueue, type QueuedEvent } from '../../src/webhooks/index.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, webhookConfig, type FakeApp } from './helpers.js';
 
 /**
@@ -16,7 +16,7 @@ class RecordingQueue implements EventQueue {
   failing = false;
   async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
     if (this.failing) throw new Error('Redis is not connected');
-    if (this.events.some((e) => e.id === event.id)) return 'duplicate';
+    if (this.events.some((e) => e.facts.eventId === event.facts.eventId)) return 'duplicate';
     this.events.push(event);
     return 'queued';
   }
@@ -50,10 +50,11 @@ describe('webhook ingress, queue mode', () => {
     expect(await post(url, body, headers)).toEqual({ status: 200, body: '{"status":"queued"}' });
     expect(queue.events).toHaveLength(1);
     const [e] = queue.events;
-    expect(e!.id).toBe('evt_q1');
-    expect(e!.type).toBe('consent_action.created');
+    expect(e!.facts.eventId).toBe('evt_q1');
+    // The type is no longer stored beside the body: it is read from the signed body itself.
+    expect((JSON.parse(e!.body.toString()) as { type: string }).type).toBe('consent_action.created');
     expect(e!.body.equals(body)).toBe(true);
-    expect(e!.headers).toEqual({
+    expect(appHeaders(e!.facts)).toEqual({
       'content-type': 'application/json',
       'x-service-event-id': 'evt_q1',
       'x-service-delivery-id': headers['x-service-delivery-id'],
@@ -85,6 +86,6 @@ describe('webhook ingress, queue mode', () => {
     expect(await metricValue(registry, 'consent_sidecar_webhook_deliveries_total', { outcome: 'failed' })).toBe(1);
     queue.failing = false;
     expect(await post(url, body, deliveryHeaders(SECRET_A, nowS(), body))).toEqual({ status: 200, body: '{"status":"queued"}' });
-    expect(queue.events.map((e) => e.id)).toEqual(['evt_q2']);
+    expect(queue.events.map((e) => e.facts.eventId)).toEqual(['evt_q2']);
   });
 });

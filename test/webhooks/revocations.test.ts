@@ -60,11 +60,12 @@ describe('revocations reach the decision cache', () => {
   });
 });
 
-/** A cache hook with the fan-out seam of several replicas; `failing` makes sharing reject (Redis away). */
+/** The publisher of several replicas: purges here, then shares; `failing` makes sharing reject (Redis away). */
 class SharingRevocations extends RecordingRevocations {
   readonly shared: Revocation[] = [];
   failing = false;
-  share(revocation: Revocation): Promise<void> {
+  override publish(revocation: Revocation): Promise<void> {
+    void super.publish(revocation);
     if (this.failing) return Promise.reject(new Error('Redis away'));
     this.shared.push(revocation);
     return Promise.resolve();

@@ -75,7 +75,7 @@ any template uses the values.
 {{- end -}}
 {{- $redis := include "consent-sidecar.redisConfigured" . -}}
 {{- if and (eq (toString $v.config.webhookDelivery) "queue") (not $redis) -}}
-{{- $p = append $p "config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl (the sidecar would exit 2 naming --redis-url)" -}}
+{{- $p = append $p "config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl, or a cluster or sentinels (config.redisClusterNodes, config.redisSentinels, or their secrets); the sidecar would exit 2 naming --redis-url" -}}
 {{- end -}}
 {{- /* Several pods without a shared store: a revocation would reach one of them (README, Several replicas). */ -}}
 {{- if and $v.deployment.enabled (gt (int $v.deployment.replicas) 1) (not $redis) (not $v.unsafeUnsharedReplicas) -}}
@@ -242,17 +242,33 @@ required secret is missing or given twice.
 {{- end -}}
 {{- $files = append $files (dict "file" "redis-url" "secret" $s.redisUrl.existingSecret "key" $s.redisUrl.key "created" false) -}}
 {{- end -}}
+{{- if $s.redisClusterNodes.existingSecret -}}
+{{- if .v.config.redisClusterNodes -}}
+{{- fail "secrets.redisClusterNodes: set secrets.redisClusterNodes.existingSecret or config.redisClusterNodes, not both" -}}
+{{- end -}}
+{{- $files = append $files (dict "file" "redis-cluster-nodes" "secret" $s.redisClusterNodes.existingSecret "key" $s.redisClusterNodes.key "created" false) -}}
+{{- end -}}
+{{- if $s.redisSentinels.existingSecret -}}
+{{- if .v.config.redisSentinels -}}
+{{- fail "secrets.redisSentinels: set secrets.redisSentinels.existingSecret or config.redisSentinels, not both" -}}
+{{- end -}}
+{{- $files = append $files (dict "file" "redis-sentinels" "secret" $s.redisSentinels.existingSecret "key" $s.redisSentinels.key "created" false) -}}
+{{- end -}}
+{{- if $s.redisTlsCa.existingSecret -}}
+{{- $files = append $files (dict "file" "redis-tls-ca" "secret" $s.redisTlsCa.existingSecret "key" $s.redisTlsCa.key "created" false) -}}
+{{- end -}}
 {{- toJson $files -}}
 {{- end -}}
 
-{{/* "true" when the sidecar gets a Redis URL (value, Secret file, or an extraEnv variable); "" otherwise. */}}
+{{/* "true" when the sidecar is told where Redis is (one Redis, a cluster or sentinels: a value, a Secret file, or an extraEnv variable); "" otherwise. */}}
 {{- define "consent-sidecar.redisConfigured" -}}
 {{- $v := .v -}}
 {{- $fromEnv := false -}}
 {{- range $e := $v.extraEnv -}}
-{{- if hasPrefix "CONSENT_SIDECAR_REDIS_URL" $e.name -}}{{- $fromEnv = true -}}{{- end -}}
+{{- if or (hasPrefix "CONSENT_SIDECAR_REDIS_URL" $e.name) (hasPrefix "CONSENT_SIDECAR_REDIS_CLUSTER_NODES" $e.name) (hasPrefix "CONSENT_SIDECAR_REDIS_SENTINELS" $e.name) -}}{{- $fromEnv = true -}}{{- end -}}
 {{- end -}}
-{{- if or $v.config.redisUrl $v.secrets.redisUrl.existingSecret $fromEnv -}}true{{- end -}}
+{{- $s := $v.secrets -}}
+{{- if or $v.config.redisUrl $v.config.redisClusterNodes $v.config.redisSentinels $s.redisUrl.existingSecret $s.redisClusterNodes.existingSecret $s.redisSentinels.existingSecret $fromEnv -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -1,0 +1,80 @@
+import type { ClaimStore, InFlightOutcome, SharedAccept, SharedClaim } from '../webhooks/index.js';
+import type { RedisConnection } from './connection.js';
+import { ACCEPT, CLAIM, RELEASE } from './dedup-scripts.js';
+import { RedisError } from './errors.js';
+import type { RedisKeyspace } from './keyspace.js';
+
+/** Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted"|"released"}`. */
+export const DEDUP_SETTLED_CHANNEL = 'dedup-settled';
+/** Owner segment of the dedup keys: `{<prefix>}dedup:<event id>`. */
+export const DEDUP_KEY_OWNER = 'dedup';
+
+/**
+ * {@link ClaimStore} on Redis: one key per event id, moved by token-guarded scripts (see
+ * dedup-scripts.ts), settlements announced on a channel. Storage only; the policy (local first,
+ * fallback, backfill, what a stall means) is `SharedDedup`'s in src/webhooks/. Replies are checked.
+ */
+export class RedisClaimStore implements ClaimStore {
+  private readonly channel: string;
+
+  constructor(
+    private readonly connection: RedisConnection,
+    private readonly keyspace: RedisKeyspace,
+  ) {
+    this.channel = keyspace.channel(DEDUP_SETTLED_CHANNEL);
+  }
+
+  async claim(id: string, token: string, leaseMs: number): Promise<SharedClaim> {
+    const reply = await this.connection.call('dedup_claim', (c) => CLAIM.run(c, [this.key(id)], [token, String(leaseMs)]));
+    if (Array.isArray(reply) && typeof reply[1] === 'number') {
+      if (reply[0] === 'claimed') return { kind: 'claimed' };
+      if (reply[0] === 'duplicate') return { kind: 'duplicate' };
+      if (reply[0] === 'in_flight') return { kind: 'in_flight', remainingMs: reply[1] };
+    }
+    throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the dedup claim script');
+  }
+
+  async accept(id: string, token: string, retentionMs: number): Promise<SharedAccept> {
+    const message = JSON.stringify({ id, outcome: 'accepted' });
+    const r = await this.connection.call('dedup_accept', (c) => ACCEPT.run(c, [this.key(id)], [token, String(retentionMs), this.channel, message]));
+    if (r === 1) return 'held';
+    if (r === 2) return 'already';
+    if (r === 0) return 'lapsed';
+    throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the dedup accept script');
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    const message = JSON.stringify({ id, outcome: 'released' });
+    const r = await this.connection.call('dedup_release', (c) => RELEASE.run(c, [this.key(id)], [token, this.channel, message]));
+    return r === 1;
+  }
+
+  async backfill(id: string, remainingMs: number): Promise<void> {
+    await this.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), 'accepted', 'PX', String(Math.max(1, Math.round(remainingMs)))]));
+  }
+
+  async onSettled(listener: (id: string, outcome: InFlightOutcome) => void): Promise<void> {
+    await this.connection.subscribe(this.channel, (message) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(message);
+      } catch {
+        return;
+      }
+      const { id, outcome } = (parsed ?? {}) as { id?: unknown; outcome?: unknown };
+      if (typeof id === 'string' && (outcome === 'accepted' || outcome === 'released')) listener(id, outcome);
+    });
+  }
+
+  onRestored(hook: () => void): void {
+    this.connection.onRestored(hook);
+  }
+
+  silentForMs(): number {
+    return this.connection.silentForMs();
+  }
+
+  private key(id: string): string {
+    return this.keyspace.key(DEDUP_KEY_OWNER, id);
+  }
+}

@@ -1,0 +1,359 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Logger } from '../observability/index.js';
+import { RateLimiter } from '../observability/rate-limited-log.js';
+import type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
+import { logId } from './event-id.js';
+import { Forwarder } from './forwarder.js';
+import type { QueueMetrics } from './metrics.js';
+import type { QueueEntry, QueueStore } from './queue-store.js';
+import { decodeStored, reverify, storeDelivery, type StoredDelivery } from './stored-delivery.js';
+
+/** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
+export const QUEUE_BACKOFF_MIN_MS = 1000;
+/** Longest retry delay (ms): 5 minutes. */
+export const QUEUE_BACKOFF_MAX_MS = 300_000;
+/** Forwards in flight per replica. */
+export const QUEUE_CONCURRENCY = 32;
+/** Workers look for due, new and abandoned events at least this often (ms); a wake message makes it sooner. */
+export const QUEUE_POLL_INTERVAL_MS = 250;
+/** A consumer with nothing pending and idle this long is removed (ms); a live one is recreated by its next read. */
+export const QUEUE_STALE_CONSUMER_MS = 3_600_000;
+/** How often the gauges are read (ms). */
+const STATS_INTERVAL_MS = 1000;
+/** How often a worker looks for consumers of dead processes to remove (ms). */
+const CONSUMER_SWEEP_INTERVAL_MS = 60_000;
+/** Due events moved back to the queue per step. */
+const PROMOTE_BATCH = 200;
+const ERROR_LOG_INTERVAL_MS = 30_000;
+/** At most one line per kind (retry cause, mismatch) per this interval (ms); the rest are counted. */
+const EVENT_LOG_INTERVAL_MS = 1000;
+
+/** Delay before attempt `attempts + 1` (ms), after `attempts` failures (≥ 1). */
+export function backoffMs(attempts: number, random: () => number = Math.random, minMs = QUEUE_BACKOFF_MIN_MS, maxMs = QUEUE_BACKOFF_MAX_MS): number {
+  const base = minMs * 2 ** Math.min(Math.max(attempts, 1) - 1, 30);
+  return Math.round(Math.min(maxMs, base * (0.8 + 0.4 * random())));
+}
+
+export interface QueueWorkerOptions {
+  readonly store: QueueStore;
+  readonly logger: Logger;
+  readonly metrics: QueueMetrics;
+  /** The current webhook secrets (`--webhook-secret[-file]`, rotation followed): every entry is verified again with them. */
+  readonly secrets: () => readonly string[];
+  /** The app (`--app-webhook-url`). */
+  readonly appUrl: URL;
+  /** `--webhook-forward-timeout-ms`. */
+  readonly forwardTimeoutMs: number;
+  /**
+   * How long an event taken by a worker stays its own before another replica may take it (ms),
+   * `--webhook-dedup-lease-ms`. Must exceed the forward timeout: a slow app must never get two copies at once.
+   */
+  readonly visibilityMs: number;
+  /** `--webhook-queue-horizon-ms`: retried this long after acceptance, then dead-lettered. */
+  readonly horizonMs: number;
+  /** How long an accepted id is remembered and the delivered marker lives (ms), `--webhook-dedup-retention-ms`. */
+  readonly deliveredRetentionMs: number;
+  /** Epoch ms. */
+  readonly now: () => number;
+  readonly concurrency?: number;
+  readonly pollIntervalMs?: number;
+  /** Default {@link QUEUE_STALE_CONSUMER_MS}. */
+  readonly staleConsumerMs?: number;
+}
+
+/**
+ * Queue mode's policy (contract, Webhooks `queue` and Several replicas). {@link enqueue} is the
+ * ingress's side; the workers, started by {@link start} in every replica, are the other:
+ *
+ * - new entries are read (a wake message, or the 250 ms poll, starts a read), each forwarded to
+ *   this replica's app; a 2xx marks it delivered, a failure parks it for its backoff, and past the
+ *   horizon it becomes a dead letter with its last error;
+ * - **nothing from the store is trusted**: each entry is parsed and verified again (HMAC over the
+ *   stored timestamp and raw body, current secrets, no ±300 s window, and the signed id must be the
+ *   entry's) before every forward; a mismatch is dead-lettered as `signature_mismatch`, never
+ *   forwarded; the headers the app gets are rebuilt from an allow-list;
+ * - **nothing is stranded**: a read whose reply was lost may still have made entries this
+ *   consumer's; after any failed call, and when the store answers again, the worker reads its own
+ *   pending entries at once instead of waiting for another replica's takeover;
+ * - entries held by a consumer that died are taken over once idle `visibilityMs`; the delivered
+ *   marker, checked before each forward, drops a copy the app has had.
+ */
+export class QueueWorker implements EventQueue {
+  /** This process's consumer name. */
+  readonly consumer = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  private readonly forwarder: Forwarder;
+  /** Entries being handled here, by entry id. */
+  private readonly active = new Map<string, Promise<void>>();
+  /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id. */
+  private readonly unrecorded = new Map<string, string>();
+  private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
+  /** An app down with thousands of events waiting must not turn every retry into a log line. */
+  private readonly eventLog = new RateLimiter(EVENT_LOG_INTERVAL_MS);
+  private readonly concurrency: number;
+  private readonly pollIntervalMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private pumping = false;
+  private again = false;
+  private stopped = false;
+  /** Own pending entries may exist that no forward is handling: read them. */
+  private recoverPending = true;
+  /** Failed calls so far: a recovery read clears the flag only if none failed while it ran. */
+  private failures = 0;
+  private lastTakeOver = 0;
+  private lastPromote = 0;
+  private lastStats = 0;
+  private lastSweep = 0;
+
+  constructor(private readonly options: QueueWorkerOptions) {
+    if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('QueueWorker: visibilityMs must exceed forwardTimeoutMs');
+    if (!(options.horizonMs > 0) || !(options.deliveredRetentionMs > 0)) throw new RangeError('QueueWorker: horizonMs and deliveredRetentionMs must be > 0');
+    this.forwarder = new Forwarder({ appUrl: options.appUrl, timeoutMs: options.forwardTimeoutMs });
+    this.concurrency = options.concurrency ?? QUEUE_CONCURRENCY;
+    this.pollIntervalMs = options.pollIntervalMs ?? QUEUE_POLL_INTERVAL_MS;
+  }
+
+  /** Starts the workers; never waits for the store. */
+  async start(): Promise<void> {
+    const { store } = this.options;
+    store.onRestored(() => {
+      this.recoverPending = true;
+      this.kick();
+    });
+    this.timer = setInterval(() => this.kick(), this.pollIntervalMs);
+    this.timer.unref();
+    await store.onWake(() => this.kick());
+    this.kick();
+  }
+
+  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
+    const acceptedAt = this.options.now();
+    const stored = storeDelivery(event.facts, event.body, acceptedAt);
+    const outcome = await this.options.store.enqueue(event.facts.eventId, JSON.stringify(stored), acceptedAt, this.options.deliveredRetentionMs);
+    if (outcome === 'full') this.options.metrics.full.inc();
+    return outcome;
+  }
+
+  /**
+   * Stops taking events and gives those in flight up to `graceMs` to finish; what is unfinished
+   * stays pending in the store and is taken over by another replica after `visibilityMs`.
+   */
+  async stop(graceMs = 0): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.active.values()]), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
+    await this.forwarder.destroy();
+  }
+
+  private kick(): void {
+    if (this.stopped) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    void this.pump().finally(() => {
+      this.pumping = false;
+      if (this.again) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  }
+
+  /** One round: each step on its own, so one that fails (a slow store) does not keep the others from running. */
+  private async pump(): Promise<void> {
+    const { store } = this.options;
+    const now = this.options.now();
+    await this.step('record', () => this.recordDelivered());
+    if (this.recoverPending && this.free() > 0) await this.step('recover', () => this.recover());
+    if (now - this.lastPromote >= this.pollIntervalMs) {
+      this.lastPromote = now;
+      await this.step('promote', () => store.promoteDue(now, PROMOTE_BATCH));
+    }
+    if (this.free() > 0 && now - this.lastTakeOver >= this.pollIntervalMs) {
+      this.lastTakeOver = now;
+      await this.step('take_over', async () => {
+        const taken = await store.takeOver(this.consumer, this.options.visibilityMs, this.free());
+        if (taken.length > 0) this.options.logger.info({ event: 'webhook_queue_taken_over', events: taken.length }, 'events abandoned by another replica taken over');
+        await this.dispatchBatch(taken);
+      });
+    }
+    await this.step('read', async () => {
+      while (this.free() > 0 && !this.stopped) {
+        const entries = await store.readNew(this.consumer, this.free());
+        if (entries.length === 0) break;
+        await this.dispatchBatch(entries);
+      }
+    });
+    if (now - this.lastStats >= STATS_INTERVAL_MS) {
+      this.lastStats = now;
+      await this.step('stats', () => this.readStats(now));
+    }
+    if (now - this.lastSweep >= CONSUMER_SWEEP_INTERVAL_MS) {
+      this.lastSweep = now;
+      await this.step('sweep', () => store.sweepConsumers(this.consumer, this.options.staleConsumerMs ?? QUEUE_STALE_CONSUMER_MS));
+    }
+  }
+
+  private async step(where: string, work: () => Promise<unknown>): Promise<void> {
+    try {
+      await work();
+    } catch (err) {
+      this.failed(where, err);
+    }
+  }
+
+  /**
+   * A call failed: whatever it may have made ours (a read whose reply was lost) is read back by the
+   * next pump (the poll, a wake, or the store answering again), not in a loop while it is away.
+   */
+  private failed(where: string, err: unknown): void {
+    this.failures++;
+    this.recoverPending = true;
+    this.logError(where, err);
+  }
+
+  /** Reads this consumer's own pending entries and takes up those nothing here is handling. */
+  private async recover(): Promise<void> {
+    const failuresBefore = this.failures;
+    let after = '0-0';
+    for (;;) {
+      const free = this.free();
+      if (free <= 0) return; // the flag stays: the rest is read when slots free up
+      const entries = await this.options.store.readPending(this.consumer, free + this.active.size, after);
+      const orphans = entries.filter((e) => !this.active.has(e.entryId));
+      if (orphans.length > 0) {
+        this.options.logger.info({ event: 'webhook_queue_recovered', events: orphans.length }, 'own pending events taken up again after a lost reply');
+        await this.dispatchBatch(orphans);
+      }
+      if (entries.length < free + this.active.size) break;
+      after = entries[entries.length - 1]!.entryId;
+    }
+    if (this.failures === failuresBefore) this.recoverPending = false;
+  }
+
+  private free(): number {
+    return this.concurrency - this.active.size;
+  }
+
+  /**
+   * Starts a batch: entries the app accepted before (a copy, or a takeover after a crash that
+   * followed the app's 2xx) are dropped, never forwarded; those accepted here but not yet recorded
+   * are recorded.
+   */
+  private async dispatchBatch(entries: readonly QueueEntry[]): Promise<void> {
+    const decoded = entries.map((e) => ({ entry: e, stored: decodeStored(e.json) }));
+    const readable = decoded.filter((d) => d.stored !== null);
+    const seen = readable.length === 0 ? [] : await this.options.store.deliveredBefore(readable.map((d) => d.stored!.id));
+    const before = new Set(readable.filter((_d, i) => seen[i] === true).map((d) => d.entry.entryId));
+    for (const { entry, stored } of decoded) {
+      if (this.active.has(entry.entryId)) continue;
+      if (this.unrecorded.has(entry.entryId)) continue; // recordDelivered() settles it
+      this.run(entry.entryId, before.has(entry.entryId) ? this.dropDelivered(entry, stored!) : this.handle(entry, stored));
+    }
+  }
+
+  private run(entryId: string, work: Promise<void>): void {
+    const running = work
+      .catch((err: unknown) => this.failed('handle', err))
+      .finally(() => {
+        this.active.delete(entryId);
+        // Read again once a quarter of the slots are free: batches, not one read per event.
+        if (this.active.size <= this.concurrency - Math.max(1, Math.floor(this.concurrency / 4))) this.kick();
+      });
+    this.active.set(entryId, running);
+  }
+
+  private async dropDelivered(entry: QueueEntry, stored: StoredDelivery): Promise<void> {
+    await this.options.store.drop(entry.entryId);
+    this.options.metrics.forwards.inc({ outcome: 'already_delivered' });
+    this.options.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
+  }
+
+  private async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
+    const { store, metrics, logger } = this.options;
+    if (!stored) {
+      // Not an entry of ours (or unreadable): never forwarded, never retried.
+      metrics.forwards.inc({ outcome: 'unreadable' });
+      logger.error({ event: 'webhook_queue_bad_entry', entryId: entry.entryId }, 'unreadable queue entry dropped');
+      await store.drop(entry.entryId);
+      return;
+    }
+    const checked = reverify(stored, this.options.secrets());
+    if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
+    const result = await this.forwarder.forward(checked.body, checked.headers);
+    const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts };
+    if (result.ok) {
+      this.unrecorded.set(entry.entryId, stored.id);
+      await this.recordOne(entry.entryId, stored.id);
+      metrics.forwards.inc({ outcome: 'delivered' });
+      // Debug: one line per event costs more than the event; the forwards counter says it in aggregate.
+      logger.debug({ event: 'webhook_accepted', ...log, appStatus: result.status, queuedMs: this.options.now() - stored.acceptedAt }, 'queued webhook forwarded');
+      return;
+    }
+    const now = this.options.now();
+    const attempts = stored.attempts + 1;
+    const failed: StoredDelivery = { ...stored, attempts, lastError: result.detail };
+    const horizonEnd = stored.acceptedAt + this.options.horizonMs;
+    if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, false);
+    // The last try falls on the horizon itself.
+    const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
+    await store.retryLater(entry.entryId, dueAt, JSON.stringify(failed));
+    metrics.forwards.inc({ outcome: 'retry_scheduled' });
+    const suppressed = this.eventLog.admit(`retry:${result.cause}`);
+    if (suppressed !== undefined) {
+      logger.info(
+        { event: 'webhook_retry_scheduled', ...log, attempts, cause: result.cause, detail: result.detail, retryInMs: dueAt - now, suppressedSinceLast: suppressed },
+        'app did not accept queued webhook; retry scheduled',
+      );
+    }
+  }
+
+  /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */
+  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<void> {
+    const { store, metrics, logger } = this.options;
+    const dead: StoredDelivery = { ...stored, lastError, deadAt: this.options.now() };
+    await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
+    metrics.forwards.inc({ outcome: mismatch ? 'signature_mismatch' : 'dead_lettered' });
+    if (mismatch) {
+      const suppressed = this.eventLog.admit('signature_mismatch');
+      if (suppressed !== undefined) {
+        logger.error(
+          { event: 'webhook_queue_signature_mismatch', eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed },
+          'queued entry does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured); dead-lettered, not forwarded',
+        );
+      }
+      return;
+    }
+    logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
+  }
+
+  /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */
+  private async recordOne(entryId: string, eventId: string): Promise<void> {
+    await this.options.store.markDelivered(entryId, eventId, this.options.deliveredRetentionMs);
+    this.unrecorded.delete(entryId);
+  }
+
+  private async recordDelivered(): Promise<void> {
+    for (const [entryId, eventId] of [...this.unrecorded]) if (!this.active.has(entryId)) await this.recordOne(entryId, eventId);
+  }
+
+  private async readStats(now: number): Promise<void> {
+    const { depth, oldestAcceptedAt, deadLetters } = await this.options.store.stats();
+    const { metrics } = this.options;
+    metrics.depth.set(depth);
+    metrics.oldestAge.set(oldestAcceptedAt === null ? 0 : Math.max(0, (now - oldestAcceptedAt) / 1000));
+    metrics.deadLetters.set(deadLetters);
+  }
+
+  private logError(where: string, err: unknown): void {
+    if (this.stopped) return;
+    const code = (err as { code?: unknown })?.code;
+    const suppressed = this.errorLog.admit(`${where}:${typeof code === 'string' ? code : 'error'}`);
+    if (suppressed === undefined) return;
+    this.options.logger.warn({ event: 'webhook_queue_error', where, code, suppressed }, `webhook queue ${where} failed: ${(err as Error)?.message ?? String(err)}`);
+  }
+}

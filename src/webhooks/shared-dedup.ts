@@ -1,0 +1,260 @@
+import type { Logger } from '../observability/index.js';
+import { RateLimiter } from '../observability/rate-limited-log.js';
+import { outcomeUnknown } from '../lib/store-failure.js';
+import type { ClaimStore } from './claim-store.js';
+import { logId } from './event-id.js';
+import type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
+import { WebhookError } from './errors.js';
+import type { SharedDedupMetrics } from './metrics.js';
+
+/** Slack after a remote claim's lease before a waiter gives up on it (ms). */
+const LEASE_SLACK_MS = 50;
+const FALLBACK_LOG_INTERVAL_MS = 30_000;
+/** Ids accepted while the store was away, kept to be written once it is back (oldest dropped beyond). */
+const MAX_UNSHARED = 100_000;
+/**
+ * How soon what could not be written is tried again (ms). A restore writes it too, but one failed
+ * call while the health check keeps passing is no restore.
+ */
+const RETRY_MS = 1000;
+
+export interface SharedDedupOptions {
+  readonly store: ClaimStore;
+  /**
+   * This replica's own store, asked first: an event accepted or in flight here never costs a
+   * round trip, and it is what remains when the shared store is unreachable.
+   */
+  readonly local: DedupStore;
+  /** Claim lease (ms), `--webhook-dedup-lease-ms`; must exceed the forward timeout. */
+  readonly leaseMs: number;
+  /** How long an accepted id is remembered (ms), `--webhook-dedup-retention-ms`. */
+  readonly retentionMs: number;
+  readonly metrics: SharedDedupMetrics;
+  readonly logger: Logger;
+  /** Epoch ms. */
+  readonly now: () => number;
+}
+
+interface Held {
+  readonly token: string;
+  /** `shared`: the claim is in the store; `local`: the store was unreachable, this replica decided alone. */
+  readonly mode: 'shared' | 'local';
+}
+
+/**
+ * {@link DedupStore} shared by every replica (contract, Several replicas). The policy:
+ *
+ * - this replica's store first (no round trip for a copy it holds or accepted), then the shared claim;
+ * - a copy in flight on another replica waits for its settlement (announced), at most until the
+ *   holder's lease ends (a holder that died never announces);
+ * - **slow is not down**: a claim whose answer did not come may be in the store, and another
+ *   replica's may be too, so the event is not forwarded on a guess: `claim` rejects with
+ *   `ERR_WEBHOOK_DEDUP_UNKNOWN` (the ingress answers 503, the service retries) and our possible claim
+ *   is released once the store answers. A stall shorter than the lease forwards no event twice;
+ * - **down is down**: when the store is known unreachable (nothing was sent, it answered an error,
+ *   or it has been silent longer than a lease, past which anything it holds of ours has lapsed),
+ *   this replica decides alone, counted; ids accepted meanwhile are written once it answers.
+ */
+export class SharedDedup implements DedupStore {
+  private readonly held = new Map<string, Held>();
+  private readonly waiters = new Map<string, Set<(outcome: InFlightOutcome) => void>>();
+  private readonly fallbackLog = new RateLimiter(FALLBACK_LOG_INTERVAL_MS);
+  /** Accepted while the store did not answer: id → end of retention (epoch ms). */
+  private readonly unshared = new Map<string, number>();
+  /** Claims whose outcome was unknown, to release once the store answers: id → token. */
+  private readonly unreleased = new Map<string, string>();
+  private flushing = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  constructor(private readonly options: SharedDedupOptions) {
+    if (!(options.leaseMs > 0) || !(options.retentionMs > 0)) throw new RangeError('SharedDedup: leaseMs and retentionMs must be > 0');
+  }
+
+  /** Listens for settlements; call once before use. */
+  async start(): Promise<void> {
+    this.options.store.onRestored(() => void this.flush());
+    await this.options.store.onSettled((id, outcome) => this.onSettled(id, outcome));
+  }
+
+  async claim(id: string): Promise<ClaimResult> {
+    const { local, store, leaseMs } = this.options;
+    const mine = await local.claim(id);
+    if (mine.kind !== 'claimed') return mine;
+    const { token } = mine;
+
+    // Listen before asking: the holder may settle before our reply is read.
+    const wait = this.waitFor(id);
+    let shared;
+    try {
+      shared = await store.claim(id, token, leaseMs);
+    } catch (err) {
+      wait.cancel();
+      if (!outcomeUnknown(err) || store.silentForMs() >= leaseMs) {
+        this.fallback('claim', err);
+        this.held.set(id, { token, mode: 'local' });
+        return { kind: 'claimed', token };
+      }
+      this.options.metrics.unknownOutcomes.inc({ op: 'claim' });
+      await local.release(id, token);
+      this.unreleased.set(id, token);
+      this.retrySoon();
+      throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not answer in time; not forwarded on a guess', { cause: err });
+    }
+
+    if (shared.kind === 'claimed') {
+      wait.cancel();
+      this.held.set(id, { token, mode: 'shared' });
+      return { kind: 'claimed', token };
+    }
+    if (shared.kind === 'duplicate') {
+      wait.cancel();
+      // Remember it here too, so the next copy costs no round trip.
+      await local.markAccepted(id, token);
+      return { kind: 'duplicate' };
+    }
+    const untilLeaseEnds = (shared.remainingMs > 0 ? Math.min(shared.remainingMs, leaseMs) : leaseMs) + LEASE_SLACK_MS;
+    const outcome = wait.until(untilLeaseEnds).then(async (o) => {
+      // Local copies queued behind ours learn the same outcome.
+      if (o === 'accepted') await local.markAccepted(id, token);
+      else await local.release(id, token);
+      return o;
+    });
+    return { kind: 'in_flight', outcome };
+  }
+
+  async markAccepted(id: string, token: string): Promise<void> {
+    const held = this.take(id, token);
+    try {
+      const r = await this.options.store.accept(id, token, this.options.retentionMs);
+      if (r === 'lapsed' && held?.mode === 'shared') {
+        this.options.metrics.leaseLapses.inc();
+        this.options.logger.warn({ event: 'webhook_dedup_lease_lapsed', eventId: logId(id) }, 'the claim lapsed before the app answered; raise --webhook-dedup-lease-ms');
+      }
+    } catch (err) {
+      // The app accepted it: that stands. The other replicas learn it once the store answers.
+      this.fallback('accept', err);
+      this.unshared.delete(id);
+      this.unshared.set(id, this.options.now() + this.options.retentionMs);
+      if (this.unshared.size > MAX_UNSHARED) this.unshared.delete(this.unshared.keys().next().value!);
+      this.retrySoon();
+    } finally {
+      await this.options.local.markAccepted(id, token);
+    }
+  }
+
+  async release(id: string, token: string): Promise<void> {
+    const held = this.take(id, token);
+    try {
+      if (held?.mode === 'shared') await this.options.store.release(id, token);
+    } catch (err) {
+      // The lease frees the key anyway; releasing sooner lets the service's retry through sooner.
+      this.fallback('release', err);
+      if (outcomeUnknown(err)) {
+        this.unreleased.set(id, token);
+        this.retrySoon();
+      }
+    } finally {
+      await this.options.local.release(id, token);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    for (const set of this.waiters.values()) for (const wake of set) wake('released');
+    this.waiters.clear();
+    this.held.clear();
+    await this.options.local.close();
+  }
+
+  /** Writes what was accepted without the store, and releases claims whose outcome was unknown. */
+  private async flush(): Promise<void> {
+    if (this.flushing || this.closed) return;
+    this.flushing = true;
+    let written = 0;
+    try {
+      for (const [id, token] of [...this.unreleased]) {
+        await this.options.store.release(id, token);
+        this.unreleased.delete(id);
+      }
+      for (const [id, until] of [...this.unshared]) {
+        const remainingMs = until - this.options.now();
+        if (remainingMs > 0) {
+          await this.options.store.backfill(id, remainingMs);
+          written++;
+        }
+        this.unshared.delete(id);
+      }
+    } catch {
+      // The store went away again: the rest waits for the next try.
+    } finally {
+      this.flushing = false;
+      if (written > 0) this.options.logger.info({ event: 'webhook_dedup_backfilled', events: written }, 'events accepted while Redis was unreachable recorded in Redis');
+      if (this.unshared.size > 0 || this.unreleased.size > 0) this.retrySoon();
+    }
+  }
+
+  private retrySoon(): void {
+    if (this.retryTimer || this.closed) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.flush();
+    }, RETRY_MS);
+    this.retryTimer.unref();
+  }
+
+  private take(id: string, token: string): Held | undefined {
+    const held = this.held.get(id);
+    if (held?.token !== token) return undefined;
+    this.held.delete(id);
+    return held;
+  }
+
+  private waitFor(id: string): { cancel(): void; until(ms: number): Promise<InFlightOutcome> } {
+    let wake!: (o: InFlightOutcome) => void;
+    const settled = new Promise<InFlightOutcome>((resolve) => (wake = resolve));
+    let set = this.waiters.get(id);
+    if (!set) this.waiters.set(id, (set = new Set()));
+    set.add(wake);
+    const cancel = (): void => {
+      set.delete(wake);
+      if (set.size === 0 && this.waiters.get(id) === set) this.waiters.delete(id);
+    };
+    return {
+      cancel,
+      until: (ms) => {
+        if (this.closed) {
+          cancel();
+          return Promise.resolve('released');
+        }
+        const timer = setTimeout(() => {
+          cancel();
+          wake('released');
+        }, ms);
+        timer.unref();
+        return settled.finally(() => {
+          clearTimeout(timer);
+          cancel();
+        });
+      },
+    };
+  }
+
+  private onSettled(id: string, outcome: InFlightOutcome): void {
+    const set = this.waiters.get(id);
+    if (!set) return;
+    this.waiters.delete(id);
+    for (const wake of set) wake(outcome);
+  }
+
+  private fallback(op: 'claim' | 'accept' | 'release', err: unknown): void {
+    this.options.metrics.fallbacks.inc({ op });
+    const code = (err as { code?: unknown })?.code;
+    const label = typeof code === 'string' ? code : 'ERR_UNKNOWN';
+    const suppressed = this.fallbackLog.admit(`${op}:${label}`);
+    if (suppressed !== undefined) {
+      this.options.logger.warn({ event: 'webhook_dedup_fallback', op, code: label, suppressed }, 'Redis unreachable; webhook dedup decided by this replica alone');
+    }
+  }
+}

@@ -1,0 +1,157 @@
+import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
+import { EVENT_ID_ENCODING_HEADER, eventIdHeader } from './event-id.js';
+import { SIGNATURE_SCHEME_PREFIX } from './signature.js';
+import { verifyBodySignature } from './verify.js';
+
+/** Added to every forwarded event: the sidecar checked the signature. */
+export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
+/** Added when the event's sequence is lower than the highest already seen. */
+export const OUT_OF_ORDER_HEADER = 'x-consent-sidecar-out-of-order';
+
+/** What a delivery carried that the app gets again (the signed parts, and the unsigned ids checked for shape). */
+export interface DeliveryFacts {
+  /** The envelope `id` (from the verified body, never from the unsigned header). */
+  readonly eventId: string;
+  /** `x-service-timestamp` exactly as received: it is what was signed. */
+  readonly timestamp: string;
+  /** `x-service-signature` exactly as received. */
+  readonly signature: string;
+  /** `x-service-delivery-id` when it was a plain token (visible ASCII, at most 128 characters). */
+  readonly deliveryId?: string;
+  readonly outOfOrder?: boolean;
+}
+
+const TOKEN = /^[\x21-\x7e]{1,128}$/;
+
+/** A delivery id worth passing on, or undefined (it is not signed: only its shape is checked). */
+export function deliveryIdOf(value: unknown): string | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  return typeof v === 'string' && TOKEN.test(v) ? v : undefined;
+}
+
+/**
+ * The headers the app gets with an event, in both delivery modes, rebuilt from an allow-list:
+ * nothing a sender (or a writer to the queue's store) adds reaches the app.
+ */
+export function appHeaders(facts: DeliveryFacts): Record<string, string> {
+  const id = eventIdHeader(facts.eventId);
+  const out: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-service-event-id': id.value,
+    'x-service-timestamp': facts.timestamp,
+    'x-service-signature': facts.signature,
+    [VERIFIED_HEADER]: 'v1',
+  };
+  if (id.encoded) out[EVENT_ID_ENCODING_HEADER] = 'percent';
+  if (facts.deliveryId !== undefined) out['x-service-delivery-id'] = facts.deliveryId;
+  if (facts.outOfOrder) out[OUT_OF_ORDER_HEADER] = '1';
+  return out;
+}
+
+/**
+ * A delivery as the queue keeps it (JSON in its store): what the service sent, as received, so it
+ * can be verified again before every forward, plus the queue's own bookkeeping. Nothing in it is
+ * trusted when read back: see {@link decodeStored} and {@link reverify}.
+ */
+export interface StoredDelivery {
+  readonly v: 2;
+  /** Envelope id: the dedup key and the id of the event the signature must cover. */
+  readonly id: string;
+  readonly timestamp: string;
+  readonly signature: string;
+  readonly deliveryId?: string;
+  /** Raw body, base64 (bytes forwarded unchanged). */
+  readonly body: string;
+  readonly outOfOrder?: boolean;
+  /** When the ingress (or a replay) put it on the queue (epoch ms); the horizon counts from here. */
+  readonly acceptedAt: number;
+  /** Forwards tried and not accepted so far. */
+  readonly attempts: number;
+  /** Why the last attempt failed (`app answered 500`, `signature_mismatch`, …). */
+  readonly lastError?: string;
+  /** Dead letters only: when it was parked (epoch ms). */
+  readonly deadAt?: number;
+}
+
+/** The stored form of a verified delivery. */
+export function storeDelivery(facts: DeliveryFacts, rawBody: Buffer, acceptedAt: number): StoredDelivery {
+  return {
+    v: 2,
+    id: facts.eventId,
+    timestamp: facts.timestamp,
+    signature: facts.signature,
+    ...(facts.deliveryId !== undefined ? { deliveryId: facts.deliveryId } : {}),
+    body: rawBody.toString('base64'),
+    ...(facts.outOfOrder ? { outOfOrder: true } : {}),
+    acceptedAt,
+    attempts: 0,
+  };
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** Parses what the store handed back; null when it is not a stored delivery of ours (shape only: see {@link reverify}). */
+export function decodeStored(json: string | null): StoredDelivery | null {
+  if (json === null) return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  const e = v as Partial<StoredDelivery> | null;
+  if (!e || typeof e !== 'object' || e.v !== 2) return null;
+  if (!isString(e.id) || !isString(e.timestamp) || !isString(e.signature) || !isString(e.body)) return null;
+  if (!isCount(e.acceptedAt) || !isCount(e.attempts)) return null;
+  if (e.deliveryId !== undefined && !isString(e.deliveryId)) return null;
+  if (e.lastError !== undefined && !isString(e.lastError)) return null;
+  return e as StoredDelivery;
+}
+
+/** The event of a stored delivery that verified again: its envelope, raw body and the headers for the app. */
+export interface Reverified {
+  readonly ok: true;
+  readonly envelope: WebhookEnvelope;
+  readonly body: Buffer;
+  readonly headers: Record<string, string>;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Verifies a stored delivery again against the current secrets, as the ingress did, but without
+ * the ±300 s window (an event may wait in the queue for days): the HMAC over the stored timestamp
+ * and raw body must match the stored signature under one of `secrets`, and the signed body's
+ * envelope `id` must be the one the entry claims. Whoever can write to the store can forge
+ * neither. `signature_mismatch` otherwise; it is never forwarded.
+ */
+export function reverify(stored: StoredDelivery, secrets: readonly string[]): Reverified | { readonly ok: false; readonly reason: 'signature_mismatch' } {
+  const mismatch = { ok: false, reason: 'signature_mismatch' } as const;
+  if (!stored.signature.startsWith(SIGNATURE_SCHEME_PREFIX) || !/^\d{1,16}$/.test(stored.timestamp) || !BASE64.test(stored.body)) return mismatch;
+  const body = Buffer.from(stored.body, 'base64');
+  const checked = {
+    ok: true as const,
+    timestamp: stored.timestamp,
+    timestampS: Number(stored.timestamp),
+    skewS: 0,
+    signatureHex: stored.signature.slice(SIGNATURE_SCHEME_PREFIX.length),
+  };
+  if (!verifyBodySignature(checked, body, secrets).ok) return mismatch;
+  const parsed = parseEnvelope(body);
+  if (!parsed.ok || parsed.envelope.id !== stored.id) return mismatch;
+  const headers = appHeaders({
+    eventId: parsed.envelope.id,
+    timestamp: stored.timestamp,
+    signature: stored.signature,
+    ...(deliveryIdOf(stored.deliveryId) !== undefined ? { deliveryId: stored.deliveryId! } : {}),
+    outOfOrder: stored.outOfOrder === true,
+  });
+  return { ok: true, envelope: parsed.envelope, body, headers };
+}
+
+/** The envelope `type` of a stored body, for listings (unverified: a listing shows, it never forwards). */
+export function storedType(stored: StoredDelivery): string {
+  const parsed = parseEnvelope(Buffer.from(stored.body, 'base64'));
+  return parsed.ok ? parsed.envelope.type : '?';
+}

@@ -1,0 +1,46 @@
+import { vi, expect } from 'vitest';
+import { silentLogger } from '../../src/observability/index.js';
+import { createRegistry } from '../../src/observability/registry.js';
+import { createRedisMetrics, RedisConnection, RedisKeyspace, type RedisMetrics, type RedisTargetSpec } from '../../src/redis/index.js';
+
+/** A connection of the Redis room, closed after the test (pushed on `opened`). */
+export interface TestConnection {
+  readonly conn: RedisConnection;
+  readonly metrics: RedisMetrics;
+  readonly registry: ReturnType<typeof createRegistry>;
+  readonly keyspace: RedisKeyspace;
+}
+
+export function connectionTo(
+  target: RedisTargetSpec | (() => RedisTargetSpec),
+  o: { prefix?: string; commandTimeoutMs?: number; opened: { close(): Promise<void> }[]; logger?: ReturnType<typeof silentLogger> },
+): TestConnection {
+  const registry = createRegistry({ defaultMetrics: false });
+  const metrics = createRedisMetrics(registry);
+  const keyspace = new RedisKeyspace(o.prefix ?? 'test:');
+  const conn = new RedisConnection({
+    target: typeof target === 'function' ? target : () => target,
+    keyspace,
+    commandTimeoutMs: o.commandTimeoutMs ?? 500,
+    logger: o.logger ?? silentLogger(),
+    metrics,
+    healthIntervalMs: 100,
+  });
+  o.opened.push(conn);
+  conn.start();
+  return { conn, metrics, registry, keyspace };
+}
+
+/** Waits until the connection's health check passes. */
+export async function up(c: TestConnection, timeout = 10_000): Promise<TestConnection> {
+  await vi.waitFor(() => expect(c.conn.isUp).toBe(true), { timeout });
+  return c;
+}
+
+/** Sum of a metric's values whose labels include `labels`. */
+export const count = async (
+  c: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> },
+  labels: Record<string, string> = {},
+): Promise<number> => (await c.get()).values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((s, v) => s + v.value, 0);
+
+export const single = (url: string): RedisTargetSpec => ({ kind: 'single', url });

@@ -1,0 +1,220 @@
+import { createClient } from '@redis/client';
+import { describe, expect, it, vi } from 'vitest';
+import { silentLogger } from '../../src/observability/index.js';
+import { createRegistry } from '../../src/observability/registry.js';
+import { RedisClaimStore } from '../../src/redis/index.js';
+import { createSharedDedupMetrics, MemoryDedupStore, SharedDedup } from '../../src/webhooks/index.js';
+import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { connectionTo, count, single, up } from './room.js';
+
+const fx = useTestRedis();
+const { opened } = fx;
+
+/** One replica's shared dedup: its own connection, its own memory store, the same prefix. */
+async function replica(prefix: string, o: { leaseMs?: number; url?: string; commandTimeoutMs?: number; waitUp?: boolean } = {}) {
+  const c = connectionTo(single(o.url ?? fx.redis.url), { prefix, opened, commandTimeoutMs: o.commandTimeoutMs ?? 500 });
+  if (o.waitUp ?? !o.url) await up(c);
+  const metrics = createSharedDedupMetrics(createRegistry({ defaultMetrics: false }));
+  const store = new SharedDedup({
+    store: new RedisClaimStore(c.conn, c.keyspace),
+    local: new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 1000 }),
+    leaseMs: o.leaseMs ?? 10_000,
+    retentionMs: 60_000,
+    metrics,
+    logger: silentLogger(),
+    now: Date.now,
+  });
+  await store.start();
+  opened.push(store);
+  return { store, metrics, conn: c.conn, redisMetrics: c.metrics, key: (id: string) => c.keyspace.key('dedup', id) };
+}
+
+describe('shared dedup on a real Redis', () => {
+  it('one claim across replicas; the waiter learns "accepted" from the channel; then duplicate everywhere', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix);
+    const b = await replica(prefix);
+    const claim = await a.store.claim('evt_1');
+    expect(claim.kind).toBe('claimed');
+    expect(await fx.admin.get(a.key('evt_1'))).toMatch(/^inflight:/);
+
+    const waiting = await b.store.claim('evt_1');
+    expect(waiting.kind).toBe('in_flight');
+    if (claim.kind !== 'claimed' || waiting.kind !== 'in_flight') return;
+    await a.store.markAccepted('evt_1', claim.token);
+    expect(await waiting.outcome).toBe('accepted');
+
+    expect(await fx.admin.get(a.key('evt_1'))).toBe('accepted');
+    const ttl = await fx.admin.pTTL(a.key('evt_1'));
+    expect(ttl).toBeGreaterThan(10_000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    expect((await b.store.claim('evt_1')).kind).toBe('duplicate');
+    expect((await a.store.claim('evt_1')).kind).toBe('duplicate');
+    // a replica that never saw the event (a restart) asks Redis
+    const c = await replica(prefix);
+    expect((await c.store.claim('evt_1')).kind).toBe('duplicate');
+  });
+
+  it('release lets the next copy claim; the waiter learns "released"', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix);
+    const b = await replica(prefix);
+    const claim = await a.store.claim('evt_2');
+    const waiting = await b.store.claim('evt_2');
+    if (claim.kind !== 'claimed' || waiting.kind !== 'in_flight') throw new Error(`unexpected ${claim.kind} / ${waiting.kind}`);
+    await a.store.release('evt_2', claim.token);
+    expect(await waiting.outcome).toBe('released');
+    expect(await fx.admin.exists(a.key('evt_2'))).toBe(0);
+    expect((await b.store.claim('evt_2')).kind).toBe('claimed');
+  });
+
+  it('release and accept are guarded by the claim token', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix);
+    const claim = await a.store.claim('evt_3');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    await a.store.release('evt_3', 'someone-else');
+    expect(await fx.admin.get(a.key('evt_3'))).toBe(`inflight:${claim.token}`);
+
+    // the scripts themselves, called with another token
+    const { RELEASE } = await import('../../src/redis/dedup-scripts.js');
+    const r = await a.conn.call('t', (c) => RELEASE.run(c, [a.key('evt_3')], ['other', `${prefix}dedup-settled`, '{}']));
+    expect(r).toBe(0);
+    expect(await fx.admin.get(a.key('evt_3'))).toBe(`inflight:${claim.token}`);
+  });
+
+  it('a holder that never settles (killed) loses the claim after its lease; settling late counts a lapse', async () => {
+    const prefix = fx.redis.prefix();
+    const dead = await replica(prefix, { leaseMs: 300 });
+    const b = await replica(prefix, { leaseMs: 300 });
+    const claim = await dead.store.claim('evt_4');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    const waiting = await b.store.claim('evt_4');
+    if (waiting.kind !== 'in_flight') throw new Error('not in flight');
+    expect(await waiting.outcome).toBe('released');
+    expect((await b.store.claim('evt_4')).kind).toBe('claimed');
+
+    await dead.store.markAccepted('evt_4', claim.token);
+    expect(await count(dead.metrics.leaseLapses)).toBe(1);
+    expect(await fx.admin.get(dead.key('evt_4'))).toBe('accepted');
+  });
+
+  it('Redis unreachable: claims fall back to this replica, counted, and accepted ids are still remembered here', async () => {
+    const down = await spawnRedisServer();
+    const url = down.url;
+    await down.stop();
+    const a = await replica(fx.redis.prefix(), { url });
+    const claim = await a.store.claim('evt_5');
+    expect(claim.kind).toBe('claimed');
+    if (claim.kind !== 'claimed') return;
+    const local = await a.store.claim('evt_5');
+    expect(local.kind).toBe('in_flight');
+    await a.store.markAccepted('evt_5', claim.token);
+    if (local.kind === 'in_flight') expect(await local.outcome).toBe('accepted');
+    expect((await a.store.claim('evt_5')).kind).toBe('duplicate');
+    expect(await count(a.metrics.fallbacks, { op: 'claim' })).toBe(1);
+    expect(await count(a.metrics.fallbacks, { op: 'accept' })).toBe(1);
+    expect(await count(a.redisMetrics.up)).toBe(0);
+  });
+});
+
+describe('shared dedup across an outage', () => {
+  it('an event accepted while Redis was away is a duplicate on the other replicas once it is back', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { url: own.url, waitUp: true });
+    const b = await replica(prefix, { url: own.url, waitUp: true });
+
+    await own.stop();
+    await vi.waitFor(() => expect(a.conn.isUp).toBe(false), { timeout: 5000 });
+    const claim = await a.store.claim('evt_outage');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    await a.store.markAccepted('evt_outage', claim.token);
+    expect(await count(a.metrics.fallbacks, { op: 'accept' })).toBe(1);
+
+    await own.start();
+    await vi.waitFor(() => expect(a.conn.isUp && b.conn.isUp).toBe(true), { timeout: 10_000 });
+    const look = createClient({ url: own.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      await vi.waitFor(async () => expect(await look.get(a.key('evt_outage'))).toBe('accepted'), { timeout: 5000 });
+    } finally {
+      await look.close();
+    }
+    expect((await b.store.claim('evt_outage')).kind).toBe('duplicate');
+  });
+});
+
+describe('shared dedup after one failed accept, Redis up all along', () => {
+  it('the id is written to Redis soon after, though no restore happens, and is a duplicate on another replica', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix);
+    const b = await replica(prefix);
+    const claim = await a.store.claim('evt_one_failure');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    // The accept script fails on a key of the wrong type (a reply error; the health check is untouched).
+    const key = a.key('evt_one_failure');
+    await fx.admin.del(key);
+    await fx.admin.hSet(key, 'x', 'y');
+    await a.store.markAccepted('evt_one_failure', claim.token);
+    expect(await count(a.metrics.fallbacks, { op: 'accept' })).toBe(1);
+    await fx.admin.del(key);
+    expect(a.conn.isUp).toBe(true);
+    await vi.waitFor(async () => expect(await fx.admin.get(key)).toBe('accepted'), { timeout: 5000 });
+    expect((await b.store.claim('evt_one_failure')).kind).toBe('duplicate');
+  });
+});
+
+describe('shared dedup while Redis is slow (frozen with SIGSTOP): slow is not down', () => {
+  it('a claim whose answer does not come is not taken as free: both replicas refuse (503), nothing falls back, and the claim it may have made is released after the thaw', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { url: own.url, waitUp: true, commandTimeoutMs: 200 });
+    const b = await replica(prefix, { url: own.url, waitUp: true, commandTimeoutMs: 200 });
+
+    own.freeze();
+    try {
+      await expect(a.store.claim('evt_stall')).rejects.toMatchObject({ code: 'ERR_WEBHOOK_DEDUP_UNKNOWN' });
+      await expect(b.store.claim('evt_stall')).rejects.toMatchObject({ code: 'ERR_WEBHOOK_DEDUP_UNKNOWN' });
+    } finally {
+      own.thaw();
+    }
+    expect(await count(a.metrics.unknownOutcomes, { op: 'claim' })).toBe(1);
+    expect(await count(a.metrics.fallbacks)).toBe(0);
+    expect(await count(b.metrics.fallbacks)).toBe(0);
+
+    // The frozen claims run at the thaw (one of them wins the key): once each connection answers
+    // again its frozen commands have run; then each replica releases its own.
+    await vi.waitFor(() => expect(a.conn.isUp && b.conn.isUp).toBe(true), { timeout: 10_000 });
+    const look = createClient({ url: own.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      await vi.waitFor(async () => expect(await look.exists(a.key('evt_stall'))).toBe(0), { timeout: 10_000 });
+    } finally {
+      await look.close();
+    }
+    // The service's retry goes through, once.
+    const retry = await a.store.claim('evt_stall');
+    expect(retry.kind).toBe('claimed');
+    expect((await b.store.claim('evt_stall')).kind).toBe('in_flight');
+  });
+
+  it('silent for longer than a lease is down: the claim is decided by this replica alone, counted', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const a = await replica(fx.redis.prefix(), { url: own.url, waitUp: true, commandTimeoutMs: 100, leaseMs: 400 });
+    own.freeze();
+    try {
+      await vi.waitFor(() => expect(a.conn.silentForMs()).toBeGreaterThan(400), { timeout: 10_000 });
+      const claim = await a.store.claim('evt_long_stall');
+      expect(claim.kind).toBe('claimed');
+      expect(await count(a.metrics.fallbacks, { op: 'claim' })).toBe(1);
+    } finally {
+      own.thaw();
+    }
+  });
+});
