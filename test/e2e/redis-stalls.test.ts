@@ -21,10 +21,7 @@ beforeAll(async () => {
     const app = new RecordingApp();
     await app.up();
     apps.push(app);
-    // The freeze lasts as long as the deliveries below take to be answered: on a loaded machine that
-    // passed the default 7 s lease, and a stall longer than the lease is (rightly) Redis down. The
-    // stall this test means is shorter than the lease, so the lease is 15 s (minimal, for the merge).
-    const r = new ServeProcess(replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redisUrl: redis.url, prefix: 'stall:', extra: { 'webhook-dedup-lease-ms': '15000' } }));
+    const r = new ServeProcess(replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redisUrl: redis.url, prefix: 'stall:' }));
     await r.start();
     replicas.push(r);
   }
