@@ -376,7 +376,10 @@ describe('circuit breaker', () => {
     // Was: answered in less than the deadline, a timing bound a busy machine broke. The service
     // never answers, so the only ways to an answer are the deadline (upstream_timeout) or the open
     // circuit without a call; circuit_open with the service not asked again shows it was the latter.
-    const { u, s } = await setup({ fault: 'hang' }, { ...flags, ...SHORT_DEADLINE });
+    // The test's clock, standing still: the 200 ms cooldown cannot pass between opening and the
+    // check below however slow the machine (it did, and the check became a half-open probe).
+    const clock = testClock();
+    const { u, s } = await setup({ fault: 'hang' }, { ...flags, ...SHORT_DEADLINE }, clock.now);
     for (let i = 0; i < 3; i++) await expectFailClosed(s, 'upstream_timeout');
     const asked = u.checks;
     const r = await s.check(REQ);
