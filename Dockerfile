@@ -5,8 +5,10 @@
 # The runtime stage has no shell and no package manager; it runs with a read-only root file system
 # (Node writes nothing to disk; logs go to stdout).
 
-# Node 24 is the LTS line with the longest support left (Node 20 is end-of-life, 22 ends April 2027).
-# Pin by digest in your registry mirror (e.g. with Renovate) for reproducible builds.
+# Node 24 is the LTS line with the longest support left (Node 20 is end-of-life, 22 ends April 2027),
+# and the line the whole suite runs on for the image (test/node-lines.json). Pin by digest in your
+# registry mirror (e.g. with Renovate) for reproducible builds. Where no registry is reachable, both
+# can be local images: npm run test:image builds stand-ins and this very file on them, then runs it.
 ARG NODE_BUILD_IMAGE=node:24-bookworm-slim
 ARG NODE_RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the programs the test suite starts for real, where it can, and says what is missing
-# where it cannot. Part of the README's test command: `bash test/setup.sh && npm ci && npm test`.
+# where it cannot. Part of the README's test command: `bash test/setup.sh && npm ci && npm run test:lines`.
 #
 #   promtool     (Debian: prometheus)    checks the metrics exposition and the chart's alert rules
 #   redis-server (Debian: redis-server)  the shared store of several replicas, spawned per test file

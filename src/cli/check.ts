@@ -9,16 +9,47 @@ import {
   UpstreamClient,
   type Answer,
 } from '../decision/index.js';
+import { parseListenAddress } from '../lib/listen-address.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, camel, ONE_SHOT_UPSTREAM_MEANING, rawFlags, warnUnknownVariables } from './spec-options.js';
 
+/**
+ * Where `--via` points: a sidecar's decision URL (`http://127.0.0.1:7700`, a base path allowed) or its
+ * Unix socket (`unix:/var/run/consent-sidecar/decision.sock`, the form the chart gives the app with
+ * decisionSocket.enabled).
+ */
+interface ViaTarget {
+  /** Origin undici connects to (any, with a socket path: the Host header only). */
+  readonly origin: string;
+  readonly socketPath?: string;
+  readonly checkPath: string;
+  /** For messages: what the user gave, without a path. */
+  readonly shown: string;
+}
+
+function viaTarget(via: string): ViaTarget {
+  if (via.trim().startsWith('unix:')) {
+    const parsed = parseListenAddress(via, { unix: true });
+    if (typeof parsed === 'string' || parsed.path === undefined) throw new CliUsageError(`--via: ${typeof parsed === 'string' ? parsed : `not a Unix socket: "${via}"`}`);
+    return { origin: 'http://localhost', socketPath: parsed.path, checkPath: '/v1/authorization/check', shown: `unix:${parsed.path}` };
+  }
+  let base: URL;
+  try {
+    base = new URL(via);
+  } catch {
+    throw new CliUsageError(`--via: not a valid URL: "${via}" (http://host:port, or unix:/path/to.sock)`);
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new CliUsageError(`--via: expected http://host:port or unix:/path/to.sock, got "${via}"`);
+  return { origin: base.origin, checkPath: base.pathname.replace(/\/+$/, '') + '/v1/authorization/check', shown: base.origin };
+}
+
 /** Asks a running sidecar; its answer is trusted only as far as its status and JSON say. */
-async function viaSidecar(base: URL, body: string, timeoutMs: number): Promise<{ status: number; text: string; source: string }> {
-  const pool = new Pool(base.origin);
+async function viaSidecar(target: ViaTarget, body: string, timeoutMs: number): Promise<{ status: number; text: string; source: string }> {
+  const pool = new Pool(target.origin, target.socketPath === undefined ? {} : { socketPath: target.socketPath });
   try {
     const res = await pool.request({
       method: 'POST',
-      path: base.pathname.replace(/\/+$/, '') + '/v1/authorization/check',
+      path: target.checkPath,
       headers: { 'content-type': 'application/json' },
       body,
       signal: AbortSignal.timeout(timeoutMs),
@@ -47,19 +78,14 @@ export function registerCheck(program: Command): void {
     .description('ask for one decision; exit 0 on ALLOW, 1 on DENY, 2 when no decision could be had')
     .requiredOption('--user-reference <ref>', 'the customer reference')
     .requiredOption('--config-key <key>', 'the Flow key')
-    .option('--via <url>', 'ask a running sidecar at this URL instead of the service (e.g. http://127.0.0.1:7700)')
+    .option('--via <url>', 'ask a running sidecar at this URL instead of the service (http://127.0.0.1:7700, or unix:/path/to/decision.sock)')
     .action(async (opts: { userReference: string; configKey: string; via?: string }) => {
       warnUnknownVariables();
       const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
       let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
       let why = '';
       if (opts.via) {
-        let base: URL;
-        try {
-          base = new URL(opts.via);
-        } catch {
-          throw new CliUsageError(`--via: not a valid URL: "${opts.via}"`);
-        }
+        const target = viaTarget(opts.via);
         const given = UPSTREAM_ONLY_FLAGS.filter((f) => cmd.getOptionValueSource(camel(f)) === 'cli');
         if (given.length > 0) {
           throw new CliUsageError(
@@ -69,11 +95,11 @@ export function registerCheck(program: Command): void {
         const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
         let res: Awaited<ReturnType<typeof viaSidecar>>;
         try {
-          res = await viaSidecar(base, body, timeoutMs);
+          res = await viaSidecar(target, body, timeoutMs);
         } catch (err) {
           // No answer from the sidecar is not an answer of the sidecar: print none, say why, exit 2.
           const code = (err as NodeJS.ErrnoException).code ?? (err as Error).name;
-          process.stderr.write(`consent-sidecar: could not reach the sidecar at ${base.origin} (${code}); is it running? No decision.\n`);
+          process.stderr.write(`consent-sidecar: could not reach the sidecar at ${target.shown} (${code}); is it running? No decision.\n`);
           process.exitCode = EXIT.usage;
           return;
         }

@@ -16,6 +16,9 @@ export function buildProgram(): Command {
     .version(VERSION)
     // A short error with commander's "Did you mean" suggestion, not the whole help.
     .showHelpAfterError('(add --help for usage)')
+    // serve's longest flag leaves its descriptions 34 columns of 80; commander would stop wrapping
+    // below 40 and print 200-column lines. Set before the commands are added: they inherit it.
+    .configureHelp({ minWidthToWrap: 30 })
     .exitOverride();
   registerServe(program);
   registerCheck(program);

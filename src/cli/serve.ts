@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
 import { createLogger } from '../observability/index.js';
-import { startSidecar } from '../sidecar.js';
 import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 export function registerServe(program: Command): void {
@@ -12,6 +11,9 @@ export function registerServe(program: Command): void {
       const config = loadServeConfig(rawFlags(cmd, SERVE_OPTIONS));
       const logger = createLogger(config.logLevel);
       for (const msg of unknownVariableWarnings()) logger.warn({ event: 'unknown_variable' }, msg);
+      // The sidecar (express, the listeners, Redis) is loaded when serve runs, not for every command:
+      // a one-shot command (check, redec pending, webhook sign) starts in a fraction of the time.
+      const { startSidecar } = await import('../sidecar.js');
       const sidecar = await startSidecar(config, { logger });
       let signals = 0;
       const stop = (signal: NodeJS.Signals): void => {

@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import { DeadlineQueue, type Deadline } from '../lib/deadline-queue.js';
@@ -33,8 +32,10 @@ type Settle = (result: CheckCallResult) => void;
 type Fail = (err: unknown) => void;
 
 /**
- * One check in flight: its deadline, how to end it, and the attempt under way. One object per
- * call (and one per attempt) with methods, not a dozen closures: the miss path allocates little.
+ * One check in flight: its deadline (on the global `performance.now()`, the clock the
+ * {@link DeadlineQueue} compares it with, so a test that freezes that clock freezes both), how to end
+ * it, and the attempt under way. One object per call (and one per attempt) with methods, not a
+ * dozen closures: the miss path allocates little.
  */
 class CheckCall implements Deadline {
   settled = false;

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -31,7 +31,11 @@ export interface FloodResult {
   readonly statuses: Record<string, number>;
 }
 
-/** Runs the hostile load in a separate process against `host:port` and resolves when it is over. */
+/**
+ * Runs the hostile load in a separate process against `host:port` and resolves when it is over:
+ * after `holdMs` of holding what was not answered, or, with `holdMs` 0, once every connection has
+ * its answer.
+ */
 export function runFloodLoad(port: number, path: string, connections: number, bytes: number, holdMs: number): Promise<FloodResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', SELF, '--load', String(port), path, String(connections), String(bytes), String(holdMs)], {
@@ -92,9 +96,14 @@ async function load(port: number, path: string, connections: number, bytes: numb
       }),
     );
   }
-  // Hold: whatever was not answered by now stays open for holdMs more, then everything is dropped.
-  await Promise.race([Promise.all(done), sleep(holdMs * 2)]);
-  await sleep(holdMs);
+  if (holdMs === 0) {
+    // Until every connection has its answer (the sidecar's body timeout ends the ones it took in).
+    await Promise.all(done);
+  } else {
+    // Hold: whatever was not answered by now stays open for holdMs more, then everything is dropped.
+    await Promise.race([Promise.all(done), sleep(holdMs * 2)]);
+    await sleep(holdMs);
+  }
   for (const s of sockets) {
     if (!s.destroyed) statuses.held = (statuses.held ?? 0) + 1;
     s.destroy();
@@ -102,11 +111,12 @@ async function load(port: number, path: string, connections: number, bytes: numb
   process.stdout.write(`result ${JSON.stringify({ statuses })}\n`);
 }
 
-/** Starts a real `serve` process with the webhook ingress pointed at `appUrl`. */
+/** Starts a real `serve` process (the build when there is one, else the source through tsx) with the webhook ingress pointed at `appUrl`. */
 export async function startServe(appUrl: string, extra: string[] = []): Promise<{ child: ChildProcess; webhook: string; admin: string }> {
+  const cli = existsSync(`${ROOT}dist/cli.js`) ? ['dist/cli.js'] : ['--import', 'tsx', 'src/cli.ts'];
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli.ts', 'serve', '--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--webhook-listen', '127.0.0.1:0',
+    [...cli, 'serve', '--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--webhook-listen', '127.0.0.1:0',
       '--app-webhook-url', appUrl, '--webhook-secret', FLOOD_SECRET, ...extra],
     { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -1,8 +1,17 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildProgram } from '../../src/cli/index.js';
+import { loadServeConfig } from '../../src/config/index.js';
+import { silentLogger } from '../../src/observability/index.js';
+import { startSidecar } from '../../src/sidecar.js';
 import { runCli, startCli } from '../e2e/cli.js';
 import { freePort } from '../helpers/ports.js';
+import { allow, deny, startUpstream } from '../helpers/upstream.js';
 
 /** A real service stand-in that answers every check with 401, as the service does for a bad key. */
 let unauthorized: Server;
@@ -50,7 +59,47 @@ describe('check', () => {
   });
 });
 
+describe('check --via unix:/path (the form the chart gives the app with decisionSocket.enabled)', () => {
+  it('asks the sidecar on its Unix socket: exit 0 on ALLOW, 1 on DENY; nothing there: exit 2, no answer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'check-via-unix-'));
+    const sock = join(dir, 'decision.sock');
+    const upstream = await startUpstream((r) => ((JSON.parse(r.body) as { userReference: string }).userReference === 'alice' ? { body: allow('marketing-email', Date.now() + 60_000) } : { body: deny('marketing-email') }));
+    const sidecar = await startSidecar(loadServeConfig({ 'upstream-url': upstream.url, 'api-key': 'k', listen: `unix:${sock}`, 'admin-listen': '127.0.0.1:0', 'redec-reconcile-interval-ms': '0' }, {}), { logger: silentLogger() });
+    try {
+      const yes = await runCli(['check', ...who, '--via', `unix:${sock}`]);
+      expect(yes.code, yes.stderr).toBe(0);
+      expect(JSON.parse(yes.stdout)).toMatchObject({ decision: 'ALLOW', configKey: 'marketing-email' });
+      expect(yes.stderr).toContain('source upstream');
+      const no = await runCli(['check', '--user-reference', 'bob', '--config-key', 'marketing-email', '--via', `unix:${sock}`]);
+      expect(no.code, no.stderr).toBe(1);
+      expect(JSON.parse(no.stdout)).toEqual({ decision: 'DENY', configKey: 'marketing-email' });
+    } finally {
+      await sidecar.close();
+      await upstream.close();
+    }
+    const gone = await runCli(['check', ...who, '--via', `unix:${sock}`]);
+    expect(gone.code).toBe(2);
+    expect(gone.stdout).toBe('');
+    expect(gone.stderr).toContain(`could not reach the sidecar at unix:${sock} (ENOENT)`);
+    rmSync(dir, { recursive: true, force: true });
+    const relative = await runCli(['check', ...who, '--via', 'unix:decision.sock']);
+    expect(relative.code).toBe(2);
+    expect(relative.stderr).toContain('--via: expected unix:/absolute/path/to.sock');
+  });
+});
+
 describe('CLI usage errors and help', () => {
+  it('every command\'s help wraps at 80 columns like the others (serve\'s too); only an unbreakable word may run past', () => {
+    const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+    const long: string[] = [];
+    for (const cmd of all(buildProgram())) {
+      for (const line of cmd.helpInformation().split('\n')) {
+        if (line.length > 80 && line.trim().includes(' ')) long.push(`${cmd.name()}: ${line}`);
+      }
+    }
+    expect(long).toEqual([]);
+  });
+
   it('an unknown flag prints a short error with the suggestion, not the whole help', async () => {
     const r = await runCli(['check', ...who, '--upstream-ur', 'http://x']);
     expect(r.code).toBe(2);

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { cliEntry } from '../e2e/cli.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/ports.js';
 
@@ -15,7 +16,7 @@ interface Run {
 }
 
 function cli(args: string[], env: Record<string, string> = {}): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [...cliEntry(), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
   });
@@ -114,7 +115,7 @@ describe('consent-sidecar serve', () => {
     run.child.kill('SIGTERM');
     // Draining: new connections are refused (a kept-alive one is told `Connection: close`).
     await expect
-      .poll(async () => (await fetch(`http://127.0.0.1:${port}/v1/authorization/check`, { method: 'POST', body: '{}' }).then((r) => r.headers.get('connection')).catch(() => 'refused')), { timeout: 5000 })
+      .poll(async () => (await fetch(`http://127.0.0.1:${port}/v1/authorization/check`, { method: 'POST', body: '{}' }).then((r) => r.headers.get('connection')).catch(() => 'refused')))
       .toMatch(/^(refused|close)$/);
     release();
     const res = await inFlight;

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cliEntry } from '../e2e/cli.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/index.js';
 import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../webhooks/helpers.js';
@@ -19,7 +20,7 @@ interface Run {
 /** The real CLI entry point in a child process, as an operator runs it (slow: used sparingly). */
 function spawnCli(args: readonly string[], stdin?: Buffer | string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'webhook', ...args], { cwd: ROOT });
+    const child = spawn(process.execPath, [...cliEntry(), 'webhook', ...args], { cwd: ROOT });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

@@ -42,8 +42,11 @@ describe('consent-sidecar simulate', () => {
       expect(got!.headers['x-tenant-auth']).toBe('t-123');
       const ts = String(got!.headers['x-service-timestamp']);
       expect(got!.headers['x-service-signature']).toBe(`v1=${createHmac('sha256', 'whsec_cli').update(`${ts}.${got!.raw}`).digest('hex')}`);
-      // only the subscribed type: the REDEC event of that revocation was not sent
-      await new Promise((r) => setTimeout(r, 100));
+      // only the subscribed type: the REDEC event of that revocation was not sent. A delivery starts
+      // when its event is emitted, before the revoke is answered, so the simulator's list of
+      // deliveries is complete by now: one, of the subscribed type.
+      const deliveries = (await (await fetch(`${url}/_simulator/deliveries`)).json()) as { eventType: string }[];
+      expect(deliveries.map((d) => d.eventType)).toEqual(['consent_action.created']);
       expect(receiver.received).toHaveLength(1);
     } finally {
       child.kill('SIGTERM');

@@ -3,10 +3,18 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Runs the CLI to completion: from source, or the build (`dist/cli.js`, as users run it). */
-export function runCli(args: string[], env: Record<string, string> = {}, from: 'src' | 'dist' = 'src'): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * The node arguments that run the CLI: the build (`dist/cli.js`, as users run it; test/global-setup.ts
+ * builds it when src/ is newer), or the source through tsx.
+ */
+export function cliEntry(from: 'src' | 'dist' = 'dist'): string[] {
+  return from === 'src' ? ['--import', 'tsx', 'src/cli.ts'] : ['dist/cli.js'];
+}
+
+/** Runs the CLI to completion: the build by default (`dist/cli.js`, as users run it), or the source. */
+export function runCli(args: string[], env: Record<string, string> = {}, from: 'src' | 'dist' = 'dist'): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...(from === 'src' ? ['--import', 'tsx', 'src/cli.ts'] : ['dist/cli.js']), ...args], {
+    const child = spawn(process.execPath, [...cliEntry(from), ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', ...env },
     });
@@ -22,7 +30,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, from: '
 /** Starts a long-running CLI command and resolves once a stdout line matches `ready`. */
 export function startCli(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ child: ChildProcess; line: string; output: () => string; exited: Promise<number | null> }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
+    const child = spawn(process.execPath, [...cliEntry(), ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
     let stdout = '';
     let stderr = '';
     let done = false;

@@ -64,25 +64,22 @@ describe('queue mode', () => {
     await target.down();
     const r = await replica(target.url, freshPrefix());
     const ids = Array.from({ length: 5 }, (_, i) => `evt_down_${i}`);
-    const started = Date.now();
+    // answered 200 with the app not even there: the answer does not wait on a forward (passthrough
+    // would answer 503). No bound on how long the answers took: that is the machine's load.
     for (const [i, id] of ids.entries()) expect(await deliver(r, signedEvent(id, i + 1))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    // answered without waiting on the app (its forward timeout is 2 s, and it is not even there)
-    expect(Date.now() - started).toBeLessThan(2000);
     await expect.poll(() => r.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'retry_scheduled' }), { timeout: 10_000, interval: 100 }).toBeGreaterThanOrEqual(10);
     expect(await r.metric('consent_sidecar_webhook_queue_depth')).toBe(5);
     expect(await r.metric('consent_sidecar_webhook_queue_oldest_age_seconds')).toBeGreaterThan(0);
 
     await target.up(target.port);
-    const upAt = Date.now();
+    // Each arrives within its backoff (2 s + 20 % jitter at this point; backoffMs is unit-tested in
+    // test/redis/webhook-queue.test.ts): the poll's patience is the bound, not a timed assertion.
     await expect.poll(() => ids.every((id) => target.count(id) === 1), { timeout: 20_000, interval: 100 }).toBe(true);
-    // two failures at most by now: the next try was due within 2 s (+20 % jitter) of the last
-    const last = Math.max(...target.received.map((x) => x.at));
-    expect(last - upAt).toBeLessThan(8000);
     const first = target.received[0]!;
     expect(first.headers).toMatchObject({ 'x-consent-sidecar-verified': 'v1', 'x-service-event-id': first.id, 'content-type': 'application/json' });
     expect(first.headers?.['x-service-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
-    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 3000 }).toBe(0);
-    await new Promise((res) => setTimeout(res, 1500));
+    // Nothing waiting or being forwarded: a second copy would have to come from the stream, and it is empty.
+    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 15_000 }).toBe(0);
     for (const id of ids) expect(target.count(id)).toBe(1);
   }, 60_000);
 
@@ -94,7 +91,7 @@ describe('queue mode', () => {
     expect(await deliver(r0, event)).toStrictEqual({ status: 200, body: { status: 'queued' } });
     expect(await deliver(r0, event)).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
     expect(await deliver(r1, event)).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
-    await expect.poll(() => a0.count('evt_twice') + a1.count('evt_twice'), { timeout: 5000 }).toBe(1);
+    await expect.poll(() => a0.count('evt_twice') + a1.count('evt_twice'), { timeout: 15_000 }).toBe(1);
 
     // A crash after the app's 2xx and before the acknowledgement leaves the entry to be taken
     // again: put such a copy back in the stream, as Redis would hold it (the delivery as received).
@@ -115,7 +112,7 @@ describe('queue mode', () => {
       c.destroy();
     }
     await expect
-      .poll(async () => (await r0.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'already_delivered' })) + (await r1.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'already_delivered' })), { timeout: 5000 })
+      .poll(async () => (await r0.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'already_delivered' })) + (await r1.metric('consent_sidecar_webhook_queue_forwards_total', { outcome: 'already_delivered' })), { timeout: 15_000 })
       .toBe(1);
     expect(a0.count('evt_twice') + a1.count('evt_twice')).toBe(1);
   }, 60_000);
@@ -154,12 +151,13 @@ describe('queue mode', () => {
     const replay = await cli(['webhook', 'dead-letters', 'replay', '--id', 'evt_dead', ...where, ...secrets]);
     expect(replay.code, replay.stderr).toBe(0);
     expect(replay.stdout).toBe('replayed 1: evt_dead\n');
-    await expect.poll(() => target.accepted('evt_dead'), { timeout: 5000 }).toBe(1);
-    await expect.poll(() => r.metric('consent_sidecar_webhook_dead_letters'), { timeout: 3000 }).toBe(0);
+    await expect.poll(() => target.accepted('evt_dead'), { timeout: 15_000 }).toBe(1);
+    await expect.poll(() => r.metric('consent_sidecar_webhook_dead_letters'), { timeout: 15_000 }).toBe(0);
     expect((await cli(['webhook', 'dead-letters', 'list', ...where])).stdout).toBe('no dead letters\n');
-    await new Promise((res) => setTimeout(res, 1000));
+    // Nothing waiting or being forwarded: a second copy would have to come from the stream, and it is empty.
+    await expect.poll(() => r.metric('consent_sidecar_webhook_queue_depth'), { timeout: 15_000 }).toBe(0);
     expect(target.accepted('evt_dead')).toBe(1);
-  }, 60_000);
+  }, 180_000); // six CLI runs and a 2.5 s horizon: 54 s under stress-ng on two busy cores
 
   it('a replica killed while forwarding: another takes the event over once it is idle past the visibility timeout', async () => {
     const slow = await app();
@@ -169,7 +167,7 @@ describe('queue mode', () => {
     const extra = { 'webhook-forward-timeout-ms': '1000', 'webhook-dedup-lease-ms': '2500' };
     const a = await replica(slow.url, prefix, extra);
     expect(await deliver(a, signedEvent('evt_orphan', 1))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    await expect.poll(() => slow.count('evt_orphan'), { timeout: 5000, interval: 20 }).toBe(1);
+    await expect.poll(() => slow.count('evt_orphan'), { timeout: 15_000, interval: 20 }).toBe(1);
     const takenAt = slow.received[0]!.at;
     await a.kill();
     await replica(fine.url, prefix, extra);
@@ -182,17 +180,16 @@ describe('queue mode', () => {
     const target = await app();
     const r = await replica(target.url, freshPrefix());
     expect(await deliver(r, signedEvent('evt_before', 1))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    await expect.poll(() => target.count('evt_before'), { timeout: 5000 }).toBe(1);
+    await expect.poll(() => target.count('evt_before'), { timeout: 15_000 }).toBe(1);
 
     await redis.stop();
-    await expect.poll(() => r.metric('consent_sidecar_redis_up'), { timeout: 5000 }).toBe(0);
+    await expect.poll(() => r.metric('consent_sidecar_redis_up'), { timeout: 15_000 }).toBe(0);
     expect(await deliver(r, signedEvent('evt_away', 2))).toStrictEqual({ status: 503, body: { error: 'queue_unavailable' } });
     await redis.start();
 
-    const back = Date.now();
+    // "within seconds": the polls' patience is the bound, not a timed assertion.
     await expect.poll(async () => (await deliver(r, signedEvent('evt_after', 3))).status, { timeout: 10_000, interval: 200 }).toBe(200);
     await expect.poll(() => target.count('evt_after'), { timeout: 10_000, interval: 50 }).toBe(1);
-    expect(Date.now() - back).toBeLessThan(10_000);
   }, 60_000);
 
   it('the stream and its group deleted under running workers (NOGROUP): the group is recreated and events flow', async () => {
@@ -200,7 +197,7 @@ describe('queue mode', () => {
     const prefix = freshPrefix();
     const r = await replica(target.url, prefix);
     expect(await deliver(r, signedEvent('evt_g1', 1))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    await expect.poll(() => target.count('evt_g1'), { timeout: 5000 }).toBe(1);
+    await expect.poll(() => target.count('evt_g1'), { timeout: 15_000 }).toBe(1);
     const c = createClient({ url: redis.url });
     await c.connect();
     try {
@@ -209,7 +206,7 @@ describe('queue mode', () => {
       c.destroy();
     }
     expect(await deliver(r, signedEvent('evt_g2', 2))).toStrictEqual({ status: 200, body: { status: 'queued' } });
-    await expect.poll(() => target.count('evt_g2'), { timeout: 5000 }).toBe(1);
+    await expect.poll(() => target.count('evt_g2'), { timeout: 15_000 }).toBe(1);
     expect(r.logs().some((l) => l.event === 'webhook_queue_group_lost')).toBe(true);
   }, 60_000);
 });

@@ -3,7 +3,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { eventually, until } from '../helpers/wait.js';
 import { deliveryHeaders } from '../webhooks/helpers.js';
+import { cliEntry } from './cli.js';
 
 // Issue 8, item 4: with --shutdown-timeout-ms 5000 and a passthrough call hanging, `serve` exited
 // after 9.5 s (the pools waited for their calls). Nothing in flight may outlive the budget.
@@ -11,6 +13,8 @@ import { deliveryHeaders } from '../webhooks/helpers.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SECRET = 'whsec_shutdown-budget';
 const BUDGET_MS = 1500;
+/** The calls' own deadlines: ten minutes, far past any test's patience, so only the budget can end them. */
+const CALL_DEADLINE_MS = 600_000;
 
 let child: ChildProcess | undefined;
 const servers: Server[] = [];
@@ -41,9 +45,9 @@ describe('shutdown keeps to --shutdown-timeout-ms', () => {
     const app = await hanging();
     child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'serve', '--redec-reconcile-interval-ms', '0', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
+      [...cliEntry(), 'serve', '--redec-reconcile-interval-ms', '0', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
         '--webhook-listen', '127.0.0.1:0', '--app-webhook-url', `${app.url}/hooks`, '--webhook-secret', SECRET,
-        '--shutdown-timeout-ms', String(BUDGET_MS), '--passthrough-timeout-ms', '30000', '--webhook-forward-timeout-ms', '30000'],
+        '--shutdown-timeout-ms', String(BUDGET_MS), '--passthrough-timeout-ms', String(CALL_DEADLINE_MS), '--webhook-forward-timeout-ms', String(CALL_DEADLINE_MS)],
       { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const urls = await new Promise<{ decision: string; webhook: string }>((resolve, reject) => {
@@ -62,15 +66,16 @@ describe('shutdown keeps to --shutdown-timeout-ms', () => {
     void fetch(`${urls.decision}/v1/redec/notification-requirements?status=pending`).catch(() => undefined);
     const body = JSON.stringify({ id: 'evt_shutdown', sequence: 1, type: 'consent.granted', occurredAt: Date.now(), data: {} });
     void fetch(`${urls.webhook}/webhooks`, { method: 'POST', headers: deliveryHeaders(SECRET, Math.floor(Date.now() / 1000), body, 'evt_shutdown'), body }).catch(() => undefined);
-    for (let i = 0; i < 200 && (upstream.seen() < 1 || app.seen() < 1); i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => upstream.seen() >= 1 && app.seen() >= 1, 'the passthrough call and the forward reached their servers');
     expect([upstream.seen(), app.seen()]).toEqual([1, 1]);
 
     const t0 = performance.now();
     child.kill('SIGTERM');
-    const took = (await exited) - t0;
-    // The budget plus slack for a shared machine; before the fix the process waited out the
-    // 30 s call deadlines.
-    expect(took).toBeGreaterThanOrEqual(BUDGET_MS - 100);
-    expect(took).toBeLessThan(BUDGET_MS + 2500);
+    // Before the fix the process waited out the calls' own deadlines (here ten minutes, past the test's
+    // patience); exiting at all shows the budget ended them. No upper bound on the time: a busy machine
+    // decides that, not the sidecar.
+    const took = (await eventually(exited, 'serve exited after SIGTERM with two calls hanging')) - t0;
+    // It gave the calls in flight their chance: never before the budget was spent.
+    expect(took).toBeGreaterThanOrEqual(BUDGET_MS - 5);
   }, 60_000);
 });

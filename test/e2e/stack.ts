@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from '../../src/observability/index.js';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 
@@ -62,10 +63,14 @@ export interface Stack {
 }
 
 /** Simulator ⇄ real sidecar (decision + webhook ingress) ⇄ app, all on loopback port 0. */
-export async function startStack(options: { timeScale?: number } = {}): Promise<Stack> {
+export async function startStack(options: { timeScale?: number; simulatorLogger?: Logger } = {}): Promise<Stack> {
   const app = new App();
   await app.up();
-  const sim = await startSimulator({ apiKey: 'e2e-key', ...(options.timeScale ? { timeScale: options.timeScale } : {}) });
+  const sim = await startSimulator({
+    apiKey: 'e2e-key',
+    ...(options.timeScale ? { timeScale: options.timeScale } : {}),
+    ...(options.simulatorLogger ? { logger: options.simulatorLogger } : {}),
+  });
   const sidecar = await startTestSidecar(sim.url, {
     'api-key': sim.apiKey,
     'webhook-listen': '127.0.0.1:0',

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { PATIENCE_MS } from './wait.js';
 
 /** One request the scripted upstream received, with its raw body. */
 export interface ReceivedRequest {
@@ -29,17 +30,25 @@ export interface Reply {
   readonly body?: unknown;
   /** Wait this long before sending the headers. */
   readonly delayMs?: number;
+  /** Send nothing until this settles (then `delayMs`, then the reply): the test decides when. */
+  readonly hold?: Promise<unknown>;
+  /**
+   * Send the headers, then `data` every `everyMs` until the connection or the upstream is closed:
+   * a body that never ends, however patient the reader. `body` and `chunks` are ignored.
+   */
+  readonly trickle?: { readonly everyMs: number; readonly data: string };
   /** Send the headers, then these pieces, each after its delay; `body` is ignored. */
   readonly chunks?: readonly Chunk[];
   /**
    * Faults:
    * - `reset`: destroy the socket before any response;
+   * - `hang`: never answer (the request stays unanswered until the client or the upstream closes);
    * - `truncate`: declare `Content-Length` of the whole body, send half of it, destroy the socket;
    * - `destroy-after-chunks`: send the headers and `chunks`, then destroy the socket;
    * - `raw`: write `raw` on the socket as the whole response (odd status lines) and end it;
    * - `raw-keep-open`: write `raw` on the socket and leave the connection open (extra, unrequested responses).
    */
-  readonly fault?: 'reset' | 'truncate' | 'destroy-after-chunks' | 'raw' | 'raw-keep-open';
+  readonly fault?: 'reset' | 'hang' | 'truncate' | 'destroy-after-chunks' | 'raw' | 'raw-keep-open';
   readonly raw?: string;
   /** After a normal response, write these bytes on the (idle, kept-alive) socket: an unrequested response. */
   readonly thenRaw?: { readonly afterMs: number; readonly raw: string };
@@ -64,8 +73,12 @@ export interface ScriptedUpstream {
   reply(r: Reply | ReplyFn): void;
   /** Queues one-shot replies, used before the default, in arrival order. */
   enqueue(...r: (Reply | ReplyFn)[]): void;
-  /** Resolves once `count` reaches `n` (polls). */
+  /** Resolves once `count` reaches `n` (polls; fails after `timeoutMs`, default {@link PATIENCE_MS}). */
   waitForCount(n: number, timeoutMs?: number): Promise<void>;
+  /** `thenRaw` writes that reached the socket (their write callback ran). */
+  readonly pushes: number;
+  /** Connections that have closed, whichever side closed them. */
+  readonly closedConnections: number;
   /** Forgets recorded requests (the counts restart at 0). */
   resetLog(): void;
   close(): Promise<void>;
@@ -85,6 +98,8 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
   const timers = new Set<NodeJS.Timeout>();
   const sockets = new Set<Socket>();
   let closed = false;
+  let pushes = 0;
+  let closedConnections = 0;
 
   const later = (ms: number, fn: () => void): void => {
     if (ms <= 0) {
@@ -104,6 +119,8 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
       case 'reset':
         socket.destroy();
         return;
+      case 'hang':
+        return;
       case 'raw':
         socket.end(r.raw ?? '');
         return;
@@ -118,6 +135,19 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
     if (r.date === null) res.sendDate = false;
     else if (r.date !== undefined) headers.date = typeof r.date === 'number' ? new Date(r.date).toUTCString() : r.date;
     const status = r.status ?? 200;
+
+    if (r.trickle) {
+      const { everyMs, data } = r.trickle;
+      res.writeHead(status, headers as Record<string, string | string[]>);
+      res.flushHeaders();
+      const drip = (): void => {
+        if (res.destroyed || socket.destroyed || closed) return;
+        res.write(data);
+        later(everyMs, drip);
+      };
+      later(everyMs, drip);
+      return;
+    }
 
     if (r.chunks) {
       res.writeHead(status, headers as Record<string, string | string[]>);
@@ -148,7 +178,11 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
     res.writeHead(status, headers as Record<string, string | string[]>);
     res.end(noBody ? undefined : body);
     const extra = r.thenRaw;
-    if (extra) later(extra.afterMs, () => !socket.destroyed && socket.write(extra.raw));
+    if (extra) {
+      later(extra.afterMs, () => {
+        if (!socket.destroyed) socket.write(extra.raw, () => void pushes++);
+      });
+    }
   };
 
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -166,12 +200,17 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
       requests.push(received);
       const script = queue.shift() ?? fallback;
       const r = typeof script === 'function' ? script(received) : script;
-      later(r.delayMs ?? 0, () => respond(r, res, req.socket));
+      const go = (): void => later(r.delayMs ?? 0, () => respond(r, res, req.socket));
+      if (r.hold) void r.hold.then(go, go);
+      else go();
     });
   });
   server.on('connection', (s: Socket) => {
     sockets.add(s);
-    s.on('close', () => sockets.delete(s));
+    s.on('close', () => {
+      sockets.delete(s);
+      closedConnections++;
+    });
     s.on('error', () => undefined);
   });
   server.on('clientError', (_err, socket) => socket.destroy());
@@ -194,7 +233,13 @@ export async function startUpstream(initial: Reply | ReplyFn = { status: 200, bo
     enqueue(...r) {
       queue.push(...r);
     },
-    async waitForCount(n, timeoutMs = 5000) {
+    get pushes() {
+      return pushes;
+    },
+    get closedConnections() {
+      return closedConnections;
+    },
+    async waitForCount(n, timeoutMs = PATIENCE_MS) {
       const until = Date.now() + timeoutMs;
       while (requests.length < n) {
         if (Date.now() > until) throw new Error(`upstream saw ${requests.length} requests, expected ${n}`);

@@ -98,10 +98,11 @@ describe('forward-auth answers', () => {
   it.each([
     ['the service answers 500', { status: 500 }, 'upstream_5xx'],
     ['the connection is reset', { fault: 'reset' as const }, 'upstream_unreachable'],
-    ['the service is too slow', { delayMs: 1000 }, 'upstream_timeout'],
+    ['the service never answers', { fault: 'hang' as const }, 'upstream_timeout'],
     ['an ALLOW for another configKey', { body: allow('other-key', Date.now() + 60_000) }, 'contradictory_response'],
   ])('no decision (%s): 503 with x-consent-decision-error, counted by cause', async (_name, reply, cause) => {
-    const { u, s } = await start();
+    // A short deadline only where nothing can race it: the service that never answers.
+    const { u, s } = await start(cause === 'upstream_timeout' ? { 'upstream-timeout-ms': '300' } : {});
     u.reply(reply);
     const r = await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'dave']);
     expect(r.status).toBe(503);
@@ -290,7 +291,12 @@ describe('forward-auth and the operator tools of the check', () => {
         expect(last.headers['x-consent-decision-error']).toBe('internal_error');
         expect(last.headers['x-consent-decision-source']).toBe('fail-closed');
       }
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // An unhandled rejection would come from a request handler that has not finished yet: close the
+      // sidecar (every handler done, every connection gone), let the loop turn once, then look.
+      await pool!.close();
+      pool = undefined;
+      await sidecar!.close();
+      await new Promise((resolve) => setImmediate(resolve));
       expect(unhandled).toEqual([]);
     } finally {
       spy.mockRestore();

@@ -467,7 +467,7 @@ describe('checksum annotation', () => {
     const [config, secret, same] = await Promise.all([
       checksum(['config.upstreamTimeoutMs=1800']),
       checksum(['secrets.apiKey.value=ck_rotated']),
-      checksum(['deployment.replicas=5']),
+      checksum(['deployment.replicas=5', 'unsafeUnsharedReplicas=true']),
     ]);
     expect(config).not.toBe(base);
     expect(secret).not.toBe(base);

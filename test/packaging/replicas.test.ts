@@ -58,15 +58,68 @@ describe('several replicas with Redis', () => {
     expect(objects.some((o) => JSON.stringify(o).includes('image":"redis'))).toBe(false);
   });
 
-  it('NOTES.txt warns when replicas > 1 run without Redis, and not otherwise', async () => {
-    const without = await notes(valuesPath(native), ['deployment.replicas=3']);
-    expect(without).toContain('WARNING: 3 replicas without Redis');
+  it('NOTES.txt warns when replicas > 1 run without Redis (knowingly, unsafeUnsharedReplicas), and not otherwise', async () => {
+    const without = await notes(valuesPath(native), ['deployment.replicas=3', 'unsafeUnsharedReplicas=true']);
+    expect(without).toContain('WARNING: 3 replicas without Redis (unsafeUnsharedReplicas: true)');
     expect(without).toContain('secrets.redisUrl.existingSecret');
     expect(await notes(valuesPath(native), ['deployment.replicas=1'])).not.toContain('WARNING');
     const withRedis = await notes(valuesPath(s));
     expect(withRedis).not.toContain('WARNING');
     expect(withRedis).toContain('shared through Redis');
     expect(await notes(valuesPath(native), ['deployment.replicas=3', 'config.redisUrl=redis://redis:6379'])).not.toContain('WARNING');
+  });
+});
+
+/** The values of the README's "Way 1" example, as a user copies them. */
+async function readmeWay1(dir: string): Promise<string> {
+  const readme = await readFile(join(CHART, '../../README.md'), 'utf8');
+  const block = /```yaml\n# my-values\.yaml\n([\s\S]*?)```/.exec(readme);
+  if (!block) throw new Error('README.md: no ```yaml block starting with "# my-values.yaml" (Way 1)');
+  const file = join(dir, 'my-values.yaml');
+  await writeFile(file, block[1]!);
+  return file;
+}
+
+describe('replicas without Redis: safe by default, unsafe only when said so', () => {
+  const sentence =
+    'consent-sidecar values: deployment.replicas: 2 pods without Redis would each deduplicate webhooks and cache ALLOWs on their own, so a revocation delivered to one pod leaves the others answering ALLOW until validUntil: set secrets.redisUrl.existingSecret (or config.redisUrl), or deployment.replicas: 1, or unsafeUnsharedReplicas: true to accept that';
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'consent-sidecar-way1-'));
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the README\'s Way 1 values render one replica (the default), never two without Redis', async () => {
+    const objects = await render({ valuesFiles: [await readmeWay1(dir)] });
+    expect((mustFind(objects, 'Deployment').spec as { replicas: number }).replicas).toBe(1);
+  });
+
+  it('the Way 1 values with two replicas (what they rendered before, silently) fail with the chart\'s one sentence', async () => {
+    const result = await helmTemplateRaw({ valuesFiles: [await readmeWay1(dir)], set: ['deployment.replicas=2'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(sentence);
+    expect(result.stderr).not.toContain('problem(s)');
+    expect(result.stderr).not.toMatch(/schema/i);
+  });
+
+  it('render with Redis, or with unsafeUnsharedReplicas: true (and its warning in NOTES.txt)', async () => {
+    const way1 = await readmeWay1(dir);
+    for (const set of [
+      ['deployment.replicas=2', 'secrets.redisUrl.existingSecret=consent-redis'],
+      ['deployment.replicas=2', 'config.redisUrl=redis://redis:6379'],
+      ['deployment.replicas=2', 'unsafeUnsharedReplicas=true'],
+    ]) {
+      const ok = await helmTemplateRaw({ valuesFiles: [way1], set });
+      expect(ok.code, `${set.join(' ')}\n${ok.stderr}`).toBe(0);
+    }
+  });
+
+  it('deployment.enabled false: the parent chart owns the replicas, nothing to refuse here', async () => {
+    const include = SCENARIOS.find((x) => x.file === 'include-values.yaml')!;
+    const ok = await helmTemplateRaw({ valuesFiles: [valuesPath(include)], apiVersions: include.apiVersions, set: ['deployment.replicas=4'] });
+    expect(ok.code, ok.stderr).toBe(0);
   });
 });
 
@@ -82,14 +135,21 @@ describe('queue mode (issue 10)', () => {
   });
 
   it('NOTES.txt points at the queue metrics and the dead-letter commands in queue mode only', async () => {
-    expect(await notes(valuesPath(queue))).toContain('webhook dead-letters list|replay');
+    const queueNotes = await notes(valuesPath(queue));
+    const inPod = 'kubectl -n shop exec deploy/shop -c consent-sidecar -- /nodejs/bin/node /app/dist/cli.js webhook dead-letters';
+    const where = "--redis-url-file /var/run/secrets/consent-sidecar/redis-url --redis-key-prefix 'shop-prod:'";
+    expect(queueNotes).toContain(`${inPod} list ${where}`);
+    expect(queueNotes).toContain(`${inPod} replay --all ${where}`);
     expect(await notes(valuesPath(s))).not.toContain('Queue mode');
   });
 
-  it('the schema refuses queue mode without a Redis URL, and accepts each of the three ways of giving one', async () => {
+  it('queue mode without a Redis URL fails with the chart\'s own sentence (not a schema dump), and each of the three ways of giving one renders', async () => {
     const without = await helmTemplateRaw({ valuesFiles: [valuesPath(native)], set: ['config.webhookDelivery=queue'] });
     expect(without.code).not.toBe(0);
-    expect(without.stderr).toMatch(/values don't meet the specifications of the schema/);
+    expect(without.stderr).toContain(
+      'consent-sidecar values: config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl, or a cluster or sentinels (config.redisClusterNodes, config.redisSentinels, or their secrets); the sidecar would exit 2 naming --redis-url',
+    );
+    expect(without.stderr).not.toMatch(/schema|anyOf/);
     for (const set of [
       ['config.webhookDelivery=queue', 'config.redisUrl=redis://redis:6379'],
       ['config.webhookDelivery=queue', 'secrets.redisUrl.existingSecret=consent-redis'],

@@ -1,12 +1,17 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getTestRedis, type TestRedis } from '../helpers/redis.js';
+import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
 import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
 import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
 import { reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
 import { ROOT, mustFind, render, type K8sObject } from './helm.js';
-import { SCENARIOS, valuesPath } from './scenarios.js';
+import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 
 /**
  * The habit that would have caught runbooks naming `timestamp_out_of_tolerance` and `bad_scheme`:
@@ -93,8 +98,8 @@ describe('runbooks name only what the binary emits', () => {
     const queueAlerts = new Set(['ConsentSidecarWebhookDeadLetters', 'ConsentSidecarWebhookQueueOld']);
     for (const rule of rules) if (!queueAlerts.has(rule.alert)) expect(rule.annotations.runbook, rule.alert).not.toMatch(/dead.letter/i);
     const dead = rules.find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!;
-    expect(dead.annotations.runbook).toContain('consent-sidecar webhook dead-letters list');
-    expect(dead.annotations.runbook).toContain('consent-sidecar webhook dead-letters replay --all');
+    expect(dead.annotations.runbook).toContain('webhook dead-letters list');
+    expect(dead.annotations.runbook).toContain('webhook dead-letters replay --all');
     expect(dead.expr).toContain('consent_sidecar_webhook_dead_letters');
   });
 
@@ -105,5 +110,86 @@ describe('runbooks name only what the binary emits', () => {
     const m = /reason=~"([^"]+)"/.exec(rule.expr);
     expect(m, rule.expr).not.toBeNull();
     expect(m![1]!.split('|').sort()).toEqual([...AUTH_REASONS, 'unverified_budget_exhausted', 'body_timeout'].sort());
+  });
+});
+
+/**
+ * The dead-letter runbook's commands run as written in a pod of the image: `kubectl exec … --` then
+ * node and the CLI by their paths in the image (no shell, no consent-sidecar on PATH), with the
+ * Redis URL file the chart mounts and the key prefix serve uses. Here the part after `--` runs
+ * against a real Redis where a queue-mode sidecar with the rendered prefix runs, the image's paths
+ * mapped to this checkout (ENTRYPOINT of the Dockerfile → this node and dist/cli.js), the chart's
+ * mount path pointed at a folder holding the URL file.
+ */
+describe('the dead-letter runbook runs as written', () => {
+  const exec = promisify(execFile);
+  let redis: TestRedis;
+  let mount: string;
+  const WEBHOOK_SECRET = 'whsec_runbook';
+  let runbook: string;
+  let notes: string;
+  let podEnv: Record<string, string>;
+  let sidecar: TestSidecar | undefined;
+
+  beforeAll(async () => {
+    redis = await getTestRedis();
+    mount = await mkdtemp(join(tmpdir(), 'consent-sidecar-secrets-'));
+    await writeFile(join(mount, 'redis-url'), `${redis.url}\n`);
+    const queue = SCENARIOS.find((s) => s.file === 'queue-values.yaml')!;
+    const objects = await render({ valuesFiles: [valuesPath(queue)], apiVersions: [MONITORING_API], set: ['monitoring.mode=always', `secrets.mountPath=${mount}`] });
+    const spec = mustFind(objects, 'PrometheusRule').spec as { groups: { rules: Rule[] }[] };
+    runbook = spec.groups.flatMap((g) => g.rules).find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!.annotations.runbook;
+    notes = await readFile(join(ROOT, 'charts/consent-sidecar/templates/NOTES.txt'), 'utf8');
+    // What `kubectl exec` gives the command: the sidecar container's environment as rendered, and the
+    // files of its mounted Secrets (here the Redis URL and the webhook secret replay verifies with).
+    type Container = { name: string; env?: { name: string; value?: string }[] };
+    const pod = (mustFind(objects, 'Deployment').spec as { template: { spec: { initContainers?: Container[]; containers: Container[] } } }).template.spec;
+    const container = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === 'consent-sidecar')!;
+    podEnv = Object.fromEntries((container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    await writeFile(join(mount, 'webhook-secrets'), `${WEBHOOK_SECRET}\n`);
+    // The pod's sidecar, in queue mode with the prefix the chart renders: its queue is what the commands read.
+    const prefix = /--redis-key-prefix '([^']+)'/.exec(runbook)![1]!;
+    sidecar = await startTestSidecar('http://127.0.0.1:9', {
+      'redis-url': redis.url,
+      'redis-key-prefix': prefix,
+      'webhook-delivery': 'queue',
+      'webhook-listen': '127.0.0.1:0',
+      'app-webhook-url': 'http://127.0.0.1:9/webhooks',
+      'webhook-secret': WEBHOOK_SECRET,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await sidecar?.close();
+    await redis?.stop();
+    if (mount) await rm(mount, { recursive: true, force: true });
+  });
+
+  /** The commands the runbook gives (each `kubectl … -- …` up to its end), split into words. */
+  const commands = (): string[][] => [...runbook.matchAll(/kubectl [^;(]+?(?=\s*(?:\(|;|$))/g)].map((m) => m[0].trim().split(/\s+/));
+
+  it('gives kubectl exec into the sidecar container, then node and the CLI by the image\'s own paths', async () => {
+    const dockerfile = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
+    const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+    const found = commands();
+    expect(found.map((c) => c.slice(c.indexOf('--') + 3, c.indexOf('--') + 6).join(' '))).toEqual(['webhook dead-letters list', 'webhook dead-letters replay']);
+    for (const c of found) {
+      expect(c.slice(0, c.indexOf('--'))).toEqual(['kubectl', '-n', 'shop', 'exec', 'deploy/shop', '-c', 'consent-sidecar']);
+      expect(c.slice(c.indexOf('--') + 1, c.indexOf('--') + 3)).toEqual(entrypoint);
+      expect(c).toContain('--redis-url-file');
+      expect(c.slice(c.indexOf('--redis-key-prefix'), c.indexOf('--redis-key-prefix') + 2)).toEqual(['--redis-key-prefix', "'shop-prod:'"]);
+    }
+    // NOTES.txt prints the same commands (one template).
+    expect(notes).toContain('consent-sidecar.deadLettersCommand');
+  });
+
+  it('each command, after `--`, runs in the container\'s environment: exit 0 against the Redis the chart points it at', async () => {
+    expect(podEnv.CONSENT_SIDECAR_WEBHOOK_SECRET_FILE).toBe(join(mount, 'webhook-secrets'));
+    for (const c of commands()) {
+      const args = c.slice(c.indexOf('--') + 3).map((a) => a.replace(/^'(.*)'$/, '$1')); // the shell would unquote the prefix
+      const r = await exec(process.execPath, [join(ROOT, 'dist/cli.js'), ...args], { cwd: ROOT, env: { ...podEnv, PATH: process.env.PATH ?? '' } }).catch(
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+      expect('code' in r ? r.code : 0, `${args.join(' ')}\n${r.stderr}`).toBe(0);
+    }
   });
 });

@@ -11,8 +11,8 @@ import { freePort } from '../helpers/ports.js';
 /**
  * The chart and the binary agree: `serve` started with exactly the environment the chart renders
  * (secret files written from the Secret the chart renders) becomes ready, serves the probes and
- * metrics the chart and its alerts rely on, and stops cleanly on SIGTERM. Runs the source through
- * tsx, as `node dist/cli.js serve` would run the build.
+ * metrics the chart and its alerts rely on, and stops cleanly on SIGTERM. Runs the build
+ * (`node dist/cli.js serve`), as the image does.
  */
 
 interface EnvVar {
@@ -57,7 +57,7 @@ beforeAll(async () => {
 
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
   for (const e of sidecar.env) if (e.value !== undefined) env[e.name] = e.value;
-  child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli.ts'), ...sidecar.args], { cwd: ROOT, env, stdio: 'pipe' });
+  child = spawn(process.execPath, [join(ROOT, 'dist/cli.js'), ...sidecar.args], { cwd: ROOT, env, stdio: 'pipe' });
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
 }, 60_000);

@@ -44,7 +44,7 @@ describe('revocations reach every replica through the invalidation log', () => {
     await vi.waitFor(() => {
       expect(b.rec.calls).toStrictEqual(['user:erin', 'all']);
       expect(c.rec.calls).toStrictEqual(['user:erin', 'all']);
-    });
+    }, { timeout: 15_000 });
     expect(a.rec.calls).toStrictEqual(['user:erin', 'all']);
     expect(await count(b.metrics.received, { scope: 'user' })).toBe(1);
     expect(await count(a.metrics.published, { outcome: 'ok' })).toBe(2);

@@ -31,10 +31,12 @@ describe('fault injection on the check', () => {
       await check(sim.url, KEY, ALICE);
       expect(Date.now() - t).toBeGreaterThanOrEqual(429);
     }
+    // Cleared, it adds nothing: with ten minutes of latency injected and then cleared, a check that is
+    // answered at all was not held by it (was: answered in less than 400 ms, a timing bound that a
+    // busy machine broke).
+    sim.injectFault({ latencyMs: 600_000 });
     sim.clearFaults();
-    t = Date.now();
-    await check(sim.url, KEY, ALICE);
-    expect(Date.now() - t).toBeLessThan(400);
+    expect((await check(sim.url, KEY, ALICE)).body.decision).toBe('ALLOW');
   });
 
   it('resets the connection', async () => {

@@ -1,5 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from '../../src/observability/index.js';
+import { capturingLogger } from '../helpers/sidecar.js';
+import { PATIENCE_MS } from '../helpers/wait.js';
 
 /** One request a test receiver got, with its raw body. */
 export interface Received {
@@ -68,11 +71,26 @@ export async function check(
   return { status: res.status, body: parsed, headers: res.headers, text };
 }
 
-/** Waits until `predicate` holds, polling every 5 ms, or fails after `timeoutMs`. */
-export async function until(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
+/** Waits until `predicate` holds, polling every 5 ms, or fails after `timeoutMs` (a safety net). */
+export async function until(predicate: () => boolean, timeoutMs = PATIENCE_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/**
+ * A simulator logger that keeps what the webhook sender planned: for each event, the real-time
+ * delay (ms) of every retry it scheduled, in order, and whether the delivery went terminal. How late
+ * a retry actually ran is the event loop's business on a busy machine; what was planned is exact.
+ */
+export function scheduleLog(): { logger: Logger; retries: (eventId: string) => number[]; outcomes: (eventId: string) => string[] } {
+  const { logger, lines } = capturingLogger('info');
+  const of = (eventId: string) => lines().filter((l) => l.eventId === eventId);
+  return {
+    logger,
+    retries: (eventId) => of(eventId).filter((l) => l.msg === 'webhook delivery retry scheduled').map((l) => l.retryInMs as number),
+    outcomes: (eventId) => of(eventId).map((l) => String(l.msg).replace(/^webhook delivery /, '')),
+  };
 }

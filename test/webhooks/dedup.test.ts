@@ -8,7 +8,9 @@ let sidecar: SidecarUnderTest;
 
 beforeEach(async () => {
   app = await startApp();
-  sidecar = await startSidecar({ appUrl: app.url, forwardTimeoutMs: 300, now: () => VECTOR_TS * 1000 });
+  // Forwards that must succeed never race this on a busy machine (300 ms did: 20 copies all 503);
+  // the cases of an app too slow wait it out.
+  sidecar = await startSidecar({ appUrl: app.url, forwardTimeoutMs: 3000, now: () => VECTOR_TS * 1000 });
 });
 afterEach(async () => {
   await sidecar.close();
@@ -63,7 +65,7 @@ describe('app failure, then the service retries', () => {
   it.each([
     ['500', (a: FakeApp): void => { a.behaviour = { status: 500 }; }, 'status'],
     ['timeout', (a: FakeApp): void => { a.behaviour = 'hang'; }, 'timeout'],
-    ['slow answer past the timeout', (a: FakeApp): void => { a.delayMs = 1000; }, 'timeout'],
+    ['slow answer past the timeout', (a: FakeApp): void => { a.delayMs = 4000; }, 'timeout'],
   ] as const)('%s → 503, not accepted; retry → 200 once', async (_name, breakApp, cause) => {
     breakApp(app);
     const body = envelope({ id: 'evt_retry' });

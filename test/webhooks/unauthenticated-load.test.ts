@@ -57,7 +57,7 @@ function hostile(port: number, declared: number | 'chunked', sent: number): { so
 }
 
 /** vitest's own polling, for a condition that may be async. */
-const until = (cond: () => Promise<boolean> | boolean): Promise<void> => vi.waitFor(async () => expect(await cond()).toBe(true), { timeout: 2000, interval: 10 });
+const until = (cond: () => Promise<boolean> | boolean): Promise<void> => vi.waitFor(async () => expect(await cond()).toBe(true), { timeout: 15_000, interval: 10 });
 
 describe('--webhook-max-unverified-bytes', () => {
   it('holds at most the budget across all connections; beyond it 503 and the connection is closed; a genuine delivery passes once they go', async () => {

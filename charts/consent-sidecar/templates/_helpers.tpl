@@ -73,8 +73,13 @@ any template uses the values.
 {{- $p = append $p "secrets.webhookRequiredHeader: set existingSecret or value, not both" -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq (toString $v.config.webhookDelivery) "queue") (not (include "consent-sidecar.redisConfigured" .)) -}}
+{{- $redis := include "consent-sidecar.redisConfigured" . -}}
+{{- if and (eq (toString $v.config.webhookDelivery) "queue") (not $redis) -}}
 {{- $p = append $p "config.webhookDelivery: queue keeps events in Redis, which needs a Redis URL: set secrets.redisUrl.existingSecret or config.redisUrl, or a cluster or sentinels (config.redisClusterNodes, config.redisSentinels, or their secrets); the sidecar would exit 2 naming --redis-url" -}}
+{{- end -}}
+{{- /* Several pods without a shared store: a revocation would reach one of them (README, Several replicas). */ -}}
+{{- if and $v.deployment.enabled (gt (int $v.deployment.replicas) 1) (not $redis) (not $v.unsafeUnsharedReplicas) -}}
+{{- $p = append $p (printf "deployment.replicas: %d pods without Redis would each deduplicate webhooks and cache ALLOWs on their own, so a revocation delivered to one pod leaves the others answering ALLOW until validUntil: set secrets.redisUrl.existingSecret (or config.redisUrl), or deployment.replicas: 1, or unsafeUnsharedReplicas: true to accept that" (int $v.deployment.replicas)) -}}
 {{- end -}}
 {{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
 {{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
@@ -92,7 +97,9 @@ any template uses the values.
 {{- $p = append $p (printf "%s.podSelector is required when deployment.enabled is false: the labels of your application's pods" $k) -}}
 {{- end -}}
 {{- end -}}
-{{- if $p -}}
+{{- if eq (len $p) 1 -}}
+{{- fail (printf "consent-sidecar values: %s" (first $p)) -}}
+{{- else if $p -}}
 {{- fail (printf "\n%d problem(s) with the consent-sidecar values:\n  - %s" (len $p) (join "\n  - " $p)) -}}
 {{- end -}}
 {{- end -}}
@@ -262,6 +269,23 @@ required secret is missing or given twice.
 {{- end -}}
 {{- $s := $v.secrets -}}
 {{- if or $v.config.redisUrl $v.config.redisClusterNodes $v.config.redisSentinels $s.redisUrl.existingSecret $s.redisClusterNodes.existingSecret $s.redisSentinels.existingSecret $fromEnv -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+`webhook dead-letters <verb>` as an operator runs it in a pod: the image has no shell and no
+consent-sidecar on PATH, so node and the CLI by their paths in the image (Dockerfile: ENTRYPOINT
+/nodejs/bin/node /app/dist/cli.js), and the Redis flags serve gets (the URL file the chart mounts,
+the key prefix). Takes (dict "c" <context> "verb" "list" or "replay --all").
+*/}}
+{{- define "consent-sidecar.deadLettersCommand" -}}
+{{- $c := .c -}}
+{{- $v := $c.v -}}
+{{- $target := ternary (printf "deploy/%s" (include "consent-sidecar.appName" $c)) "<your-pod>" (and $v.deployment.enabled true) -}}
+{{- $url := "" -}}
+{{- if $v.secrets.redisUrl.existingSecret -}}
+{{- $url = printf " --redis-url-file %s/redis-url" (trimSuffix "/" $v.secrets.mountPath) -}}
+{{- end -}}
+{{- printf "kubectl -n %s exec %s -c consent-sidecar -- /nodejs/bin/node /app/dist/cli.js webhook dead-letters %s%s --redis-key-prefix %s" $c.root.Release.Namespace $target .verb $url (default "consent-sidecar:" $v.config.redisKeyPrefix | squote) -}}
 {{- end -}}
 
 {{/* Data of the Secret the chart creates (only the secrets given by value). */}}

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { sleep, startTestSidecar, testClock, type TestClock, type TestSidecar } from '../../helpers/sidecar.js';
+import { startTestSidecar, testClock, type TestClock, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, startUpstream, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+import { untilWallClock } from '../../helpers/wait.js';
 
 // The death of a cached ALLOW: fixed at write (validUntil − margin, earlier when the service's Date
 // shows the local clock behind, capped by --cache-max-ttl-ms), never extended, never passed.
@@ -165,12 +166,13 @@ describe('never served after death, even when the service is down', () => {
   const failures: [string, string, Reply][] = [
     ['a 500', 'upstream_5xx', { status: 500 }],
     ['resets', 'upstream_unreachable', { fault: 'reset' }],
-    ['a timeout', 'upstream_timeout', { delayMs: 2000 }],
+    ['a timeout', 'upstream_timeout', { fault: 'hang' }],
     ['a malformed answer', 'malformed_response', { body: 'garbage' }],
   ];
 
   it.each(failures)('expired entry, then %s → 503 %s, not the stale ALLOW', async (_name, cause, failure) => {
-    const { u, s, clock } = await frozen((c) => c.now() + 10_000);
+    // A short deadline where only the service that never answers can meet it.
+    const { u, s, clock } = await frozen((c) => c.now() + 10_000, cause === 'upstream_timeout' ? { 'upstream-timeout-ms': '300' } : {});
     const t0 = clock.now();
     expect(await source(s)).toBe('upstream');
     expect(await source(s)).toBe('cache');
@@ -209,12 +211,12 @@ describe('expiry under real time', () => {
     expect((await sidecar.check(REQ)).source).toBe('upstream');
     const second = await sidecar.check(REQ);
     expect(second.source).toBe('cache');
-    await sleep(Math.max(0, validUntil - 1_000 - Date.now()) + 100);
+    await untilWallClock(validUntil - 1_000 + 100);
     const third = await sidecar.check(REQ);
     expect(third.source).toBe('upstream');
     expect(third.json).toEqual({ decision: 'ALLOW', configKey: KEY, validUntil });
     expect(upstream.checks).toBeGreaterThanOrEqual(2);
-    await sleep(Math.max(0, validUntil - Date.now()) + 50);
+    await untilWallClock(validUntil + 50);
     // Past validUntil itself the service's ALLOW is expired on arrival: fail closed.
     const fourth = await sidecar.check(REQ);
     expect(fourth.status).toBe(503);

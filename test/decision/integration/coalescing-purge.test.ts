@@ -1,6 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, deny, startUpstream, type ReceivedRequest, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+import { PATIENTLY } from '../../helpers/wait.js';
 
 // Coalescing of concurrent misses, purges (by hand and by revocation) racing an upstream call,
 // Cache-Control: no-cache, and DELETE /sidecar/cache.
@@ -25,17 +26,37 @@ const allowAsked =
     return { body: allow(configKey, Date.now() + 60_000), ...extra };
   };
 
+/**
+ * The service holds every answer until the test releases it: "concurrent" and "in flight" are then
+ * facts, not a bet that the other requests arrive within a delay (150-300 ms lost that bet on a busy
+ * machine: a late request found the flight over and made a second call).
+ */
+function gate(): { held: Promise<void>; release: () => void } {
+  let release = (): void => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  return { held, release };
+}
+
+/** Waits until `n` checks have joined a flight in progress. */
+const untilJoined = (s: TestSidecar, n: number): Promise<void> =>
+  vi.waitFor(async () => expect(await s.metric('consent_sidecar_upstream_coalesced_total')).toBe(n), PATIENTLY);
+
 async function setup(reply: Reply | ((r: ReceivedRequest) => Reply), flags: Record<string, string> = {}): Promise<{ u: ScriptedUpstream; s: TestSidecar }> {
   upstream = await startUpstream(reply);
-  sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '2000', ...flags });
+  // A held flight lasts until the test releases it: the deadline must outlast the joining, however slow.
+  sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '60000', ...flags });
   return { u: upstream, s: sidecar };
 }
 
 describe('coalescing concurrent misses', () => {
   it('1000 concurrent identical misses against a slow upstream make exactly one upstream call, and all get ALLOW', async () => {
-    const { u, s } = await setup(allowAsked({ delayMs: 200 }));
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
     const req = { userReference: 'user-herd', configKey: KEY };
-    const answers = await Promise.all(Array.from({ length: 1000 }, () => s.check(req)));
+    const pending = Promise.all(Array.from({ length: 1000 }, () => s.check(req)));
+    await untilJoined(s, 999);
+    g.release();
+    const answers = await pending;
     expect(u.checks).toBe(1);
     expect(answers.every((a) => a.status === 200 && a.json?.decision === 'ALLOW')).toBe(true);
     expect(new Set(answers.map((a) => a.text)).size).toBe(1);
@@ -47,9 +68,13 @@ describe('coalescing concurrent misses', () => {
   });
 
   it('concurrent misses for different keys make one call per key', async () => {
-    const { u, s } = await setup(allowAsked({ delayMs: 150 }));
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
     const reqs = Array.from({ length: 10 }, (_, i) => ({ userReference: `user-${i}`, configKey: KEY }));
-    const answers = await Promise.all(reqs.flatMap((r) => Array.from({ length: 20 }, () => s.check(r))));
+    const pending = Promise.all(reqs.flatMap((r) => Array.from({ length: 20 }, () => s.check(r))));
+    await untilJoined(s, 190);
+    g.release();
+    const answers = await pending;
     expect(answers.every((a) => a.json?.decision === 'ALLOW')).toBe(true);
     expect(u.checks).toBe(10);
     const users = u.requests.map((r) => (JSON.parse(r.body) as { userReference: string }).userReference).sort();
@@ -57,9 +82,13 @@ describe('coalescing concurrent misses', () => {
   });
 
   it('a coalesced failure fails every joined check closed, and is not remembered', async () => {
-    const { u, s } = await setup({ status: 500, delayMs: 150 });
+    const g = gate();
+    const { u, s } = await setup({ status: 500, hold: g.held });
     const req = { userReference: 'user-herd', configKey: KEY };
-    const answers = await Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    const pending = Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    await untilJoined(s, 49);
+    g.release();
+    const answers = await pending;
     expect(u.checks).toBe(1);
     expect(answers.every((a) => a.status === 503 && a.json?.error === 'upstream_5xx')).toBe(true);
     u.reply(allowAsked());
@@ -68,9 +97,13 @@ describe('coalescing concurrent misses', () => {
   });
 
   it('a coalesced evaluated denial reaches every joined check and is not cached', async () => {
-    const { u, s } = await setup({ body: deny(KEY), delayMs: 150 });
+    const g = gate();
+    const { u, s } = await setup({ body: deny(KEY), hold: g.held });
     const req = { userReference: 'user-herd', configKey: KEY };
-    const answers = await Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    const pending = Promise.all(Array.from({ length: 50 }, () => s.check(req)));
+    await untilJoined(s, 49);
+    g.release();
+    const answers = await pending;
     expect(u.checks).toBe(1);
     expect(answers.every((a) => a.status === 200 && a.json?.decision === 'DENY')).toBe(true);
     await s.check(req);
@@ -107,24 +140,28 @@ describe('a purge while an upstream call is in flight', () => {
   ];
 
   it.each(purges)('%s: a request arriving after it does not join the old flight', async (_name, purge) => {
-    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
     const req = { userReference: 'user-revoked', configKey: KEY };
     const first = s.check(req);
     await u.waitForCount(1);
     await purge(s, req.userReference);
     const second = s.check(req);
-    await u.waitForCount(2);
+    await u.waitForCount(2); // the old flight is still held: the second request made its own
+    g.release();
     expect(u.checks).toBe(2);
     expect((await first).json?.decision).toBe('ALLOW');
     expect((await second).json?.decision).toBe('ALLOW');
   });
 
   it.each(purges)("%s: the old flight's ALLOW is not written to the cache", async (_name, purge) => {
-    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
     const req = { userReference: 'user-revoked', configKey: KEY };
     const first = s.check(req);
     await u.waitForCount(1);
-    await purge(s, req.userReference);
+    await purge(s, req.userReference); // while the old flight is held
+    g.release();
     // The app asked before the purge, so it may still get the answer computed then.
     expect((await first).json?.decision).toBe('ALLOW');
     expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
@@ -136,11 +173,13 @@ describe('a purge while an upstream call is in flight', () => {
 
 describe('Cache-Control: no-cache', () => {
   it("a no-cache refresh in flight during a purge does not write its ALLOW to the cache", async () => {
-    const { u, s } = await setup(allowAsked({ delayMs: 300 }));
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
     const req = { userReference: 'user-revoked', configKey: KEY };
     const refresh = s.check(req, { 'cache-control': 'no-cache' });
     await u.waitForCount(1);
     s.handle.revocations.revokeUser(req.userReference);
+    g.release();
     expect((await refresh).json?.decision).toBe('ALLOW');
     expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
     expect((await s.check(req)).source).toBe('upstream');

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestSidecar, testClock, type TestClock, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, deny, startUpstream, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+import { PATIENTLY } from '../../helpers/wait.js';
 
 /**
  * Refresh-ahead (contract, the ALLOW cache; `--cache-refresh-ahead-ms`), on the real sidecar in
@@ -43,7 +44,7 @@ describe('refresh-ahead', () => {
     const inWindow = await s.check(REQ);
     expect(inWindow.source).toBe('cache');
     expect(validUntilOf(inWindow)).toBe(validUntilOf(first));
-    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1), PATIENTLY);
     const renewed = await s.check(REQ);
     expect(renewed.source).toBe('cache');
     expect(validUntilOf(renewed)).toBe(clock.now() + LIFE_MS);
@@ -59,7 +60,7 @@ describe('refresh-ahead', () => {
     u.reply({ body: deny(KEY) });
     clock.advance(LIFE_MS - WINDOW_MS + 1);
     expect((await s.check(REQ)).json?.decision).toBe('ALLOW'); // served from the cache while the refresh runs
-    await vi.waitFor(async () => expect(await refreshes(s, 'deny')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'deny')).toBe(1), PATIENTLY);
     const next = await s.check(REQ);
     expect(next).toMatchObject({ source: 'upstream', json: { decision: 'DENY', configKey: KEY } });
     expect(u.checks).toBe(3);
@@ -71,7 +72,7 @@ describe('refresh-ahead', () => {
     u.reply({ status: 500, body: '{}' });
     clock.advance(LIFE_MS - WINDOW_MS + 1);
     expect((await s.check(REQ)).source).toBe('cache');
-    await vi.waitFor(async () => expect(await refreshes(s, 'no_decision')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'no_decision')).toBe(1), PATIENTLY);
     const still = await s.check(REQ);
     expect(still.source).toBe('cache');
     expect(validUntilOf(still)).toBe(validUntilOf(first));
@@ -89,10 +90,10 @@ describe('refresh-ahead', () => {
     u.reply({ status: 500, body: '{}' });
     clock.advance(LIFE_MS - WINDOW_MS + 1);
     await s.check(REQ);
-    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1), PATIENTLY);
     const renewed = await s.check(REQ); // inside the window again: its own refresh fails
     expect(validUntilOf(renewed)).toBe(clock.now() + 2000);
-    await vi.waitFor(async () => expect(await refreshes(s, 'no_decision')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'no_decision')).toBe(1), PATIENTLY);
     clock.set(validUntilOf(renewed));
     expect((await s.check(REQ)).source).toBe('fail-closed');
   });
@@ -104,7 +105,7 @@ describe('refresh-ahead', () => {
     clock.advance(LIFE_MS - WINDOW_MS + 1);
     const answers = await Promise.all(Array.from({ length: 100 }, () => s.check(REQ)));
     expect(answers.every((a) => a.source === 'cache')).toBe(true);
-    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1));
+    await vi.waitFor(async () => expect(await refreshes(s, 'allow')).toBe(1), PATIENTLY);
     expect(u.checks).toBe(2);
   });
 
