@@ -4,6 +4,7 @@ import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, mustFind, render, run, vendoredExampleChart, type K8sObject } from './helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
+import { declaredMetricFamilies } from '../helpers/metric-families.js';
 
 const RULE_TESTS = join(ROOT, 'test/packaging/consent-sidecar.rules.test.yaml');
 const INSTALL_HINT =
@@ -92,14 +93,7 @@ describe('alerting rules', () => {
   });
 
   it('the rules use only metric families the sidecar declares', async () => {
-    // Read the declarations as text: `${METRIC_PREFIX}name` in src/**/metrics.ts.
-    const declared = new Set<string>();
-    for (const dir of await readdir(join(ROOT, 'src'), { withFileTypes: true })) {
-      if (!dir.isDirectory()) continue;
-      const file = join(ROOT, 'src', dir.name, 'metrics.ts');
-      const text = await readFile(file, 'utf8').catch(() => '');
-      for (const m of text.matchAll(/\$\{METRIC_PREFIX\}([a-z_]+)/g)) declared.add(`consent_sidecar_${m[1]}`);
-    }
+    const declared = await declaredMetricFamilies();
     const used = new Set<string>();
     for (const rule of rulesOf(ruleObjects.get('monitoring-forced-values.yaml')!)) {
       for (const m of rule.expr.matchAll(/\bconsent_sidecar_[a-z_]+/g)) used.add(m[0]);
