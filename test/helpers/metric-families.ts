@@ -1,9 +1,9 @@
 import { createSecretMetrics } from '../../src/config/index.js';
-import { DecisionMetrics } from '../../src/decision/index.js';
+import { createInvalidationMetrics, DecisionMetrics } from '../../src/decision/index.js';
 import { createRegistry, registerBuildInfo } from '../../src/observability/index.js';
 import { createRedecMetrics } from '../../src/redec/index.js';
 import { createRedisMetrics } from '../../src/redis/index.js';
-import { createQueueMetrics, createWebhookMetrics } from '../../src/webhooks/index.js';
+import { createQueueMetrics, createSharedDedupMetrics, createWebhookMetrics } from '../../src/webhooks/index.js';
 
 /**
  * Every metric family the sidecar registers, read off a registry the way `serve` builds it, never
@@ -14,6 +14,8 @@ export async function declaredMetricFamilies(): Promise<Set<string>> {
   const registry = createRegistry({ defaultMetrics: false });
   new DecisionMetrics(registry, () => 0);
   createWebhookMetrics(registry);
+  createSharedDedupMetrics(registry);
+  createInvalidationMetrics(registry);
   createRedisMetrics(registry);
   createQueueMetrics(registry);
   createSecretMetrics(registry);
