@@ -65,6 +65,9 @@ export async function startFleet(
           now,
         })
       : undefined;
+  // The invalidation log's first read is this replica's starting point (nothing cached yet, nothing
+  // to purge): give a reachable Redis one deadline to connect before it, so the read is not wasted.
+  await shared.connection.connected(config.redis.commandTimeoutMs);
   await Promise.all([invalidation.start(), dedup?.start(), queue?.start()]);
   return {
     shared,

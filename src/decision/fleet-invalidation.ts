@@ -20,6 +20,8 @@ export interface InvalidationEntry {
 export interface InvalidationPage {
   /** Changes when the log was lost and started again (a store that restarted empty). */
   readonly epoch: string;
+  /** When the epoch was made (the store's clock, ms), or null when the store does not say. */
+  readonly epochBornMs: number | null;
   /** Position of the newest entry ever written (the start when none). */
   readonly head: string;
   readonly trimmed: boolean;
@@ -106,6 +108,8 @@ export interface FleetInvalidationOptions {
   readonly pollIntervalMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
   readonly now?: () => number;
+  /** How far the store's clock may be behind ours (ms); {@link START_CLOCK_SLACK_MS} by default. */
+  readonly clockSlackMs?: number;
 }
 
 /**
@@ -190,7 +194,7 @@ export class FleetInvalidation implements RevocationPublisher {
           ? await log.readAfter(this.position, READ_BATCH)
           : this.inStart
             ? await log.readAfter(null, READ_BATCH)
-            : await log.readSince(this.startedAtMs - START_CLOCK_SLACK_MS, READ_BATCH);
+            : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH);
         const more = this.apply(page);
         if (!more && !this.again) return;
       }
@@ -207,7 +211,7 @@ export class FleetInvalidation implements RevocationPublisher {
       // written since it started (a slow Redis at start costs no cache), and purges only when it
       // cannot tell (some of that is gone, or more than one read of it).
       if (!this.inStart) {
-        if (page.trimmed || page.entries.length >= READ_BATCH) this.purgeAll('reset');
+        if (page.trimmed || page.entries.length >= READ_BATCH || this.bornSinceStart(page)) this.purgeAll('reset');
         else this.applyEntries(page.entries);
       }
       this.synced = true;
@@ -220,6 +224,19 @@ export class FleetInvalidation implements RevocationPublisher {
     if (page.rewound) return this.restartAt(page, 'rewound');
     this.applyEntries(page.entries);
     return page.entries.length >= READ_BATCH;
+  }
+
+  /**
+   * A log born after this replica started (or whose birth it cannot tell) may have replaced one
+   * this replica never read: the store restarted empty while this replica could not reach it, and
+   * what was written before is gone. It cannot tell what it missed.
+   */
+  private bornSinceStart(page: InvalidationPage): boolean {
+    return page.epochBornMs === null || page.epochBornMs >= this.startedAtMs - this.clockSlackMs;
+  }
+
+  private get clockSlackMs(): number {
+    return this.options.clockSlackMs ?? START_CLOCK_SLACK_MS;
   }
 
   private applyEntries(entries: readonly InvalidationEntry[]): void {

@@ -79,6 +79,8 @@ export class RedisConnection {
   private clusterNodeChecked = false;
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
   private readonly commands: RedisCommands;
+  /** Waiting for the link to be ready ({@link connected}). */
+  private readyWaiters: (() => void)[] = [];
 
   constructor(private readonly options: RedisConnectionOptions) {
     if (!(options.commandTimeoutMs > 0)) throw new RangeError('RedisConnection: commandTimeoutMs must be > 0');
@@ -93,6 +95,27 @@ export class RedisConnection {
     const interval = this.options.healthIntervalMs ?? REDIS_HEALTH_INTERVAL_MS;
     this.healthTimer = setInterval(() => void this.checkHealth(), interval);
     this.healthTimer.unref();
+  }
+
+  /**
+   * Resolves true once commands can be sent, or false after `timeoutMs`: a start that reads once
+   * (the invalidation log's starting point) waits this long for a reachable Redis, never longer.
+   */
+  connected(timeoutMs: number): Promise<boolean> {
+    if (this.link?.connected) return Promise.resolve(true);
+    if (this.closed) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.readyWaiters = this.readyWaiters.filter((w) => w !== waiter);
+        resolve(false);
+      }, timeoutMs);
+      timer.unref();
+      this.readyWaiters.push(waiter);
+    });
   }
 
   /** True while the last health check passed. */
@@ -168,7 +191,10 @@ export class RedisConnection {
           if (role === 'command' && link === this.link && !link.connected) this.setUp(false, 'not connected');
           this.logError(role, err);
         },
-        ready: () => void this.checkHealth(),
+        ready: () => {
+          for (const waiter of this.readyWaiters.splice(0)) waiter();
+          void this.checkHealth();
+        },
       },
     });
     this.link = link;

@@ -16,10 +16,14 @@ export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
  * KEYS: stream, epoch. ARGV: origin, scope, user reference, max entries, channel, new epoch.
  * The epoch is created with the first entry; a store that lost it (restarted empty) gets a new one,
- * which every reader sees as a reset.
+ * which every reader sees as a reset. An epoch is `<the store's clock, ms>.<random>`: when it was
+ * born tells a reader that never saw the old one whether the log restarted after it started.
  */
 const APPEND = new RedisScript(`
-if not redis.call('GET', KEYS[2]) then redis.call('SET', KEYS[2], ARGV[6]) end
+if not redis.call('GET', KEYS[2]) then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[2], (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[6])
+end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'o', ARGV[1], 's', ARGV[2], 'u', ARGV[3])
 redis.call('PUBLISH', ARGV[5], id)
 return id
@@ -33,8 +37,9 @@ return id
 const READ = new RedisScript(`
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
-  redis.call('SET', KEYS[2], ARGV[3])
-  epoch = ARGV[3]
+  local t = redis.call('TIME')
+  epoch = (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[3]
+  redis.call('SET', KEYS[2], epoch)
 end
 local head, added, len, first = '0-0', 0, 0, ''
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -129,6 +134,7 @@ export class RedisInvalidationLog implements InvalidationLog {
     }
     return {
       epoch,
+      epochBornMs: epochBornMs(epoch),
       head: encode({ id: head, rank: counted ? (added as number) : -1 }),
       trimmed: from !== null && trimmedPast(from, { counted, added: added as number, length: length as number, first }),
       rewound: from !== null && (compareStreamIds(head, from.id) < 0 || (counted && from.rank > (added as number))),
@@ -162,6 +168,12 @@ function trimmedPast(from: Position, s: { counted: boolean; added: number; lengt
   const firstAfter = s.first !== '' && compareStreamIds(s.first, from.id) > 0;
   // Without a rank: entries were removed (more added than held), and the oldest left is after `from`.
   return s.counted ? s.added > s.length && firstAfter : firstAfter;
+}
+
+/** When the epoch was made (the store's clock, ms), or null when it does not say (written by an older version or by something else). */
+function epochBornMs(epoch: string): number | null {
+  const m = /^(\d{1,15})\.[0-9a-f-]{36}$/.exec(epoch);
+  return m ? Number(m[1]) : null;
 }
 
 function malformed(): RedisError {

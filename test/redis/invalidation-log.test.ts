@@ -15,7 +15,7 @@ const recorder = () => {
   return { calls, hook: { revokeUser: (u: string) => (calls.push(`user:${u}`), 1), revokeAll: () => (calls.push('all'), 2) } };
 };
 
-async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean } = {}) {
+async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean; clockSlackMs?: number } = {}) {
   // A generous deadline: a first read that times out on a busy machine would count as a reset.
   const c = connectionTo(target, { prefix, opened, commandTimeoutMs: 2000 });
   if (o.waitUp ?? true) await up(c);
@@ -27,6 +27,7 @@ async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTar
     metrics,
     logger: silentLogger(),
     pollIntervalMs: 200,
+    ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
   });
   await fleet.start();
   opened.push({ close: async () => fleet.close() });
@@ -115,7 +116,9 @@ describe('a stall, a reconnect or a cut-off costs no cache: replicas catch up', 
     await unreachable.stop();
     let target = single(unreachable.url);
     const a = await replica(prefix, single(fx.redis.url));
-    const late = await replica(prefix, () => target, { waitUp: false }); // its start read fails
+    // Its start read fails. Redis runs on this machine's clock: no slack is needed to tell that the
+    // log was born before `late` started (so it lost nothing `late` should have read).
+    const late = await replica(prefix, () => target, { waitUp: false, clockSlackMs: 0 });
     await a.fleet.publish({ scope: 'user', userReference: 'while-away-1' });
     await a.fleet.publish({ scope: 'all' });
     target = single(fx.redis.url);
@@ -124,6 +127,30 @@ describe('a stall, a reconnect or a cut-off costs no cache: replicas catch up', 
     // and it follows from the head on
     await a.fleet.publish({ scope: 'user', userReference: 'after' });
     await vi.waitFor(() => expect(late.rec.calls).toContain('user:after'), { timeout: 5000 });
+  });
+
+  it('a replica that never reached Redis before it restarted empty cannot tell what it missed: it purges everything at first contact, counted as reset', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const prefix = fx.redis.prefix();
+    let target = single(fx.redis.url);
+    const unreachable = await spawnRedisServer();
+    await unreachable.stop();
+    // `a` writes to a Redis that `late` never reads (it cannot reach it from its start on)
+    const a = await replica(prefix, single(own.url));
+    target = single(unreachable.url);
+    const late = await replica(prefix, () => target, { waitUp: false, clockSlackMs: 0 });
+    await a.fleet.publish({ scope: 'user', userReference: 'lost-with-the-restart' });
+    // Redis restarts empty: the revocation is gone from the log `late` is about to read
+    await own.stop();
+    await own.start();
+    target = single(own.url);
+    await vi.waitFor(() => expect(late.rec.calls).toStrictEqual(['all']), { timeout: 10_000 });
+    expect(await count(late.metrics.purges, { cause: 'reset' })).toBe(1);
+    // and it follows from the head on, without purging again
+    await a.fleet.publish({ scope: 'user', userReference: 'after' });
+    await vi.waitFor(() => expect(late.rec.calls).toStrictEqual(['all', 'user:after']), { timeout: 10_000 });
+    expect(await count(late.metrics.purges)).toBe(1);
   });
 
   it('a replica that fell further behind than the log keeps purges everything, counted as trimmed', async () => {
