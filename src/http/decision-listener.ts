@@ -1,30 +1,18 @@
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import express from 'express';
 import type { Logger } from 'pino';
-import {
-  isInvalidRequest,
-  METHOD_NOT_ALLOWED_ANSWER,
-  parseCheckRequest,
-  rejectedAnswer,
-  type AllowCache,
-  type Answer,
-  type DecisionLog,
-  type DecisionMetrics,
-  type DecisionService,
-  type Passthrough,
-} from '../decision/index.js';
+import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
+import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import { RateLimiter } from '../observability/index.js';
-import { failClosedAnswerFor, lastResort } from './fail-closed.js';
+import { cacheAdminRoute } from './cache-admin-route.js';
+import { createCheckRoute, SOURCE_HEADER } from './check-route.js';
 import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
-import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
+import { passthroughRoute } from './passthrough-route.js';
+import { CHECK_PATH } from './request-target.js';
 
 export { CHECK_PATH } from './request-target.js';
-
-const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
-export const SOURCE_HEADER = 'x-consent-decision-source';
-/** A `no-cache` directive in one Cache-Control field value (several fields: any of them). */
-const NO_CACHE = /(?:^|,)\s*no-cache\s*(?:,|$)/i;
+export { SOURCE_HEADER } from './check-route.js';
 
 export interface DecisionListenerOptions {
   readonly service: DecisionService;
@@ -32,6 +20,8 @@ export interface DecisionListenerOptions {
   readonly metrics: DecisionMetrics;
   readonly passthrough: Passthrough;
   readonly logger: Logger;
+  /** Where a purge by hand goes: this replica's cache, and with Redis every replica's. */
+  readonly revocations: RevocationPublisher;
   /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
   readonly forwardAuthUserHeader?: string;
   readonly maxRequestBytes: number;
@@ -40,128 +30,14 @@ export interface DecisionListenerOptions {
 }
 
 /**
- * `127.0.0.1:7700`, the app's listener. `POST /v1/authorization/check` takes a lean route on bare
- * node:http (the hot path must not pay for machinery it does not use); everything else goes
- * through express. This is the one boundary where errors, known or not, become a 503 DENY.
+ * `127.0.0.1:7700`, the app's listener: a router over its routes. `POST /v1/authorization/check`
+ * and forward-auth take lean routes on bare node:http (the hot path must not pay for machinery it
+ * does not use); the cache purge and everything else go through express.
  */
 export function createDecisionListener(o: DecisionListenerOptions): Server {
   const failLog = new RateLimiter(1000);
-
-  /** `t0`: performance.now() when the request arrived, for the decision duration. */
-  const send = (res: ServerResponse, a: Answer, close = false, t0?: number): void => {
-    o.metrics.answered(a);
-    if (t0 !== undefined) o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
-    if (res.headersSent || res.destroyed) return;
-    const headers = [
-      'content-type', 'application/json',
-      'content-length', String(a.bodyBytes),
-      'cache-control', 'no-store',
-      SOURCE_HEADER, a.source,
-    ];
-    if (close) headers.push('connection', 'close');
-    res.writeHead(a.status, headers);
-    res.end(a.body);
-  };
-
-  const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog, route: 'check' });
-  const failClosed = (res: ServerResponse, err: unknown, t0?: number): Answer => {
-    const answer = answerFor(err);
-    send(res, answer, false, t0);
-    return answer;
-  };
-
-  const log = o.decisionLog ?? null;
-  const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number): void => {
-    try {
-      const req = parseCheckRequest(body);
-      if (isInvalidRequest(req)) return send(res, rejectedAnswer(req), false, t0);
-      if (!noCache) {
-        const hit = o.service.cached(req);
-        if (hit) {
-          send(res, hit, false, t0);
-          log?.record(req, hit);
-          return;
-        }
-      }
-      // One `then`, its handlers guarding themselves (no promise per fallback): if sending
-      // fails (metrics, headers), fail closed; and if that fails too, the last resort.
-      // Without no-cache the cache was just read above: decide() does not read it again.
-      o.service.decide(req, noCache, !noCache).then(
-        (a) => {
-          try {
-            send(res, a, false, t0);
-            log?.record(req, a);
-          } catch (err) {
-            failClosedOrLastResort(res, err, t0);
-          }
-        },
-        (err: unknown) => {
-          try {
-            const a = failClosed(res, err, t0);
-            log?.record(req, a);
-          } catch (again) {
-            lastResortAnswer(res, again);
-          }
-        },
-      );
-    } catch (err) {
-      failClosedOrLastResort(res, err, t0);
-    }
-  };
-
-  const failClosedOrLastResort = (res: ServerResponse, err: unknown, t0: number): void => {
-    try {
-      failClosed(res, err, t0);
-    } catch (again) {
-      lastResortAnswer(res, again);
-    }
-  };
-
-  const LAST_RESORT = {
-    logger: o.logger,
-    route: 'check' as const,
-    headers: { 'content-type': 'application/json', 'content-length': LAST_RESORT_BODY.length, 'cache-control': 'no-store', [SOURCE_HEADER]: 'fail-closed' },
-    body: LAST_RESORT_BODY,
-  };
-  const lastResortAnswer = (res: ServerResponse, err: unknown): void => lastResort(res, err, LAST_RESORT);
-
-  const max = o.maxRequestBytes;
-  const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
-
-  const check = (req: IncomingMessage, res: ServerResponse): void => {
-    const t0 = performance.now();
-    // The raw header list, not `req.headers`, which node builds lazily on first read: a hit
-    // pays for no object it does not use.
-    const raw = req.rawHeaders;
-    let declared = 0;
-    let noCache = false;
-    for (let i = 0; i < raw.length; i += 2) {
-      const name = raw[i]!;
-      if (name.length === 14 && name.toLowerCase() === 'content-length') declared = Number(raw[i + 1]);
-      else if (name.length === 13 && name.toLowerCase() === 'cache-control' && NO_CACHE.test(raw[i + 1]!)) noCache = true;
-    }
-    if (declared > max) {
-      send(res, oversize, true, t0);
-      req.resume();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > max) {
-        if (!res.headersSent) send(res, oversize, true, t0);
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (size > max) return;
-      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache, t0);
-    });
-    req.on('error', () => undefined);
-  };
-
+  const decisionLog = o.decisionLog ?? null;
+  const route = createCheckRoute({ service: o.service, metrics: o.metrics, logger: o.logger, failLog, maxRequestBytes: o.maxRequestBytes, decisionLog });
   // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
   const forwardAuth = createForwardAuth({
     service: o.service,
@@ -169,7 +45,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
     logger: o.logger,
     failLog,
-    decisionLog: o.decisionLog ?? null,
+    decisionLog,
   });
 
   const app = express();
@@ -180,55 +56,17 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     res.setHeader(SOURCE_HEADER, 'rejected');
     next();
   });
-  app.delete('/sidecar/cache', (req, res) => {
-    const user = req.query.userReference;
-    if (user !== undefined && (typeof user !== 'string' || user === '')) {
-      res.status(400).json({ error: 'invalid_request', field: 'userReference', detail: 'userReference must be one non-empty string' });
-      return;
-    }
-    const purged = typeof user === 'string' ? o.cache.revokeUser(user) : o.cache.revokeAll();
-    o.metrics.purged.labels('manual').inc(purged);
-    o.logger.info({ event: 'cache_purged', trigger: 'manual', scope: typeof user === 'string' ? 'user' : 'all', purged });
-    res.json({ purged });
-  });
-  app.use((req, res, next) => {
-    // The raw target as it arrived: what is judged is exactly what would be sent.
-    const target = req.originalUrl;
-    // Spelling variants of the check path (query, trailing or doubled slashes, case, escapes)
-    // are answered by the strict route, which asks the service on CHECK_PATH itself.
-    if (canonicalPath(target) === CHECK_PATH) {
-      if (req.method === 'POST') check(req, res);
-      else {
-        res.setHeader('allow', 'POST');
-        send(res, METHOD_NOT_ALLOWED_ANSWER);
-      }
-      return;
-    }
-    const verdict = judgeTarget(target);
-    if (verdict.kind === 'refused') {
-      // Never sent (issue 20): the key is for /v1/ alone, and a path a server could resolve
-      // differently from us, or another spelling of the check path, is not judged by guessing.
-      send(res, rejectedAnswer({ field: 'path', problem: verdict.problem, detail: verdict.detail }));
-      req.resume();
-      return;
-    }
-    if (verdict.kind === 'passthrough') {
-      // The service's own answer (the passthrough marks its 502/504 fail-closed).
-      res.setHeader(SOURCE_HEADER, 'upstream');
-      o.passthrough.forward(req, res, target).catch(next);
-      return;
-    }
-    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });
-  });
+  app.delete('/sidecar/cache', cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger }));
+  app.use(passthroughRoute(o.passthrough, route));
 
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
+    if (req.url === CHECK_PATH && req.method === 'POST') route.check(req, res);
     else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
     // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service with
     // our API key added: only origin-form passes, before any route sees it.
     else if (!req.url?.startsWith('/')) {
-      send(res, notOriginForm);
+      route.send(res, notOriginForm);
       req.resume();
     } else app(req, res);
   });

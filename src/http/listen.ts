@@ -142,3 +142,41 @@ export function closeGracefully(server: Server, timeoutMs: number): Promise<void
     server.closeIdleConnections();
   });
 }
+
+/** One listener of the sidecar: its name in `urls`, the flag that sets its address, its server. */
+export interface NamedListener {
+  readonly name: string;
+  readonly flag: string;
+  readonly server: Server;
+  readonly address: ListenAddress;
+}
+
+/**
+ * Listens on every address in turn and resolves with each one's URL by name. When one cannot be
+ * taken, closes those that were and rejects with the flag and what is wrong (a socket path says
+ * what is there; a bind error, its code).
+ */
+export async function listenAll(listeners: readonly NamedListener[]): Promise<Record<string, string>> {
+  const urls: Record<string, string> = {};
+  try {
+    for (const l of listeners) urls[l.name] = await listenAt(l.server, l.address);
+    return urls;
+  } catch (err) {
+    const failed = listeners.find((l) => !l.server.listening && !urls[l.name]);
+    await Promise.allSettled(listeners.map((l) => closeGracefully(l.server, 0)));
+    const where = failed ? `${failed.flag} ${failed.address.path !== undefined ? `unix:${failed.address.path}` : `${failed.address.host}:${failed.address.port}`}` : 'listener';
+    const why = err instanceof ListenError ? err.message : `cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+    throw new Error(`${where}: ${why}`, { cause: err });
+  }
+}
+
+/**
+ * The listeners' part of a shutdown, within `deadline` (performance.now() ms): the traffic
+ * listeners drain first (answers in flight complete, new connections are refused), the admin
+ * listener last (at most 1 s), so /readyz says 503 until the end.
+ */
+export async function drainListeners(listeners: readonly NamedListener[], deadline: number): Promise<void> {
+  const left = (): number => Math.max(0, deadline - performance.now());
+  await Promise.all(listeners.filter((l) => l.name !== 'admin').map((l) => closeGracefully(l.server, left())));
+  await Promise.all(listeners.filter((l) => l.name === 'admin').map((l) => closeGracefully(l.server, Math.min(1000, left()))));
+}

@@ -89,6 +89,56 @@ describe('three replicas, one Redis', () => {
     }
   }, 60_000);
 
+  it('DELETE /sidecar/cache on one replica purges every replica (by user and all): the next check on each goes to the service', async () => {
+    const purge = async (r: ServeProcess, query = ''): Promise<{ status: number; json: unknown }> => {
+      const res = await fetch(`${r.urls.decision}/sidecar/cache${query}`, { method: 'DELETE' });
+      return { status: res.status, json: await res.json() };
+    };
+    const users = ['bob', 'carol'];
+    const received = (r: ServeProcess, scope: string): Promise<number> => r.metric('consent_sidecar_cache_invalidations_received_total', { scope });
+    // The grants are consent actions too, delivered to replica 0 and shared: wait until every
+    // other replica has heard of both, so no grant purges what is cached below.
+    // (run alone, no endpoint is registered and nothing is delivered)
+    const beforeGrants = await Promise.all(replicas.map((r) => received(r, 'user')));
+    const deliveredBefore = sim.deliveries().length;
+    for (const userReference of users) sim.grantConsent({ userReference, configKey: 'marketing-email', ttlMs: 3_600_000 });
+    await sim.deliveriesSettled();
+    const grantsDelivered = sim.deliveries().length - deliveredBefore;
+    for (const [i, r] of replicas.entries()) {
+      if (i !== 0) await expect.poll(() => received(r, 'user'), { timeout: 10_000, interval: 50 }).toBeGreaterThanOrEqual(beforeGrants[i]! + grantsDelivered);
+    }
+    const cacheAll = async (): Promise<void> => {
+      for (const r of replicas) {
+        for (const u of users) {
+          await r.check(u, 'marketing-email');
+          expect((await r.check(u, 'marketing-email')).source).toBe('cache');
+        }
+      }
+    };
+    await cacheAll();
+    const heard = await Promise.all(replicas.map((r) => received(r, 'user')));
+    // one customer, by hand, on replica 1: its own entry at once, the others through Redis
+    expect(await purge(replicas[1]!, '?userReference=bob')).toStrictEqual({ status: 200, json: { purged: 1 } });
+    for (const [i, r] of replicas.entries()) {
+      if (i !== 1) await expect.poll(() => received(r, 'user'), { timeout: 10_000, interval: 50 }).toBeGreaterThan(heard[i]!);
+    }
+    for (const r of replicas) {
+      expect((await r.check('bob', 'marketing-email')).source).toBe('upstream');
+      expect((await r.check('carol', 'marketing-email')).source).toBe('cache');
+    }
+    // everything, by hand, on replica 2
+    await cacheAll();
+    const heardAll = await Promise.all(replicas.map((r) => received(r, 'all')));
+    const all = await purge(replicas[2]!);
+    expect(all.status).toBe(200);
+    expect((all.json as { purged: number }).purged).toBeGreaterThanOrEqual(users.length);
+    for (const [i, r] of replicas.entries()) {
+      if (i !== 2) await expect.poll(() => received(r, 'all'), { timeout: 10_000, interval: 50 }).toBeGreaterThan(heardAll[i]!);
+    }
+    for (const r of replicas) for (const u of users) expect((await r.check(u, 'marketing-email')).source).toBe('upstream');
+    expect(await replicas[2]!.metric('consent_sidecar_cache_purged_entries_total', { trigger: 'manual' })).toBeGreaterThanOrEqual(users.length);
+  }, 60_000);
+
   it('restart a replica: an event it accepted before is a duplicate after', async () => {
     const idx = apps.findIndex((a) => a.received.length > 0);
     const app = apps[idx]!;
@@ -212,6 +262,10 @@ describe('Redis stopped mid-run, then started again', () => {
     const revoke = signedEvent('evt_outage_revoke', 10, 'consent_action.created', { action: 'revoke', userReference: 'erin' });
     expect(await deliver(r0, revoke)).toStrictEqual({ status: 503, body: { error: 'revocation_not_shared' } });
     expect(apps[0]!.count('evt_outage_revoke')).toBe(1);
+    // so is a purge by hand: done here (erin is already gone from r0), and a 503 says the others were not told
+    const manual = await fetch(`${r0.urls.decision}/sidecar/cache?userReference=erin`, { method: 'DELETE' });
+    expect(manual.status).toBe(503);
+    expect(await manual.json()).toMatchObject({ error: 'revocation_not_shared', purged: 0 });
 
     await own.start();
     for (const r of replicas) {

@@ -1,0 +1,63 @@
+import type { Registry } from 'prom-client';
+import type { SidecarConfig } from './config/index.js';
+import { AllowCache, CircuitBreaker, DecisionMetrics, DecisionService, Passthrough, PreEvaluationLog, UpstreamClient } from './decision/index.js';
+import type { RevocationHook } from './lib/revocation-hook.js';
+import type { Logger } from './observability/index.js';
+import { VERSION } from './version.js';
+
+/** The decision capability, built: what the listeners and the shutdown need of it. */
+export interface Decisions {
+  readonly cache: AllowCache;
+  readonly metrics: DecisionMetrics;
+  readonly service: DecisionService;
+  readonly passthrough: Passthrough;
+  /** This replica's cache as a revocation seam: purges here only, counted as `webhook`. */
+  readonly local: RevocationHook;
+  /** Cuts what is in flight to the service (close() would wait for it). */
+  destroy(): Promise<unknown>;
+}
+
+/**
+ * Part of the composition root: the ALLOW cache, its metrics, the breaker, the upstream client, the
+ * decision service and the passthrough, from the config.
+ */
+export function buildDecisions(config: SidecarConfig, deps: { cache?: AllowCache; registry: Registry; logger: Logger; now: () => number }): Decisions {
+  const { registry, logger, now } = deps;
+  const cache = deps.cache ?? new AllowCache(config.cache, now);
+  // A bounded sweep (the dead only, soonest first) before reporting, so the gauge does not count
+  // entries that can no longer be served; never a walk over the live ones.
+  const metrics = new DecisionMetrics(registry, () => (cache.sweep(), cache.size));
+  const breaker = new CircuitBreaker({
+    ...config.upstream.breaker,
+    now,
+    onStateChange: (state) => {
+      metrics.setBreakerState(state);
+      logger[state === 'open' ? 'warn' : 'info']({ event: 'circuit_breaker', state }, `circuit breaker ${state}`);
+    },
+  });
+  const client = new UpstreamClient(config.upstream, { connections: config.upstream.connections, userAgent: `consent-sidecar/${VERSION}` });
+  const service = new DecisionService({
+    transport: client,
+    cache,
+    cacheConfig: config.cache,
+    breaker,
+    metrics,
+    preEvaluationLog: new PreEvaluationLog(logger, config.decisionApi.preEvaluationLogIntervalMs, now),
+    maxInFlight: config.upstream.maxInFlight,
+    now,
+  });
+  const passthrough = new Passthrough(config.upstream, config.upstream.passthroughTimeoutMs);
+  const local: RevocationHook = {
+    revokeUser: (userReference) => {
+      const n = cache.revokeUser(userReference);
+      metrics.purged.labels('webhook').inc(n);
+      return n;
+    },
+    revokeAll: () => {
+      const n = cache.revokeAll();
+      metrics.purged.labels('webhook').inc(n);
+      return n;
+    },
+  };
+  return { cache, metrics, service, passthrough, local, destroy: () => Promise.allSettled([client.destroy(), passthrough.destroy()]) };
+}

@@ -1,0 +1,42 @@
+import type { NextFunction, Request, Response } from 'express';
+import { METHOD_NOT_ALLOWED_ANSWER, rejectedAnswer, type Passthrough } from '../decision/index.js';
+import type { CheckRoute } from './check-route.js';
+import { SOURCE_HEADER } from './check-route.js';
+import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
+
+/**
+ * Every other target on the decision listener: spellings of the check path go to the strict check
+ * route, `/v1/*` passes through to the service with the API key, a target that cannot be judged
+ * safely is refused, the rest is a 404.
+ */
+export function passthroughRoute(passthrough: Passthrough, route: CheckRoute): (req: Request, res: Response, next: NextFunction) => void {
+  return (req, res, next) => {
+    // The raw target as it arrived: what is judged is exactly what would be sent.
+    const target = req.originalUrl;
+    // Spelling variants of the check path (query, trailing or doubled slashes, case, escapes)
+    // are answered by the strict route, which asks the service on CHECK_PATH itself.
+    if (canonicalPath(target) === CHECK_PATH) {
+      if (req.method === 'POST') route.check(req, res);
+      else {
+        res.setHeader('allow', 'POST');
+        route.send(res, METHOD_NOT_ALLOWED_ANSWER);
+      }
+      return;
+    }
+    const verdict = judgeTarget(target);
+    if (verdict.kind === 'refused') {
+      // Never sent (issue 20): the key is for /v1/ alone, and a path a server could resolve
+      // differently from us, or another spelling of the check path, is not judged by guessing.
+      route.send(res, rejectedAnswer({ field: 'path', problem: verdict.problem, detail: verdict.detail }));
+      req.resume();
+      return;
+    }
+    if (verdict.kind === 'passthrough') {
+      // The service's own answer (the passthrough marks its 502/504 fail-closed).
+      res.setHeader(SOURCE_HEADER, 'upstream');
+      passthrough.forward(req, res, target).catch(next);
+      return;
+    }
+    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });
+  };
+}
