@@ -1,13 +1,13 @@
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { redisSecrets, watchSecrets, type SidecarConfig } from './config/index.js';
+import { redisSecrets, watchSecrets, type SidecarConfig, type WebhookConfig } from './config/index.js';
 import { DecisionLog, type AllowCache } from './decision/index.js';
 import { buildDecisions } from './decision-wiring.js';
-import { startFleet } from './fleet-wiring.js';
+import { startFleet, type Fleet } from './fleet-wiring.js';
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { drainListeners, listenAll, type NamedListener } from './http/listen.js';
-import { createWebhookListener } from './http/webhook-listener.js';
+import { createWebhookListener, type WebhookListenerOptions } from './http/webhook-listener.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startReconciler } from './redec-wiring.js';
@@ -51,18 +51,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
   const fleet = await startFleet(config, { local: decisions.local, registry, logger, now });
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
-  const webhooks = config.webhooks
-    ? createWebhookListener({
-        config: config.webhooks,
-        logger,
-        registry,
-        revocations: fleet.revocations,
-        now,
-        shutdownTimeoutMs: config.shutdownTimeoutMs,
-        ...(fleet.dedup ? { dedup: fleet.dedup } : {}),
-        ...(fleet.queue ? { queue: fleet.queue } : {}),
-      })
-    : null;
+  const webhooks = config.webhooks ? createWebhookListener(webhookOptions(config, config.webhooks, fleet, { logger, registry, now })) : null;
   const decisionServer = createDecisionListener({
     service: decisions.service,
     cache: decisions.cache,
@@ -134,4 +123,16 @@ function secretsOf(config: SidecarConfig) {
     config.decisionLog?.hashKey ?? undefined,
     ...(config.redis ? redisSecrets(config.redis) : []),
   ].filter((s) => s !== undefined);
+}
+
+/** The webhook listener's options: the fleet's fan-out, and its shared dedup or queue when there is one. */
+function webhookOptions(config: SidecarConfig, webhooks: WebhookConfig, fleet: Fleet, deps: { logger: Logger; registry: Registry; now: () => number }): WebhookListenerOptions {
+  return {
+    config: webhooks,
+    ...deps,
+    revocations: fleet.revocations,
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    ...(fleet.dedup ? { dedup: fleet.dedup } : {}),
+    ...(fleet.queue ? { queue: fleet.queue } : {}),
+  };
 }

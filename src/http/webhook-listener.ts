@@ -71,61 +71,9 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     now,
   });
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const remote = req.socket.remoteAddress;
-    const path = (req.url ?? '').split('?', 1)[0];
-    if (path !== config.path) {
-      ingress.rejectRoute('not_found', remote);
-      discardRest(req);
-      return answer(res, 404, 'not_found');
-    }
-    if (req.method !== 'POST') {
-      ingress.rejectRoute('method_not_allowed', remote);
-      res.setHeader('allow', 'POST');
-      discardRest(req);
-      return answer(res, 405, 'method_not_allowed');
-    }
-
-    // Every header as an array: one given twice is seen as such (node would join it into one value).
-    const checked = ingress.checkHeaders(req.headersDistinct, remote);
-    if (!('ok' in checked)) {
-      // Refused on headers alone: the body is never looked at.
-      discardRest(req);
-      return answer(res, checked.status, checked.reason);
-    }
-
-    // The HMAC runs over the chunks as they arrive; every byte held until the verdict is taken
-    // from the budget shared by all connections.
-    const read = await readUnverifiedBody(req, {
-      maxBytes: config.maxBodyBytes,
-      budget,
-      timeoutMs: config.bodyTimeoutMs,
-      verifier: startBodyVerification(checked, config.secrets.current()),
-    });
-    if (!read.ok) {
-      switch (read.reason) {
-        case 'aborted':
-          return;
-        case 'too_large':
-          ingress.rejectRoute('body_too_large', remote);
-          discardRest(req);
-          return answer(res, 413, 'body_too_large');
-        case 'over_budget':
-          // 503: the service retries later, when the unauthenticated load has gone.
-          ingress.rejectRoute('unverified_budget_exhausted', remote);
-          return answerAndClose(res, 503, 'unverified_budget_exhausted');
-        case 'body_timeout':
-          ingress.rejectRoute('body_timeout', remote);
-          return answerAndClose(res, 503, 'body_timeout');
-      }
-    }
-
-    const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote);
-    answer(res, result.status, result.reason);
-  };
-
+  const ctx: DeliveryContext = { config, ingress, budget };
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    handleDelivery(ctx, req, res).catch((err: unknown) => {
       logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
       // 503, not 500: the contract's table has no 500, and the service retries a 503.
       if (!res.headersSent) answerAndClose(res, 503, 'internal_error');
@@ -184,4 +132,65 @@ function discardRest(req: IncomingMessage): void {
   req.once('close', done);
   req.on('error', () => undefined);
   req.resume();
+}
+
+/** What one delivery is handled with. */
+interface DeliveryContext {
+  readonly config: WebhookConfig;
+  readonly ingress: WebhookIngress;
+  readonly budget: UnverifiedBudget;
+}
+
+/** One delivery: the route, the headers, the body read under the HMAC and the budget, then the ingress. */
+async function handleDelivery({ config, ingress, budget }: DeliveryContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const remote = req.socket.remoteAddress;
+  const path = (req.url ?? '').split('?', 1)[0];
+  if (path !== config.path) {
+    ingress.rejectRoute('not_found', remote);
+    discardRest(req);
+    return answer(res, 404, 'not_found');
+  }
+  if (req.method !== 'POST') {
+    ingress.rejectRoute('method_not_allowed', remote);
+    res.setHeader('allow', 'POST');
+    discardRest(req);
+    return answer(res, 405, 'method_not_allowed');
+  }
+
+  // Every header as an array: one given twice is seen as such (node would join it into one value).
+  const checked = ingress.checkHeaders(req.headersDistinct, remote);
+  if (!('ok' in checked)) {
+    // Refused on headers alone: the body is never looked at.
+    discardRest(req);
+    return answer(res, checked.status, checked.reason);
+  }
+
+  // The HMAC runs over the chunks as they arrive; every byte held until the verdict is taken
+  // from the budget shared by all connections.
+  const read = await readUnverifiedBody(req, {
+    maxBytes: config.maxBodyBytes,
+    budget,
+    timeoutMs: config.bodyTimeoutMs,
+    verifier: startBodyVerification(checked, config.secrets.current()),
+  });
+  if (!read.ok) {
+    switch (read.reason) {
+      case 'aborted':
+        return;
+      case 'too_large':
+        ingress.rejectRoute('body_too_large', remote);
+        discardRest(req);
+        return answer(res, 413, 'body_too_large');
+      case 'over_budget':
+        // 503: the service retries later, when the unauthenticated load has gone.
+        ingress.rejectRoute('unverified_budget_exhausted', remote);
+        return answerAndClose(res, 503, 'unverified_budget_exhausted');
+      case 'body_timeout':
+        ingress.rejectRoute('body_timeout', remote);
+        return answerAndClose(res, 503, 'body_timeout');
+    }
+  }
+
+  const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote);
+  answer(res, result.status, result.reason);
 }

@@ -1,14 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { ClientClosedError, ClientOfflineError, ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { RedisCommands } from './commands.js';
-import { outcomeOf, reasonOf, RedisError, withDeadline } from './errors.js';
+import { classify, outcomeOf, reasonOf, RedisError, withDeadline } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
 import { RedisScript } from './script.js';
-
 
 /** How often the connection is checked (ms); `consent_sidecar_redis_up` follows it. */
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
@@ -23,7 +21,6 @@ const HEALTH_KEY_TTL_MS = 60_000;
  * one server), CROSSSLOT, READONLY (a replica), NOAUTH or WRONGPASS, OOM. A PING would pass them all.
  */
 const HEALTH = new RedisScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`);
-
 
 export interface RedisConnectionOptions {
   /** Where Redis is, as now configured; read every health tick, so a rotated Secret is followed. */
@@ -143,7 +140,7 @@ export class RedisConnection {
       end({ outcome: 'ok' });
       return result;
     } catch (err) {
-      const e = this.classify(err);
+      const e = classify(err, this.closed);
       if (e.code === 'ERR_REDIS_REPLY') this.lastAnswerAt = performance.now();
       end({ outcome: outcomeOf(e.code) });
       throw e;
@@ -276,17 +273,6 @@ export class RedisConnection {
         }
       }
     }
-  }
-
-  private classify(err: unknown): RedisError {
-    if (err instanceof RedisError) return err;
-    if (err instanceof ErrorReply) return new RedisError('ERR_REDIS_REPLY', `Redis answered an error: ${err.message}`, { cause: err });
-    if (this.closed) return new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed', { cause: err });
-    // Refused by the client before anything was written: the command did not run.
-    if (err instanceof ClientOfflineError || err instanceof ClientClosedError) {
-      return new RedisError('ERR_REDIS_UNAVAILABLE', `Redis is not connected: ${err.message}`, { cause: err });
-    }
-    return new RedisError('ERR_REDIS_CONNECTION_LOST', `Redis call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
 
   private logError(where: string, err: unknown): void {

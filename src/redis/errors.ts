@@ -1,4 +1,4 @@
-import { ErrorReply } from '@redis/client';
+import { ClientClosedError, ClientOfflineError, ErrorReply } from '@redis/client';
 import { SidecarError } from '../lib/errors.js';
 import type { StoreFailure } from '../lib/store-failure.js';
 
@@ -78,4 +78,16 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
       },
     );
   });
+}
+
+/** What a failed call means: an error reply (an answer), a call refused before it was written, a closed connection, or an unknown outcome. */
+export function classify(err: unknown, closed: boolean): RedisError {
+  if (err instanceof RedisError) return err;
+  if (err instanceof ErrorReply) return new RedisError('ERR_REDIS_REPLY', `Redis answered an error: ${err.message}`, { cause: err });
+  if (closed) return new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed', { cause: err });
+  // Refused by the client before anything was written: the command did not run.
+  if (err instanceof ClientOfflineError || err instanceof ClientClosedError) {
+    return new RedisError('ERR_REDIS_UNAVAILABLE', `Redis is not connected: ${err.message}`, { cause: err });
+  }
+  return new RedisError('ERR_REDIS_CONNECTION_LOST', `Redis call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }
