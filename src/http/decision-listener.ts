@@ -50,7 +50,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
 
   const app = express();
   app.disable('x-powered-by');
-  // Every answer says where it came from, as the README promises: anything the sidecar answers
+  // Every answer says where it came from, as docs/decision-api.md promises: anything the sidecar answers
   // itself without a decision (404, 400, the cache purge) is `rejected` unless a route says otherwise.
   app.use((_req, res, next) => {
     res.setHeader(SOURCE_HEADER, 'rejected');

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** The forward-auth example the shop chart ships and the README shows; the nginx tests run it. */
+/** The forward-auth example the shop chart ships and docs/decision-api.md shows; the nginx tests run it. */
 export const SHIPPED_NGINX_CONF = new URL('../../charts/examples/shop/files/nginx-forward-auth.conf', import.meta.url);
 
 /**

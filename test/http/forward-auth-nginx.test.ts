@@ -8,7 +8,7 @@ import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, startUpstream, type ReceivedRequest, type ScriptedUpstream } from '../helpers/upstream.js';
 
 // A real nginx (Debian's nginx-light, auth_request) running the forward-auth example that the shop
-// chart ships and the README shows, in front of a real app server, asking the real sidecar, which
+// chart ships and docs/decision-api.md shows, in front of a real app server, asking the real sidecar, which
 // asks a scripted consent service. Everything on loopback, on free ports.
 
 const KEY = 'marketing-email';
@@ -152,9 +152,9 @@ describe('nginx auth_request with the shipped example', () => {
   });
 });
 
-describe('the README shows the example that runs here', () => {
-  it('includes charts/examples/shop/files/nginx-forward-auth.conf verbatim', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+describe('the forward-auth docs show the example that runs here', () => {
+  it('docs/decision-api.md includes charts/examples/shop/files/nginx-forward-auth.conf verbatim', () => {
+    const readme = readFileSync(new URL('../../docs/decision-api.md', import.meta.url), 'utf8');
     const shipped = readFileSync(SHIPPED_NGINX_CONF, 'utf8');
     expect(readme).toContain(`\`\`\`nginx\n${shipped}\`\`\``);
   });

@@ -70,12 +70,12 @@ describe('several replicas with Redis', () => {
   });
 });
 
-/** The values of the README's "Way 1" example, as a user copies them. */
-async function readmeWay1(dir: string): Promise<string> {
-  const readme = await readFile(join(CHART, '../../README.md'), 'utf8');
+/** The values of the "Way 1" example as a user copies them, from the README or from docs/kubernetes.md. */
+async function readmeWay1(dir: string, page = 'README.md'): Promise<string> {
+  const readme = await readFile(join(CHART, '../..', page), 'utf8');
   const block = /```yaml\n# my-values\.yaml\n([\s\S]*?)```/.exec(readme);
-  if (!block) throw new Error('README.md: no ```yaml block starting with "# my-values.yaml" (Way 1)');
-  const file = join(dir, 'my-values.yaml');
+  if (!block) throw new Error(`${page}: no \`\`\`yaml block starting with "# my-values.yaml" (Way 1)`);
+  const file = join(dir, page.replace(/\W/g, '-') + '-my-values.yaml');
   await writeFile(file, block[1]!);
   return file;
 }
@@ -94,6 +94,11 @@ describe('replicas without Redis: safe by default, unsafe only when said so', ()
   it('the README\'s Way 1 values render one replica (the default), never two without Redis', async () => {
     const objects = await render({ valuesFiles: [await readmeWay1(dir)] });
     expect((mustFind(objects, 'Deployment').spec as { replicas: number }).replicas).toBe(1);
+  });
+
+  it('docs/kubernetes.md shows the same Way 1 values as the README', async () => {
+    const [readme, docs] = await Promise.all([readmeWay1(dir), readmeWay1(dir, 'docs/kubernetes.md')]);
+    expect(await readFile(docs, 'utf8')).toBe(await readFile(readme, 'utf8'));
   });
 
   it('the Way 1 values with two replicas (what they rendered before, silently) fail with the chart\'s one sentence', async () => {
