@@ -105,6 +105,17 @@ export function redisSecrets(redis: RedisConfig): Secret<unknown>[] {
   return redis.tlsCa ? [where, redis.tlsCa] : [where];
 }
 
+/** Every secret the serve configuration holds, from a file or a variable (to watch for rotation, and to close). */
+export function serveSecrets(config: SidecarConfig): Secret<unknown>[] {
+  return [
+    config.upstream.apiKey,
+    config.webhooks?.secrets,
+    config.webhooks?.requiredHeader ?? undefined,
+    config.decisionLog?.hashKey ?? undefined,
+    ...(config.redis ? redisSecrets(config.redis) : []),
+  ].filter((s) => s !== undefined);
+}
+
 /** The optional decision log (`--decision-log*`). */
 export interface DecisionLogConfig {
   /** `stdout`, or a file path the lines are appended to. */
