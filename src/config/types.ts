@@ -1,5 +1,6 @@
 import type { ListenAddress } from '../lib/listen-address.js';
-import type { LogLevel, WebhookDeliveryMode } from './options.js';
+import type { LogLevel } from './observability.js';
+import type { WebhookDeliveryMode } from './webhooks.js';
 import type { Secret } from './secret.js';
 
 /** How to reach the consent service. Shared by `serve`, `check` and `redec pending`. */
