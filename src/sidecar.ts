@@ -46,7 +46,10 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   const decisions = buildDecisions(config, { ...(deps.cache ? { cache: deps.cache } : {}), registry, logger, now });
   // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
-  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now });
+  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now }).catch(async (err: unknown) => {
+    await decisions.close();
+    throw err;
+  });
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
   const webhooks = config.webhooks ? createWebhookListener(webhookOptions(config, config.webhooks, fleet, { logger, registry, now })) : null;
   const decisionServer = createDecisionListener({
