@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { redisSecrets, watchSecrets, type SidecarConfig, type WebhookConfig } from './config/index.js';
+import { serveSecrets, watchSecrets, type SidecarConfig, type WebhookConfig } from './config/index.js';
 import { DecisionLog, type AllowCache } from './decision/index.js';
 import { buildDecisions } from './decision-wiring.js';
 import { startFleet, type Fleet } from './fleet-wiring.js';
@@ -12,9 +12,6 @@ import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
-
-/** How often dead cache entries are swept out (ms, up to SWEEP_BUDGET each time); serving never depends on it. */
-const CACHE_SWEEP_INTERVAL_MS = 100;
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -49,7 +46,10 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   const decisions = buildDecisions(config, { ...(deps.cache ? { cache: deps.cache } : {}), registry, logger, now });
   // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
-  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now });
+  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now }).catch(async (err: unknown) => {
+    await decisions.close();
+    throw err;
+  });
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
   const webhooks = config.webhooks ? createWebhookListener(webhookOptions(config, config.webhooks, fleet, { logger, registry, now })) : null;
   const decisionServer = createDecisionListener({
@@ -69,21 +69,16 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     { name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) },
   ];
 
-  const secrets = secretsOf(config);
-  watchSecrets(secrets, { intervalMs: config.secretPollIntervalMs, logger, registry, now });
-  const sweeper = setInterval(() => decisions.cache.sweep(), CACHE_SWEEP_INTERVAL_MS);
-  sweeper.unref();
+  const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
   const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now });
 
-  // queueGraceMs: what is left of the shutdown budget for queue forwards in flight (queue mode).
+  // Each room closes itself; queueGraceMs is what is left of the shutdown budget for queue
+  // forwards in flight (queue mode). Redis (the fleet) last: the others may still write to it.
   const release = async (queueGraceMs = 0): Promise<void> => {
-    clearInterval(sweeper);
-    for (const s of secrets) s.close();
+    secrets.close();
     await reconciler?.close();
-    // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check
-    // would keep the process alive past --shutdown-timeout-ms (issue 8: 9.5 s with 5,000 ms).
-    await Promise.allSettled([decisions.destroy(), webhooks?.close(), decisionLog?.close()]);
+    await Promise.allSettled([decisions.close(), webhooks?.close(), decisionLog?.close()]);
     await fleet.close(queueGraceMs);
   };
 
@@ -112,17 +107,6 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
       return closing;
     },
   };
-}
-
-/** Every secret the config reads from a file or variable, watched for rotation. */
-function secretsOf(config: SidecarConfig) {
-  return [
-    config.upstream.apiKey,
-    config.webhooks?.secrets,
-    config.webhooks?.requiredHeader ?? undefined,
-    config.decisionLog?.hashKey ?? undefined,
-    ...(config.redis ? redisSecrets(config.redis) : []),
-  ].filter((s) => s !== undefined);
 }
 
 /** The webhook listener's options: the fleet's fan-out, and its shared dedup or queue when there is one. */

@@ -31,14 +31,19 @@ export function createSecretMetrics(registry: Registry): SecretMetrics {
   };
 }
 
+/** The secrets being followed; `close()` stops following them and releases every one. */
+export interface SecretWatch {
+  close(): void;
+}
+
 /**
  * Starts following every file-backed secret: logs each reload and failure and counts them.
- * Returns nothing; close the secrets to stop.
+ * Closing the watch closes every secret given (file-backed or not).
  */
 export function watchSecrets(
   secrets: readonly Secret<unknown>[],
   options: { intervalMs: number; logger: Logger; registry: Registry; now: () => number },
-): void {
+): SecretWatch {
   const metrics = createSecretMetrics(options.registry);
   const onEvent = (e: SecretEvent): void => {
     const secret = secretRoleOf(e.origin);
@@ -57,4 +62,9 @@ export function watchSecrets(
     metrics.lastReload.set({ secret }, options.now() / 1000);
     s.watch(options.intervalMs, onEvent);
   }
+  return {
+    close() {
+      for (const s of secrets) s.close();
+    },
+  };
 }

@@ -1,6 +1,6 @@
 /**
- * The `serve` flags. Every flag `--some-flag` also reads `CONSENT_SIDECAR_SOME_FLAG`; a flag wins
- * over its variable. The CLI builds its options from these tables, so help text, environment
+ * How a flag is described. Every flag `--some-flag` also reads `CONSENT_SIDECAR_SOME_FLAG`; a flag
+ * wins over its variable. The CLI builds its options from these tables, so help text, environment
  * variables and validation cannot drift apart.
  */
 export interface OptionSpec {

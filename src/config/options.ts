@@ -1,63 +1,71 @@
-import { LOG_LEVELS, type LogLevel } from '../observability/log-levels.js';
-import { DECISION_LOG_OPTIONS, DECISION_OPTIONS, UPSTREAM_OPTIONS } from './options-decision.js';
-import { REDEC_RECONCILE_OPTIONS } from './options-redec.js';
-import { REDIS_OPTIONS } from './options-redis.js';
-import { WEBHOOK_OPTIONS, WEBHOOK_SHARED_OPTIONS } from './options-webhooks.js';
+import { CACHE_OPTIONS } from './cache.js';
+import { DECISION_API_OPTIONS } from './decision-api.js';
+import { LISTEN_OPTIONS } from './listen.js';
+import { DECISION_LOG_OPTIONS, LOG_LEVEL_OPTIONS } from './observability.js';
 import type { OptionSpec } from './option-spec.js';
+import { PROCESS_OPTIONS } from './process-wide.js';
+import { QUEUE_OPTIONS } from './queue.js';
+import { REDEC_RECONCILE_OPTIONS } from './redec.js';
+import { REDIS_OPTIONS } from './redis.js';
+import { UPSTREAM_OPTIONS, UPSTREAM_POOL_OPTIONS } from './upstream.js';
+import { WEBHOOK_OPTIONS } from './webhooks.js';
 
-export * from './option-spec.js';
-export * from './options-decision.js';
-export * from './options-redec.js';
-export * from './options-redis.js';
-export * from './options-webhooks.js';
+// The flags' public face: each capability's options and defaults live beside its reader
+// (upstream.ts, cache.ts, decision-api.ts, webhooks.ts, queue.ts, redis.ts, redec.ts,
+// observability.ts, listen.ts, process-wide.ts); this joins them into the `serve` table.
 
-// The levels belong to the logger (observability); the flag's reader takes them from there.
-export { LOG_LEVELS, type LogLevel };
+export { ENV_PREFIX, envName, secretFlagWarning, type OptionSpec } from './option-spec.js';
+export {
+  DEFAULT_BREAKER_COOLDOWN_MS,
+  DEFAULT_BREAKER_FAILURE_THRESHOLD,
+  DEFAULT_PASSTHROUGH_TIMEOUT_MS,
+  DEFAULT_UPSTREAM_CONNECTIONS,
+  DEFAULT_UPSTREAM_MAX_IN_FLIGHT,
+  DEFAULT_UPSTREAM_TIMEOUT_MS,
+  UPSTREAM_OPTIONS,
+} from './upstream.js';
+export { DEFAULT_ADMIN_LISTEN, DEFAULT_DECISION_LISTEN, DEFAULT_WEBHOOK_LISTEN } from './listen.js';
+export { DEFAULT_CACHE_MAX_ENTRIES, DEFAULT_CACHE_MAX_TTL_MS, DEFAULT_CACHE_REFRESH_AHEAD_MS, DEFAULT_CACHE_SAFETY_MARGIN_MS } from './cache.js';
+export { DEFAULT_FORWARD_AUTH_USER_HEADER, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS } from './decision-api.js';
+export {
+  DEFAULT_WEBHOOK_BODY_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES,
+  DEFAULT_WEBHOOK_DEDUP_RETENTION_MS,
+  DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS,
+  DEFAULT_WEBHOOK_MAX_BODY_BYTES,
+  DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES,
+  DEFAULT_WEBHOOK_PATH,
+  DEFAULT_WEBHOOK_TOLERANCE_S,
+  WEBHOOK_DELIVERY_MODES,
+  type WebhookDeliveryMode,
+} from './webhooks.js';
+export { DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS, DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS } from './queue.js';
+export { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, DEFAULT_REDIS_KEY_PREFIX } from './redis.js';
+export {
+  DEFAULT_REDEC_MAX_LISTING_BYTES,
+  DEFAULT_REDEC_MAX_PAGE_BYTES,
+  DEFAULT_REDEC_MAX_RECORDS,
+  DEFAULT_REDEC_RECONCILE_GRACE_MS,
+  DEFAULT_REDEC_RECONCILE_INTERVAL_MS,
+  DEFAULT_REDEC_RECONCILE_PAGE_LIMIT,
+  DEFAULT_REDEC_RECONCILE_REPEAT_MS,
+  REDEC_LISTING_OPTIONS,
+  REDEC_RECONCILE_OPTIONS,
+} from './redec.js';
+export { DEFAULT_DECISION_LOG_BUFFER_BYTES, DEFAULT_DECISION_LOG_SAMPLE_RATE, DECISION_LOG_OPTIONS, LOG_LEVELS, type LogLevel } from './observability.js';
+export { DEFAULT_SECRET_POLL_INTERVAL_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './process-wide.js';
 
-export const DEFAULT_DECISION_LISTEN = '127.0.0.1:7700';
-export const DEFAULT_WEBHOOK_LISTEN = '0.0.0.0:7701';
-export const DEFAULT_ADMIN_LISTEN = '0.0.0.0:7702';
-/** Time given to in-flight work after SIGTERM (ms). */
-export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 20_000;
-/** How often secret files are re-read (ms). */
-export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5000;
-
-/** The three listeners (after the upstream flags in help). */
-const LISTENER_OPTIONS: readonly OptionSpec[] = [
-  { name: 'listen', arg: '<host:port>', description: 'decision API listener', defaultText: DEFAULT_DECISION_LISTEN },
-  { name: 'webhook-listen', arg: '<host:port>', description: 'webhook ingress listener', defaultText: DEFAULT_WEBHOOK_LISTEN },
-  { name: 'admin-listen', arg: '<host:port>', description: 'metrics and probes listener', defaultText: DEFAULT_ADMIN_LISTEN },
-];
-
-/** What the whole process shares. */
-const PROCESS_OPTIONS: readonly OptionSpec[] = [
-  { name: 'log-level', arg: '<level>', description: `one of ${LOG_LEVELS.join(', ')}`, defaultText: 'info' },
-  {
-    name: 'shutdown-timeout-ms',
-    arg: '<ms>',
-    description: 'time given to in-flight work after SIGTERM',
-    defaultText: String(DEFAULT_SHUTDOWN_TIMEOUT_MS),
-  },
-  {
-    name: 'secret-poll-interval-ms',
-    arg: '<ms>',
-    description: 'how often secret files are re-read',
-    defaultText: String(DEFAULT_SECRET_POLL_INTERVAL_MS),
-  },
-];
-
-/**
- * Every `serve` flag, each capability's table in the order help shows them. Every flag
- * `--some-flag` also reads `CONSENT_SIDECAR_SOME_FLAG`; a flag wins over its variable. The CLI
- * builds its options from these tables, so help text, variables and validation cannot drift apart.
- */
+/** Every `serve` flag, in the order `serve --help` lists them. */
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   ...UPSTREAM_OPTIONS,
-  ...LISTENER_OPTIONS,
-  ...DECISION_OPTIONS,
+  ...LISTEN_OPTIONS,
+  ...UPSTREAM_POOL_OPTIONS,
+  ...CACHE_OPTIONS,
+  ...DECISION_API_OPTIONS,
   ...WEBHOOK_OPTIONS,
   ...REDIS_OPTIONS,
-  ...WEBHOOK_SHARED_OPTIONS,
+  ...QUEUE_OPTIONS,
+  ...LOG_LEVEL_OPTIONS,
   ...PROCESS_OPTIONS,
   ...DECISION_LOG_OPTIONS,
   ...REDEC_RECONCILE_OPTIONS,

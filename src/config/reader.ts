@@ -1,5 +1,5 @@
 import { parseListenAddress, type ListenAddress } from '../lib/listen-address.js';
-import { envName } from './options.js';
+import { envName } from './option-spec.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
 import type { RawEnv, RawFlags } from './types.js';
 

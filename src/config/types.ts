@@ -1,5 +1,6 @@
 import type { ListenAddress } from '../lib/listen-address.js';
-import type { LogLevel, WebhookDeliveryMode } from './options.js';
+import type { LogLevel } from './observability.js';
+import type { WebhookDeliveryMode } from './webhooks.js';
 import type { Secret } from './secret.js';
 
 /** How to reach the consent service. Shared by `serve`, `check` and `redec pending`. */
@@ -103,6 +104,17 @@ export function redisSecrets(redis: RedisConfig): Secret<unknown>[] {
   const t = redis.target;
   const where: Secret<unknown> = t.kind === 'single' ? t.url : t.kind === 'cluster' ? t.nodes : t.sentinels;
   return redis.tlsCa ? [where, redis.tlsCa] : [where];
+}
+
+/** Every secret the serve configuration holds, from a file or a variable (to watch for rotation, and to close). */
+export function serveSecrets(config: SidecarConfig): Secret<unknown>[] {
+  return [
+    config.upstream.apiKey,
+    config.webhooks?.secrets,
+    config.webhooks?.requiredHeader ?? undefined,
+    config.decisionLog?.hashKey ?? undefined,
+    ...(config.redis ? redisSecrets(config.redis) : []),
+  ].filter((s) => s !== undefined);
 }
 
 /** The optional decision log (`--decision-log*`). */

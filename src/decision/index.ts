@@ -8,6 +8,7 @@ export { DecisionMetrics, DECISION_ROUTES, UPSTREAM_OUTCOMES, type DecisionRoute
 export { parseCheckResponse, type UpstreamResponse, type ParsedDecision } from './parse-response.js';
 export { Passthrough } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
+export { cacheRevocationHook } from './revocation-seam.js';
 export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
 export { DecisionService, type CheckTransport, type DecisionServiceOptions } from './service.js';
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';

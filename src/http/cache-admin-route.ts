@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import type { AllowCache, DecisionMetrics } from '../decision/index.js';
+import { cacheRevocationHook, type AllowCache, type DecisionMetrics } from '../decision/index.js';
 import { applyTo, type Revocation, type RevocationPublisher } from '../lib/revocation-hook.js';
 
 export interface CacheAdminOptions {
@@ -19,6 +19,7 @@ export interface CacheAdminOptions {
  * purge here is done, the operator asks again.
  */
 export function cacheAdminRoute(o: CacheAdminOptions): (req: Request, res: Response) => void {
+  const here = cacheRevocationHook(o.cache, o.metrics.purged, 'manual');
   return (req, res) => {
     const user = req.query.userReference;
     if (user !== undefined && (typeof user !== 'string' || user === '')) {
@@ -26,8 +27,7 @@ export function cacheAdminRoute(o: CacheAdminOptions): (req: Request, res: Respo
       return;
     }
     const revocation: Revocation = typeof user === 'string' ? { scope: 'user', userReference: user } : { scope: 'all' };
-    const purged = applyTo(o.cache, revocation);
-    o.metrics.purged.labels('manual').inc(purged);
+    const purged = applyTo(here, revocation);
     o.logger.info({ event: 'cache_purged', trigger: 'manual', scope: revocation.scope, purged });
     o.revocations.publish(revocation).then(
       () => void res.json({ purged }),

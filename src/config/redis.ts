@@ -1,10 +1,54 @@
 import { ConfigError } from './errors.js';
-import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, DEFAULT_REDIS_KEY_PREFIX } from './options.js';
+import type { OptionSpec } from './option-spec.js';
 import { Reader } from './reader.js';
 import { fileSecret, type SecretParser } from './secret.js';
 import type { RawEnv, RawFlags, RedisConfig, RedisTarget } from './types.js';
 
 // Several replicas: where Redis is (one server, a cluster, or Sentinel), TLS, the key prefix.
+
+/** Prefix of every Redis key and channel, so several deployments can share one Redis. */
+export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
+/** Deadline of every Redis call (ms); beyond it the outcome of the call is unknown (a dedup claim answers 503). */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+
+export const REDIS_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'redis-url',
+    arg: '<url>',
+    description: 'one Redis for state shared by replicas (dedup, invalidations, queue); redis:// or rediss:// (TLS), credentials in the URL',
+    secret: true,
+  },
+  { name: 'redis-url-file', arg: '<path>', description: 'file holding the Redis URL (credentials inside); re-read when it changes' },
+  {
+    name: 'redis-cluster-nodes',
+    arg: '<urls>',
+    description: 'a Redis Cluster instead: seed nodes, comma-separated host:port or redis[s]:// URLs (credentials in the first)',
+    secret: true,
+  },
+  { name: 'redis-cluster-nodes-file', arg: '<path>', description: 'file holding the cluster seed nodes; re-read when it changes' },
+  {
+    name: 'redis-sentinels',
+    arg: '<urls>',
+    description: 'a Sentinel-managed Redis instead: the sentinels, comma-separated host:port or redis[s]:// URLs (credentials in the first serve sentinels and master)',
+    secret: true,
+  },
+  { name: 'redis-sentinels-file', arg: '<path>', description: 'file holding the sentinels; re-read when it changes' },
+  { name: 'redis-sentinel-master', arg: '<name>', description: 'with --redis-sentinels: the name the sentinels monitor the master under' },
+  { name: 'redis-tls-ca-file', arg: '<path>', description: 'PEM of a private CA to trust for rediss:// (default: the system CAs); re-read when it changes' },
+  {
+    name: 'redis-wait-replicas',
+    arg: '<n>',
+    description: 'queue mode and shared revocations: acknowledge only what this many Redis replicas hold (WAIT), so a failover loses nothing acknowledged',
+    defaultText: '0',
+  },
+  { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
+  {
+    name: 'redis-command-timeout-ms',
+    arg: '<ms>',
+    description: 'deadline of every Redis call',
+    defaultText: String(DEFAULT_REDIS_COMMAND_TIMEOUT_MS),
+  },
+];
 
 /** `redis://` or `rediss://`; the message never repeats the URL (it may hold a password). */
 export const parseRedisUrl: SecretParser<URL> = (text) => {
@@ -54,6 +98,7 @@ const parseCa: SecretParser<string> = (text) =>
 /** The three ways to say where Redis is (contract, Redis topologies); exactly one is allowed. */
 const REDIS_TARGET_FLAGS = ['redis-url', 'redis-cluster-nodes', 'redis-sentinels'] as const;
 
+/** Where Redis is and how it is used; null when no Redis is configured (or it cannot be). */
 export function readRedis(r: Reader): RedisConfig | null {
   const given = REDIS_TARGET_FLAGS.filter((name) => r.raw(name) || r.raw(`${name}-file`));
   if (given.length > 1) {
@@ -98,7 +143,6 @@ const redisUsesTls = (target: RedisTarget): boolean => {
   const first = target.kind === 'single' ? target.url.current() : (target.kind === 'cluster' ? target.nodes : target.sentinels).current()[0];
   return first?.protocol === 'rediss:';
 };
-
 
 const REDIS_REQUIRED = 'is required (or --redis-url-file, --redis-cluster-nodes[-file], --redis-sentinels[-file] with --redis-sentinel-master)';
 

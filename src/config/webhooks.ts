@@ -1,24 +1,96 @@
 import { ConfigError } from './errors.js';
-import {
-  DEFAULT_WEBHOOK_BODY_TIMEOUT_MS,
-  DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS,
-  DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES,
-  DEFAULT_WEBHOOK_DEDUP_RETENTION_MS,
-  DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS,
-  DEFAULT_WEBHOOK_MAX_BODY_BYTES,
-  DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES,
-  DEFAULT_WEBHOOK_PATH,
-  DEFAULT_WEBHOOK_QUEUE_HORIZON_MS,
-  DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS,
-  DEFAULT_WEBHOOK_TOLERANCE_S,
-  WEBHOOK_DELIVERY_MODES,
-  type WebhookDeliveryMode,
-} from './options.js';
+import type { OptionSpec } from './option-spec.js';
+import { readQueue } from './queue.js';
 import { HEADER_NAME, Reader } from './reader.js';
 import type { Secret, SecretParser } from './secret.js';
 import type { RawEnv, RawFlags, RequiredHeader, WebhookConfig } from './types.js';
 
-// The webhook capability's flags: the ingress, its secrets, dedup and the durable queue.
+// The webhook capability's flags: the ingress, its secrets, the forward to the app and dedup; with
+// Redis, the shared claim and the durable queue (queue.ts).
+
+export const DEFAULT_WEBHOOK_PATH = '/webhooks';
+/** Timestamp tolerance of webhook signatures, both directions (s). */
+export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
+export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
+/**
+ * Unauthenticated load on the ingress (issue 8): bytes held at once, across all connections, for
+ * deliveries whose signature is not verified yet (16 MiB); beyond it deliveries get 503 and the
+ * connection is closed.
+ */
+export const DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES = 16_777_216;
+/** Time a delivery's body has to arrive once its headers passed (ms); beyond it, 503 `body_timeout`. */
+export const DEFAULT_WEBHOOK_BODY_TIMEOUT_MS = 10_000;
+/** Time the app has to accept one forwarded event (ms). */
+export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
+/** How long an accepted event id is remembered (ms); the service retries for about an hour. */
+export const DEFAULT_WEBHOOK_DEDUP_RETENTION_MS = 86_400_000;
+/** Accepted event ids remembered at most (oldest forgotten first). */
+export const DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES = 1_000_000;
+export const WEBHOOK_DELIVERY_MODES = ['passthrough', 'queue'] as const;
+export type WebhookDeliveryMode = (typeof WEBHOOK_DELIVERY_MODES)[number];
+
+export const WEBHOOK_OPTIONS: readonly OptionSpec[] = [
+  { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go (webhook ingress off without it)' },
+  { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },
+  {
+    name: 'webhook-secret',
+    arg: '<whsec_…>',
+    description: 'webhook signing secret; repeat for rotation (all are accepted)',
+    repeatable: true,
+    secret: true,
+  },
+  { name: 'webhook-secret-file', arg: '<path>', description: 'file with one whsec_ secret per line; re-read when it changes' },
+  {
+    name: 'webhook-tolerance-s',
+    arg: '<s>',
+    description: 'signature timestamp tolerance, both directions',
+    defaultText: String(DEFAULT_WEBHOOK_TOLERANCE_S),
+  },
+  {
+    name: 'webhook-max-body-bytes',
+    arg: '<bytes>',
+    description: 'larger webhook bodies get 413',
+    defaultText: String(DEFAULT_WEBHOOK_MAX_BODY_BYTES),
+  },
+  {
+    name: 'webhook-max-unverified-bytes',
+    arg: '<bytes>',
+    description: 'bytes buffered at once, across all connections, for deliveries not verified yet; beyond, 503',
+    defaultText: String(DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES),
+  },
+  {
+    name: 'webhook-body-timeout-ms',
+    arg: '<ms>',
+    description: "time a delivery's body has to arrive once its headers passed; beyond, 503",
+    defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
+  },
+  { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)', secret: true },
+  { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
+  {
+    name: 'webhook-forward-timeout-ms',
+    arg: '<ms>',
+    description: 'time the app has to accept one event',
+    defaultText: String(DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS),
+  },
+  {
+    name: 'webhook-delivery',
+    arg: '<mode>',
+    description: 'passthrough (200 once the app accepted) or queue (needs --redis-url)',
+    defaultText: 'passthrough',
+  },
+  {
+    name: 'webhook-dedup-retention-ms',
+    arg: '<ms>',
+    description: 'how long accepted event ids are remembered',
+    defaultText: String(DEFAULT_WEBHOOK_DEDUP_RETENTION_MS),
+  },
+  {
+    name: 'webhook-dedup-max-entries',
+    arg: '<n>',
+    description: 'accepted event ids remembered at most',
+    defaultText: String(DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES),
+  },
+];
 
 /** Headers the service will not let the portal replace, so they can never be the custom header. */
 const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-length|transfer-encoding|connection)$/i;
@@ -48,6 +120,7 @@ export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
   return { value: Object.freeze({ name: name.toLowerCase(), value }) };
 };
 
+/** The ingress's flags; null when it is off (no `--app-webhook-url`) or cannot start. */
 export function readWebhooks(r: Reader): WebhookConfig | null {
   const appUrl = r.url('app-webhook-url', false);
   const path = r.raw('webhook-path');
@@ -61,16 +134,13 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   const delivery = r.oneOf<WebhookDeliveryMode>('webhook-delivery', WEBHOOK_DELIVERY_MODES, 'passthrough');
   const dedupRetentionMs = r.int('webhook-dedup-retention-ms', DEFAULT_WEBHOOK_DEDUP_RETENTION_MS, 60_000, 30 * 86_400_000);
   const dedupMaxEntries = r.int('webhook-dedup-max-entries', DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES, 1000, 100_000_000);
-  // --- unauthenticated load (issue 8) ---
+  // Unauthenticated load (issue 8).
   const maxUnverifiedBytes = r.int('webhook-max-unverified-bytes', DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES, 1024, 4 * 1024 * 1024 * 1024);
   const bodyTimeoutMs = r.int('webhook-body-timeout-ms', DEFAULT_WEBHOOK_BODY_TIMEOUT_MS, 1, 600_000);
   if (maxUnverifiedBytes < maxBodyBytes) {
     r.problem('--webhook-max-unverified-bytes', `must be at least --webhook-max-body-bytes (${maxBodyBytes}), or no delivery of the largest size could ever be read`);
   }
-  // --- end ---
-  const dedupLeaseMs = readDedupLease(r, forwardTimeoutMs);
-  const queueHorizonMs = r.int('webhook-queue-horizon-ms', DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, 1, 365 * 86_400_000);
-  const queueMaxEvents = r.int('webhook-queue-max-events', DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS, 1, 100_000_000);
+  const queue = readQueue(r, forwardTimeoutMs);
 
   if (!appUrl) {
     if (secrets || requiredHeader) {
@@ -95,22 +165,10 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
     dedupMaxEntries,
     maxUnverifiedBytes,
     bodyTimeoutMs,
-    dedupLeaseMs,
-    queueHorizonMs,
-    queueMaxEvents,
+    ...queue,
   };
 }
 
-
-/** The claim must outlive a forward, or a second replica could forward the same event meanwhile. */
-function readDedupLease(r: Reader, forwardTimeoutMs: number): number {
-  const raw = r.raw('webhook-dedup-lease-ms');
-  const leaseMs = r.int('webhook-dedup-lease-ms', forwardTimeoutMs + DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS, 1, 3_600_000);
-  if (raw && leaseMs <= forwardTimeoutMs && !r.problems.some((p) => p.startsWith(raw.label))) {
-    r.problem(raw.label, `must exceed --webhook-forward-timeout-ms (${forwardTimeoutMs}), got ${leaseMs}`);
-  }
-  return leaseMs;
-}
 
 /**
  * Resolves `--webhook-secret` / `--webhook-secret-file` alone, for `webhook dead-letters replay`,

@@ -1,0 +1,108 @@
+import { ConfigError } from './errors.js';
+import { envName, type OptionSpec } from './option-spec.js';
+import { Reader } from './reader.js';
+import type { SecretParser } from './secret.js';
+import type { RawEnv, RawFlags, SidecarConfig, UpstreamConfig } from './types.js';
+
+// The decision capability's way to the service: where it is, its key, the deadline of a check, the
+// connection pool, the in-flight bound, the passthrough's deadline and the circuit breaker.
+
+/** Upstream request deadline per check, retries included (ms). */
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 2000;
+/** Keep-alive connections to the service (undici pool size). */
+export const DEFAULT_UPSTREAM_CONNECTIONS = 64;
+/** Checks waiting on the service at once before new misses are shed with 503 `overload`. */
+export const DEFAULT_UPSTREAM_MAX_IN_FLIGHT = 1024;
+/** Deadline of one passthrough `/v1/*` request (ms). */
+export const DEFAULT_PASSTHROUGH_TIMEOUT_MS = 10_000;
+/** Consecutive upstream failures that open the circuit breaker. */
+export const DEFAULT_BREAKER_FAILURE_THRESHOLD = 5;
+/** How long the breaker stays open before a half-open probe (ms). */
+export const DEFAULT_BREAKER_COOLDOWN_MS = 5000;
+
+/** Flags shared by every command that talks to the service (`serve`, `check`, `redec pending`). */
+export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
+  { name: 'upstream-url', arg: '<url>', description: "the consent service's base URL (required)" },
+  { name: 'api-key', arg: '<key>', description: 'API key sent as Authorization: Bearer; never logged', secret: true },
+  { name: 'api-key-file', arg: '<path>', description: 'file holding the API key; re-read when it changes' },
+  {
+    name: 'upstream-timeout-ms',
+    arg: '<ms>',
+    description: 'whole deadline of one check, retries included',
+    defaultText: String(DEFAULT_UPSTREAM_TIMEOUT_MS),
+  },
+];
+
+/** `serve` alone: the pool, the in-flight bound, the passthrough and the breaker. */
+export const UPSTREAM_POOL_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'upstream-connections',
+    arg: '<n>',
+    description: 'keep-alive connections to the service',
+    defaultText: String(DEFAULT_UPSTREAM_CONNECTIONS),
+  },
+  {
+    name: 'upstream-max-in-flight',
+    arg: '<n>',
+    description: 'checks waiting on the service at once; beyond, 503 overload',
+    defaultText: String(DEFAULT_UPSTREAM_MAX_IN_FLIGHT),
+  },
+  {
+    name: 'passthrough-timeout-ms',
+    arg: '<ms>',
+    description: 'deadline of one passthrough /v1/* request',
+    defaultText: String(DEFAULT_PASSTHROUGH_TIMEOUT_MS),
+  },
+  {
+    name: 'breaker-failure-threshold',
+    arg: '<n>',
+    description: 'consecutive upstream failures that open the circuit breaker',
+    defaultText: String(DEFAULT_BREAKER_FAILURE_THRESHOLD),
+  },
+  {
+    name: 'breaker-cooldown-ms',
+    arg: '<ms>',
+    description: 'time the breaker stays open before a half-open probe',
+    defaultText: String(DEFAULT_BREAKER_COOLDOWN_MS),
+  },
+];
+
+const parseApiKey: SecretParser<string> = (text) => {
+  const key = text.trim();
+  if (key === '') return { error: 'the API key is empty' };
+  if (/[\s]/.test(key)) return { error: 'the API key must not contain whitespace' };
+  return { value: key };
+};
+
+/** `--upstream-url`, `--api-key[-file]`, `--upstream-timeout-ms`: null when the service cannot be reached. */
+export function readUpstream(r: Reader): UpstreamConfig | null {
+  const baseUrl = r.url('upstream-url', true);
+  const apiKey = r.secret('api-key', parseApiKey);
+  if (!apiKey && !r.problems.some((p) => p.startsWith('--api-key'))) {
+    r.problem('--api-key', `one of --api-key or --api-key-file is required (or set ${envName('api-key')} / ${envName('api-key-file')})`);
+  }
+  const timeoutMs = r.int('upstream-timeout-ms', DEFAULT_UPSTREAM_TIMEOUT_MS, 1, 600_000);
+  if (!baseUrl || !apiKey) return null;
+  return { baseUrl, apiKey, timeoutMs };
+}
+
+/** The pool, the in-flight bound, the passthrough's timeout and the breaker beside the service. */
+export function readUpstreamPool(r: Reader): Omit<SidecarConfig['upstream'], keyof UpstreamConfig> {
+  const connections = r.int('upstream-connections', DEFAULT_UPSTREAM_CONNECTIONS, 1, 10_000);
+  const maxInFlight = r.int('upstream-max-in-flight', DEFAULT_UPSTREAM_MAX_IN_FLIGHT, 1, 1_000_000);
+  const passthroughTimeoutMs = r.int('passthrough-timeout-ms', DEFAULT_PASSTHROUGH_TIMEOUT_MS, 1, 600_000);
+  const failureThreshold = r.int('breaker-failure-threshold', DEFAULT_BREAKER_FAILURE_THRESHOLD, 1, 10_000);
+  const cooldownMs = r.int('breaker-cooldown-ms', DEFAULT_BREAKER_COOLDOWN_MS, 1, 3_600_000);
+  return { connections, maxInFlight, passthroughTimeoutMs, breaker: Object.freeze({ failureThreshold, cooldownMs }) };
+}
+
+/**
+ * Resolves the upstream flags shared by `check` and `redec pending`.
+ * @throws ConfigError listing every problem.
+ */
+export function resolveUpstreamConfig(flags: RawFlags, env: RawEnv = process.env): UpstreamConfig {
+  const r = new Reader(flags, env);
+  const upstream = readUpstream(r);
+  if (r.problems.length > 0 || !upstream) throw new ConfigError(r.problems);
+  return Object.freeze(upstream);
+}
