@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { SidecarConfig } from './config/index.js';
 import type { Logger } from './observability/index.js';
+import type { Tracing } from './observability/tracing.js';
 import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, type DeliverToApp } from './redec/index.js';
 import { RedisRedecState, type SharedState } from './redis/index.js';
 import { Forwarder } from './webhooks/index.js';
@@ -16,7 +17,7 @@ const LEASE_SLACK_MS = 10_000;
  */
 export function startReconciler(
   config: SidecarConfig,
-  deps: { shared: SharedState | null; registry: Registry; logger: Logger; now: () => number },
+  deps: { shared: SharedState | null; registry: Registry; logger: Logger; now: () => number; tracing?: Tracing },
 ): { close(): Promise<void> } | null {
   const rc = config.redecReconcile;
   if (!rc) return null;
@@ -44,6 +45,7 @@ export function startReconciler(
     metrics,
     logger: deps.logger.child({ component: 'redec-reconciler' }),
     now,
+    ...(deps.tracing ? { tracing: deps.tracing } : {}),
   });
   reconciler.start();
   const r = reconciler;

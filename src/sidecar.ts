@@ -12,6 +12,7 @@ import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
+import { startTracing } from './observability/tracing-sdk.js';
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -44,6 +45,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   readiness.require('listeners');
   registerBuildInfo(registry, VERSION);
 
+  // OpenTelemetry (the standard OTEL_* variables): off unless an OTLP endpoint is configured.
+  const tracing = await startTracing(config.tracing, { upstreamUrl: config.upstream.baseUrl, version: VERSION, logger });
   const decisions = buildDecisions(config, { ...(deps.cache ? { cache: deps.cache } : {}), registry, logger, now });
   // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
   const fleet = await startFleet(config, { local: decisions.local, registry, logger, now }).catch(async (err: unknown) => {
@@ -51,7 +54,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     throw err;
   });
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
-  const webhooks = config.webhooks ? createWebhookListener(webhookOptions(config, config.webhooks, fleet, { logger, registry, now })) : null;
+  const webhooks = config.webhooks ? createWebhookListener({ ...webhookOptions(config, config.webhooks, fleet, { logger, registry, now }), tracing }) : null;
   const decisionServer = createDecisionListener({
     service: decisions.service,
     cache: decisions.cache,
@@ -62,6 +65,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     maxRequestBytes: config.decisionApi.maxRequestBytes,
     decisionLog,
     forwardAuthUserHeader: config.forwardAuth.userHeader,
+    tracing,
   });
   const listeners: NamedListener[] = [
     { name: 'decision', flag: '--listen', address: config.listeners.decision, server: decisionServer },
@@ -71,7 +75,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
 
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
-  const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now });
+  const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now, tracing });
 
   // Each room closes itself; queueGraceMs is what is left of the shutdown budget for queue
   // forwards in flight (queue mode). Redis (the fleet) last: the others may still write to it.
@@ -80,6 +84,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     await reconciler?.close();
     await Promise.allSettled([decisions.close(), webhooks?.close(), decisionLog?.close()]);
     await fleet.close(queueGraceMs);
+    // Last, so the spans of the shutdown's own work go too; at most 1 s, or what is left of the budget.
+    await tracing.shutdown(Math.max(100, Math.min(1000, queueGraceMs)));
   };
 
   const urls = await listenAll(listeners).catch(async (err: unknown) => {

@@ -6,6 +6,7 @@ import { readDecisionLog, readLogLevel } from './observability.js';
 import { readProcessWide } from './process-wide.js';
 import { readRedecReconcile } from './redec.js';
 import { readRedis } from './redis.js';
+import { readTracing } from './tracing.js';
 import { Reader } from './reader.js';
 import type { RawEnv, RawFlags, SidecarConfig } from './types.js';
 import { readUpstream, readUpstreamPool } from './upstream.js';
@@ -15,6 +16,7 @@ export { parseWebhookSecrets, parseRequiredHeader, resolveWebhookSecrets } from 
 export { parseRedisNodes, parseRedisUrl, resolveRedisConfig } from './redis.js';
 export { resolveUpstreamConfig } from './upstream.js';
 export { resolveRedecListingBounds, resolveRedecListingFields } from './redec.js';
+export { OTEL_VARIABLES } from './tracing.js';
 
 /** The queue lives in Redis: without it there is nowhere to put an event (issue 10). */
 function checkQueueHasRedis(r: Reader, webhooks: SidecarConfig['webhooks'], redis: SidecarConfig['redis']): void {
@@ -45,6 +47,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const processWide = readProcessWide(r);
   const decisionLog = readDecisionLog(r);
   const redecReconcile = readRedecReconcile(r);
+  const tracing = readTracing(r, env);
   checkQueueHasRedis(r, webhooks, redis);
   checkPorts(r, listeners, webhooks !== null);
 
@@ -61,5 +64,6 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     ...processWide,
     decisionLog,
     redecReconcile,
+    tracing,
   });
 }

@@ -1,3 +1,4 @@
+import type { TracingOptions } from '../observability/tracing.js';
 import type { ListenAddress } from '../lib/listen-address.js';
 import type { LogLevel } from './observability.js';
 import type { WebhookDeliveryMode } from './webhooks.js';
@@ -183,6 +184,8 @@ export interface SidecarConfig {
   readonly decisionLog: DecisionLogConfig | null;
   /** `null` when `--redec-reconcile-interval-ms` is 0. */
   readonly redecReconcile: RedecReconcileConfig | null;
+  /** OpenTelemetry spans (the standard `OTEL_*` variables), or null when off. */
+  readonly tracing: TracingOptions | null;
 }
 
 /** Raw values as commander parsed them, keyed by long flag name without dashes. */

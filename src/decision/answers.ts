@@ -2,9 +2,9 @@ import type { FailClosedCause } from './errors.js';
 import type { InvalidRequest } from './request.js';
 import type { Answer, DecisionSource, ServiceDecision } from './types.js';
 
-function answer(status: Answer['status'], decision: Answer['decision'], source: DecisionSource, body: object): Answer {
+function answer(status: Answer['status'], decision: Answer['decision'], source: DecisionSource, body: object, cause?: string): Answer {
   const text = JSON.stringify(body);
-  return Object.freeze({ status, decision, source, body: text, bodyBytes: Buffer.byteLength(text) });
+  return Object.freeze({ status, decision, source, body: text, bodyBytes: Buffer.byteLength(text), ...(cause === undefined ? {} : { cause }) });
 }
 
 /**
@@ -36,7 +36,7 @@ const failClosedAnswers = new Map<FailClosedCause, Answer>();
 /** 503 `{decision:"DENY", error:cause}`: no decision could be had. */
 export function failClosedAnswer(cause: FailClosedCause): Answer {
   let a = failClosedAnswers.get(cause);
-  if (!a) failClosedAnswers.set(cause, (a = answer(503, 'deny', 'fail-closed', { decision: 'DENY', error: cause })));
+  if (!a) failClosedAnswers.set(cause, (a = answer(503, 'deny', 'fail-closed', { decision: 'DENY', error: cause }, cause)));
   return a;
 }
 

@@ -49,10 +49,16 @@ export class Passthrough {
    * Sends `target` (the raw origin-form target the listener judged, path and query, starting with
    * `/v1/`) exactly as written, below the base URL's path.
    */
-  async forward(req: IncomingMessage, res: ServerResponse, target: string): Promise<void> {
+  async forward(req: IncomingMessage, res: ServerResponse, target: string, traceHeaders?: readonly string[]): Promise<void> {
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROP_REQUEST.has(name)) headers[name] = value;
+    }
+    if (traceHeaders !== undefined) {
+      // Spans on: the service's call is a child of the sidecar's span, not of the app's.
+      delete headers.traceparent;
+      delete headers.tracestate;
+      for (let i = 0; i + 1 < traceHeaders.length; i += 2) headers[traceHeaders[i]!] = traceHeaders[i + 1]!;
     }
     headers.authorization = `Bearer ${this.cfg.apiKey.current()}`;
     const method = req.method ?? 'GET';

@@ -8,11 +8,13 @@ import { DecisionError, isServiceFailure, type DecisionErrorCode } from './error
 import type { DecisionMetrics, UpstreamOutcome } from './metrics.js';
 import { parseCheckResponse, type UpstreamResponse } from './parse-response.js';
 import type { PreEvaluationLog } from './pre-evaluation-log.js';
+import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import type { Answer, CheckRequest } from './types.js';
 
 /** What the service needs from an upstream client (the undici one, in production). */
 export interface CheckTransport {
-  check(body: string): Promise<UpstreamResponse>;
+  /** `traceHeaders`: W3C trace context name/value pairs to send with the call. */
+  check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
 }
 
 export interface DecisionServiceOptions {
@@ -43,6 +45,8 @@ const OUTCOME_BY_CODE: Record<DecisionErrorCode, UpstreamOutcome> = {
 interface Flight {
   readonly generation: number;
   readonly promise: Promise<Answer>;
+  /** The traced call, so a request that joins it can link to it (null when untraced). */
+  readonly call: { current: UpstreamCallTrace | null };
 }
 
 /** Calls in flight for one key, and the newest call sequence a fresh denial has overruled. */
@@ -94,8 +98,9 @@ export class DecisionService {
       this.o.metrics.refreshed('coalesced');
       return;
     }
-    const promise = this.ask(req, key, generation);
-    const mine: Flight = { generation, promise };
+    const call = { current: null };
+    const promise = this.ask(req, key, generation, null, call);
+    const mine: Flight = { generation, promise, call };
     this.flights.set(key, mine);
     promise.then(
       (answer) => this.o.metrics.refreshed(answer.decision === 'allow' ? 'allow' : 'deny'),
@@ -111,9 +116,10 @@ export class DecisionService {
    * A decision for `req`. With `noCache` the cache is neither read nor joined, only refreshed.
    * `cacheMissed`: the caller has just read the cache ({@link cached}) and found nothing, so it is
    * not read again (a flight in progress is still joined).
+   * `trace`: the request's trace, when it has one (its call to the service carries it).
    * @throws DecisionError when no decision could be had.
    */
-  decide(req: CheckRequest, noCache = false, cacheMissed = false): Promise<Answer> {
+  decide(req: CheckRequest, noCache = false, cacheMissed = false, trace: RequestTrace | null = null): Promise<Answer> {
     const key = cacheKey(req);
     if (!noCache && !cacheMissed) {
       const hit = this.o.cache.get(key);
@@ -123,16 +129,18 @@ export class DecisionService {
       }
     }
     const generation = this.o.cache.generation;
-    if (noCache) return this.ask(req, key, generation);
+    if (noCache) return this.ask(req, key, generation, trace, { current: null });
 
     const flight = this.flights.get(key);
     // A flight that started before a purge may carry a revoked ALLOW: never join it.
     if (flight && flight.generation === generation) {
       this.o.metrics.coalesced.inc();
+      if (trace !== null && flight.call.current !== null) trace.joined(flight.call.current);
       return flight.promise;
     }
-    const promise = this.ask(req, key, generation);
-    const mine: Flight = { generation, promise };
+    const call = { current: null };
+    const promise = this.ask(req, key, generation, trace, call);
+    const mine: Flight = { generation, promise, call };
     this.flights.set(key, mine);
     const forget = (): void => {
       if (this.flights.get(key) === mine) this.flights.delete(key);
@@ -141,7 +149,8 @@ export class DecisionService {
     return promise;
   }
 
-  private async ask(req: CheckRequest, key: string, generation: number): Promise<Answer> {
+  /** `call.current` is set to the traced call while it runs (for requests that join it). */
+  private async ask(req: CheckRequest, key: string, generation: number, trace: RequestTrace | null, call: { current: UpstreamCallTrace | null }): Promise<Answer> {
     if (this.inFlight >= this.o.maxInFlight) {
       throw new DecisionError('ERR_OVERLOADED', `${this.inFlight} checks already waiting on the service`);
     }
@@ -154,13 +163,15 @@ export class DecisionService {
     if (!calls) this.calls.set(key, (calls = { inFlight: 0, deniedThrough: 0 }));
     calls.inFlight++;
     const started = performance.now();
+    const traced = trace === null ? null : (call.current = trace.upstreamCall());
     let parsed;
     try {
-      const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }));
+      const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }), traced?.headers);
       parsed = parseCheckResponse(res, req.configKey, this.now());
     } catch (err) {
       const code = err instanceof DecisionError ? err.code : 'ERR_UPSTREAM_NETWORK';
       this.o.metrics.upstreamCall(OUTCOME_BY_CODE[code], (performance.now() - started) / 1000);
+      traced?.end(OUTCOME_BY_CODE[code]);
       if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
       else this.o.breaker.neutral(ticket);
       throw err;
@@ -169,6 +180,7 @@ export class DecisionService {
       if (--calls.inFlight === 0) this.calls.delete(key);
     }
     this.o.metrics.upstreamCall('ok', (performance.now() - started) / 1000);
+    traced?.end('ok');
     this.o.breaker.success(ticket);
 
     const d = parsed.decision;

@@ -34,4 +34,6 @@ export interface Answer {
   readonly bodyBytes: number;
   /** An ALLOW's `validUntil` (the one in `body`), so a reader need not parse the body back. */
   readonly validUntil?: number;
+  /** A fail-closed answer's cause (the `error` in `body`). */
+  readonly cause?: string;
 }

@@ -170,19 +170,23 @@ export class UpstreamClient {
     return this.headers;
   }
 
-  /** Sends one check; throws {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK`. */
-  check(body: string): Promise<CheckCallResult> {
+  /**
+   * Sends one check, with `traceHeaders` (W3C trace context name/value pairs) when given; throws
+   * {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK`.
+   */
+  check(body: string, traceHeaders?: readonly string[]): Promise<CheckCallResult> {
     return new Promise<CheckCallResult>((resolve, reject) => {
       const call = new CheckCall(this.cfg.timeoutMs, resolve, reject);
       this.deadlines.add(call);
-      this.attempt(call, body, 1);
+      this.attempt(call, body, 1, traceHeaders);
     });
   }
 
-  private attempt(call: CheckCall, body: string, n: number): void {
-    const handler = new CheckAttempt(call, n, () => this.attempt(call, body, 2));
+  private attempt(call: CheckCall, body: string, n: number, traceHeaders: readonly string[] | undefined): void {
+    const handler = new CheckAttempt(call, n, () => this.attempt(call, body, 2, traceHeaders));
+    const headers = traceHeaders === undefined ? this.headersNow() : [...this.headersNow(), ...traceHeaders];
     try {
-      this.pool.dispatch({ method: 'POST', path: this.checkPath, headers: this.headersNow(), body }, handler);
+      this.pool.dispatch({ method: 'POST', path: this.checkPath, headers, body }, handler);
     } catch (err) {
       call.fail(new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err }));
     }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import { RateLimiter } from '../observability/index.js';
+import { Tracing } from '../observability/tracing.js';
 import { cacheAdminRoute } from './cache-admin-route.js';
 import { createCheckRoute, SOURCE_HEADER } from './check-route.js';
 import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
@@ -27,6 +28,8 @@ export interface DecisionListenerOptions {
   readonly maxRequestBytes: number;
   /** The optional decision log (`--decision-log`). */
   readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
+  /** OpenTelemetry spans, or (off, the default) the app's `traceparent` passed on as it came. */
+  readonly tracing?: Tracing;
 }
 
 /**
@@ -37,7 +40,8 @@ export interface DecisionListenerOptions {
 export function createDecisionListener(o: DecisionListenerOptions): Server {
   const failLog = new RateLimiter(1000);
   const decisionLog = o.decisionLog ?? null;
-  const route = createCheckRoute({ service: o.service, metrics: o.metrics, logger: o.logger, failLog, maxRequestBytes: o.maxRequestBytes, decisionLog });
+  const tracing = o.tracing ?? Tracing.OFF;
+  const route = createCheckRoute({ service: o.service, metrics: o.metrics, logger: o.logger, failLog, maxRequestBytes: o.maxRequestBytes, decisionLog, tracing });
   // Bound once: the request handler below reaches the hot path through a local, as before the split.
   const { check, send } = route;
   // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
@@ -48,6 +52,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     logger: o.logger,
     failLog,
     decisionLog,
+    tracing,
   });
 
   const app = express();
@@ -59,7 +64,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     next();
   });
   app.delete('/sidecar/cache', cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger }));
-  app.use(passthroughRoute(o.passthrough, route));
+  app.use(passthroughRoute(o.passthrough, route, tracing));
 
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

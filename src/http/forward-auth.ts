@@ -11,7 +11,9 @@ import {
   type DecisionService,
   type InvalidRequest,
 } from '../decision/index.js';
+import type { RequestTrace } from '../lib/trace.js';
 import type { RateLimiter } from '../observability/index.js';
+import { Tracing } from '../observability/tracing.js';
 import { failClosedAnswerFor, lastResort } from './fail-closed.js';
 
 /** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
@@ -32,6 +34,8 @@ export interface ForwardAuthOptions {
   readonly failLog: RateLimiter;
   /** The optional decision log (`--decision-log`): decisions only, not 400s, as for the check. */
   readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
+  /** Spans, or only the proxy's `traceparent` passed on to the service (off). */
+  readonly tracing?: Tracing;
 }
 
 /** The proxy's view of one decision, rendered once per decision answer. */
@@ -166,7 +170,9 @@ export function parseForwardAuth(url: string, rawHeaders: readonly string[], use
 export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const log = o.decisionLog ?? null;
   /** `t0`: performance.now() when the request arrived; `req`: the decision's request, for the log. */
-  const send = (res: ServerResponse, a: Answer, t0: number, req?: CheckRequest): void => {
+  const tracing = o.tracing ?? Tracing.OFF;
+  const send = (res: ServerResponse, a: Answer, t0: number, req: CheckRequest | undefined, t: RequestTrace | null): void => {
+    t?.end(a, req?.configKey);
     o.metrics.answered(a, 'forward_auth');
     o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
     if (!res.headersSent && !res.destroyed) {
@@ -179,7 +185,7 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
   };
   // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
   const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog: o.failLog, route: 'forward_auth' });
-  const failClosed = (res: ServerResponse, err: unknown, t0: number, req?: CheckRequest): void => send(res, answerFor(err), t0, req);
+  const failClosed = (res: ServerResponse, err: unknown, t0: number, req: CheckRequest | undefined, t: RequestTrace | null): void => send(res, answerFor(err), t0, req, t);
   /** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
   const LAST_RESORT = { logger: o.logger, route: 'forward_auth' as const, headers: LAST_RESORT_HEADERS, body: LAST_RESORT_BODY };
 
@@ -187,25 +193,28 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
     const t0 = performance.now();
     req.resume();
     req.on('error', () => undefined);
+    // A repeated traceparent is no trace context (W3C): dropped, like a malformed one.
+    const tp = singleRaw(req.rawHeaders, 'traceparent') ?? undefined;
+    const t = tp === undefined && !tracing.on ? null : tracing.request('forward_auth', req.method ?? 'GET', '/sidecar/forward-auth', tp, singleRaw(req.rawHeaders, 'tracestate') ?? undefined);
     let parsed: CheckRequest | InvalidRequest | undefined;
     try {
       parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
-      if ('field' in parsed) return send(res, rejectedAnswer(parsed), t0);
+      if ('field' in parsed) return send(res, rejectedAnswer(parsed), t0, undefined, t);
       const asked = parsed;
       const hit = o.service.cached(asked);
-      if (hit) return send(res, hit, t0, asked);
+      if (hit) return send(res, hit, t0, asked, t);
       o.service
-        .decide(asked, false, true)
+        .decide(asked, false, true, t)
         .then(
-          (a) => send(res, a, t0, asked),
-          (err: unknown) => failClosed(res, err, t0, asked),
+          (a) => send(res, a, t0, asked, t),
+          (err: unknown) => failClosed(res, err, t0, asked, t),
         )
         // Answering itself failed (metrics, log, headers): fail closed, and if that fails too, the last resort.
-        .catch((err: unknown) => failClosed(res, err, t0))
+        .catch((err: unknown) => failClosed(res, err, t0, undefined, null))
         .catch((err: unknown) => lastResort(res, err, LAST_RESORT));
     } catch (err) {
       try {
-        failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined);
+        failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined, t);
       } catch (again) {
         lastResort(res, again, LAST_RESORT);
       }

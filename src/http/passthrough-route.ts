@@ -3,13 +3,15 @@ import { METHOD_NOT_ALLOWED_ANSWER, rejectedAnswer, type Passthrough } from '../
 import type { CheckRoute } from './check-route.js';
 import { SOURCE_HEADER } from './check-route.js';
 import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
+import { singleRaw } from '../lib/headers.js';
+import { Tracing } from '../observability/tracing.js';
 
 /**
  * Every other target on the decision listener: spellings of the check path go to the strict check
  * route, `/v1/*` passes through to the service with the API key, a target that cannot be judged
  * safely is refused, the rest is a 404.
  */
-export function passthroughRoute(passthrough: Passthrough, route: CheckRoute): (req: Request, res: Response, next: NextFunction) => void {
+export function passthroughRoute(passthrough: Passthrough, route: CheckRoute, tracing: Tracing = Tracing.OFF): (req: Request, res: Response, next: NextFunction) => void {
   return (req, res, next) => {
     // The raw target as it arrived: what is judged is exactly what would be sent.
     const target = req.originalUrl;
@@ -34,7 +36,18 @@ export function passthroughRoute(passthrough: Passthrough, route: CheckRoute): (
     if (verdict.kind === 'passthrough') {
       // The service's own answer (the passthrough marks its 502/504 fail-closed).
       res.setHeader(SOURCE_HEADER, 'upstream');
-      passthrough.forward(req, res, target).catch(next);
+      if (!tracing.on) {
+        // Off: the app's traceparent travels with its other headers, as it came.
+        passthrough.forward(req, res, target).catch(next);
+        return;
+      }
+      const trace = tracing.request('passthrough', req.method, '/v1/*', singleRaw(req.rawHeaders, 'traceparent') ?? undefined, singleRaw(req.rawHeaders, 'tracestate') ?? undefined)!;
+      const call = trace.upstreamCall();
+      res.once('close', () => {
+        call.end(res.statusCode < 500 ? 'ok' : `http_${res.statusCode}`);
+        trace.end({ status: res.statusCode, decision: 'none', source: 'upstream' });
+      });
+      passthrough.forward(req, res, target, call.headers).catch(next);
       return;
     }
     res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });

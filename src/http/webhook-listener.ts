@@ -1,3 +1,6 @@
+import { singleRaw } from '../lib/headers.js';
+import { UNTRACED_STEPS } from '../lib/trace.js';
+import { Tracing } from '../observability/tracing.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { WebhookConfig } from '../config/index.js';
@@ -31,6 +34,8 @@ export interface WebhookListenerOptions {
   readonly queue?: EventQueue;
   /** Time given to in-flight deliveries on close (ms); defaults to the forward timeout + 1 s. */
   readonly shutdownTimeoutMs?: number;
+  /** OpenTelemetry spans of each delivery and its steps (off by default). */
+  readonly tracing?: Tracing;
 }
 
 export interface WebhookListener {
@@ -71,7 +76,7 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     now,
   });
 
-  const ctx: DeliveryContext = { config, ingress, budget };
+  const ctx: DeliveryContext = { config, ingress, budget, tracing: options.tracing ?? Tracing.OFF };
   const server = createServer((req, res) => {
     handleDelivery(ctx, req, res).catch((err: unknown) => {
       logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
@@ -139,10 +144,11 @@ interface DeliveryContext {
   readonly config: WebhookConfig;
   readonly ingress: WebhookIngress;
   readonly budget: UnverifiedBudget;
+  readonly tracing: Tracing;
 }
 
 /** One delivery: the route, the headers, the body read under the HMAC and the budget, then the ingress. */
-async function handleDelivery({ config, ingress, budget }: DeliveryContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handleDelivery({ config, ingress, budget, tracing }: DeliveryContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const remote = req.socket.remoteAddress;
   const path = (req.url ?? '').split('?', 1)[0];
   if (path !== config.path) {
@@ -165,14 +171,21 @@ async function handleDelivery({ config, ingress, budget }: DeliveryContext, req:
     return answer(res, checked.status, checked.reason);
   }
 
+  // Spans on: the delivery's span, its steps (verify, dedup, forward or enqueue) children of it.
+  const traced = tracing.on ? tracing.webhook(config.path, singleRaw(req.rawHeaders, 'traceparent') ?? undefined) : null;
+  const steps = traced?.steps ?? UNTRACED_STEPS;
+  let outcome: string | undefined;
+  if (traced) res.once('close', () => traced.end(res.statusCode, outcome));
   // The HMAC runs over the chunks as they arrive; every byte held until the verdict is taken
   // from the budget shared by all connections.
-  const read = await readUnverifiedBody(req, {
-    maxBytes: config.maxBodyBytes,
-    budget,
-    timeoutMs: config.bodyTimeoutMs,
-    verifier: startBodyVerification(checked, config.secrets.current()),
-  });
+  const read = await steps.step('verify', () =>
+    readUnverifiedBody(req, {
+      maxBytes: config.maxBodyBytes,
+      budget,
+      timeoutMs: config.bodyTimeoutMs,
+      verifier: startBodyVerification(checked, config.secrets.current()),
+    }),
+  );
   if (!read.ok) {
     switch (read.reason) {
       case 'aborted':
@@ -191,6 +204,7 @@ async function handleDelivery({ config, ingress, budget }: DeliveryContext, req:
     }
   }
 
-  const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote);
+  const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote, steps);
+  outcome = result.reason;
   answer(res, result.status, result.reason);
 }

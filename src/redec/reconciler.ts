@@ -1,3 +1,4 @@
+import type { Tracing } from '../observability/tracing.js';
 import type { RedecReconcileConfig, UpstreamConfig } from '../config/index.js';
 import type { Logger } from '../observability/index.js';
 import { RedecError, type RedecErrorCode } from './errors.js';
@@ -19,6 +20,8 @@ export interface ReconcilerOptions {
   readonly metrics: RedecMetrics;
   readonly logger: Logger;
   readonly now: () => number;
+  /** Each run as a span of its own (spans on); off by default. */
+  readonly tracing?: Pick<Tracing, 'run'>;
 }
 
 /** The lease lapsed under a run, or Redis failed: the run stops and counts as this. */
@@ -91,7 +94,8 @@ export class Reconciler {
 
   /** One run; never rejects. Resolves to its outcome (also counted). */
   runOnce(): Promise<RunOutcome> {
-    this.running ??= this.run().finally(() => (this.running = undefined));
+    const run = (): Promise<RunOutcome> => this.run();
+    this.running ??= (this.options.tracing ? this.options.tracing.run('consent.redec.reconcile', run) : run()).finally(() => (this.running = undefined));
     return this.running;
   }
 

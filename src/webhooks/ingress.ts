@@ -1,3 +1,4 @@
+import { UNTRACED_STEPS, type StepTrace } from '../lib/trace.js';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { RateLimiter } from '../observability/rate-limited-log.js';
@@ -95,7 +96,7 @@ export class WebhookIngress {
    * {@link startBodyVerification}): refused unless verified, then envelope, revocation, dedup,
    * forward. Never throws.
    */
-  async receiveVerified(headers: DeliveryHeaders, verified: VerifyResult, rawBody: Buffer, remoteAddress?: string): Promise<IngressAnswer> {
+  async receiveVerified(headers: DeliveryHeaders, verified: VerifyResult, rawBody: Buffer, remoteAddress?: string, steps: StepTrace = UNTRACED_STEPS): Promise<IngressAnswer> {
     const { metrics, logger } = this.deps;
     if (!verified.ok) return this.rejectAuth(verified.code, headers, remoteAddress);
     metrics.secretMatches.inc({ index: secretIndexLabel(verified.secretIndex) });
@@ -142,7 +143,7 @@ export class WebhookIngress {
 
     metrics.inFlight.inc();
     try {
-      const answer = await this.deliver(envelope, verified, headers, rawBody);
+      const answer = await this.deliver(envelope, verified, headers, rawBody, steps);
       // The event still went its way (a revocation is also news for the app), but the other
       // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
       // a duplicate by then, shares it again before it is answered 200.
@@ -159,7 +160,7 @@ export class WebhookIngress {
     }
   }
 
-  private async deliver(envelope: WebhookEnvelope, verified: Verified, headers: DeliveryHeaders, rawBody: Buffer): Promise<IngressAnswer> {
+  private async deliver(envelope: WebhookEnvelope, verified: Verified, headers: DeliveryHeaders, rawBody: Buffer, steps: StepTrace): Promise<IngressAnswer> {
     const { dedup } = this.deps;
     const deliveryId = deliveryIdOf(headers['x-service-delivery-id']);
     const log = { eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId };
@@ -170,8 +171,8 @@ export class WebhookIngress {
       ...(deliveryId !== undefined ? { deliveryId } : {}),
       outOfOrder,
     });
-    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, facts, rawBody, log);
-    const claim = await dedup.claim(envelope.id);
+    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, facts, rawBody, log, steps);
+    const claim = await steps.step('dedup', () => dedup.claim(envelope.id));
 
     if (claim.kind === 'duplicate') return this.duplicate(log);
     if (claim.kind === 'in_flight') {
@@ -189,7 +190,7 @@ export class WebhookIngress {
     try {
       const outOfOrder = this.sequences.observe(envelope.sequence);
       const started = performance.now();
-      const result = await this.deps.forwarder.forward(rawBody, appHeaders(facts(outOfOrder)));
+      const result = await steps.step('forward', () => this.deps.forwarder.forward(rawBody, appHeaders(facts(outOfOrder))));
       this.deps.metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);
       if (result.ok) {
         await dedup.markAccepted(envelope.id, claim.token);
@@ -216,11 +217,12 @@ export class WebhookIngress {
     facts: (outOfOrder: boolean) => DeliveryFacts,
     rawBody: Buffer,
     log: Record<string, unknown>,
+    steps: StepTrace,
   ): Promise<IngressAnswer> {
     const outOfOrder = this.sequences.isBehind(envelope.sequence);
     let result: EnqueueResult;
     try {
-      result = await queue.enqueue({ facts: facts(outOfOrder), body: rawBody });
+      result = await steps.step('enqueue', () => queue.enqueue({ facts: facts(outOfOrder), body: rawBody }));
     } catch (err) {
       this.count('failed');
       this.logFailure({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');

@@ -18,12 +18,16 @@ export class ServeProcess {
   urls = { decision: '', webhook: '', admin: '' };
   private pools: Pool[] = [];
 
-  constructor(readonly flags: Record<string, string>) {}
+  /** `env`: variables beside PATH (e.g. the OTEL_* ones); nothing else of this process's environment leaks in. */
+  constructor(
+    readonly flags: Record<string, string>,
+    readonly env: Record<string, string> = {},
+  ) {}
 
   async start(): Promise<void> {
     if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
     const args = ['serve', ...Object.entries(this.flags).flatMap(([k, v]) => [`--${k}`, v])];
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...this.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     this.out = '';
     await new Promise<void>((resolve, reject) => {

@@ -1,0 +1,228 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanContext, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
+import type { RequestTrace, StepTrace, TracedAnswer, UpstreamCallTrace } from '../lib/trace.js';
+import { UNTRACED_STEPS } from '../lib/trace.js';
+
+/** The sampler, as `OTEL_TRACES_SAMPLER` names it. */
+export type SamplerName = 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+export const SAMPLER_NAMES: readonly SamplerName[] = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'];
+
+/** OpenTelemetry spans, on when an OTLP endpoint is configured (the standard `OTEL_*` variables). */
+export interface TracingOptions {
+  readonly sampler: SamplerName;
+  /** `OTEL_TRACES_SAMPLER_ARG`: the ratio of the `traceidratio` samplers. */
+  readonly ratio: number;
+  /** `OTEL_BSP_SCHEDULE_DELAY`: how long spans wait to be exported in a batch (ms). */
+  readonly scheduleDelayMs: number;
+}
+
+/** A W3C `traceparent` (version ff is invalid, 00 has exactly four fields, ids are not all zero). */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[\x21-\x7e]*)?$/;
+const MAX_TRACESTATE = 512;
+
+/** The header as the app sent it when it is a valid `traceparent`, else null (dropped, never forwarded). */
+export function validTraceparent(value: string | undefined): string | null {
+  if (value === undefined) return null;
+  const m = TRACEPARENT.exec(value);
+  if (!m || m[1] === 'ff' || (m[1] === '00' && m[4] !== undefined)) return null;
+  if (/^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return null;
+  return value;
+}
+
+/** A `tracestate` passed on only beside a valid `traceparent`, printable and bounded. */
+function validTracestate(value: string | undefined): string | null {
+  return value !== undefined && value.length <= MAX_TRACESTATE && /^[\x20-\x7e]*$/.test(value) ? value : null;
+}
+
+const NO_CALL_SPAN: Omit<UpstreamCallTrace, 'headers'> = { end: () => undefined };
+
+/**
+ * Spans off, a `traceparent` from the app: the service's call carries it as it came (the app's
+ * trace goes on at the service), nothing else is done.
+ */
+class PassedTrace implements RequestTrace {
+  private readonly call: UpstreamCallTrace;
+  constructor(headers: readonly string[]) {
+    this.call = { headers, ...NO_CALL_SPAN };
+  }
+  upstreamCall(): UpstreamCallTrace {
+    return this.call;
+  }
+  joined(): void {}
+  end(): void {}
+}
+
+/** The call to the service as a client span, the W3C headers of its context to send. */
+class CallSpan implements UpstreamCallTrace {
+  constructor(
+    readonly span: Span,
+    readonly headers: readonly string[],
+  ) {}
+  end(outcome: string): void {
+    this.span.setAttribute('consent.upstream.outcome', outcome);
+    if (outcome !== 'ok') this.span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+    this.span.end();
+  }
+}
+
+/** Spans on: the request's server span, its call to the service a child of it. */
+class SpanTrace implements RequestTrace {
+  constructor(
+    private readonly t: Tracing,
+    private readonly span: Span,
+    private readonly route: string,
+  ) {}
+  upstreamCall(): UpstreamCallTrace {
+    return this.t.callSpan(this.span);
+  }
+  joined(call: UpstreamCallTrace): void {
+    if (call instanceof CallSpan) this.span.addLink({ context: call.span.spanContext(), attributes: { 'consent.coalesced': true } });
+  }
+  end(answer: TracedAnswer, configKey?: string): void {
+    const s = this.span;
+    s.setAttribute('consent.route', this.route);
+    s.setAttribute('consent.decision', answer.decision);
+    s.setAttribute('consent.decision.source', answer.source);
+    s.setAttribute('http.response.status_code', answer.status);
+    if (answer.cause !== undefined) s.setAttribute('consent.fail_closed.cause', answer.cause);
+    if (configKey !== undefined) s.setAttribute('consent.config_key', configKey);
+    if (answer.status >= 500) s.setStatus({ code: SpanStatusCode.ERROR, message: answer.cause ?? String(answer.status) });
+    s.end();
+  }
+}
+
+const getter = {
+  keys: (c: Record<string, string>) => Object.keys(c),
+  get: (c: Record<string, string>, k: string) => c[k],
+};
+const setter = { set: (c: string[], k: string, v: string) => void c.push(k, v) };
+
+/**
+ * The sidecar's tracing: off (the default) costs a boolean test per request; with a `traceparent`
+ * from the app, the header alone travels to the service. On, it makes the spans the contract names:
+ * a server span per decision, a client span per call to the service (the `traceparent` the service
+ * gets is its child), span links from coalesced requests to the one call, a span per webhook with
+ * its verify, dedup and forward steps, a span per REDEC run. Never a user reference in a span.
+ */
+export class Tracing {
+  /** What `serve` runs with when no OTLP endpoint is configured. */
+  static readonly OFF = new Tracing(null, null, null);
+
+  private readonly callAttributes: Attributes;
+
+  private constructor(
+    private readonly tracer: Tracer | null,
+    private readonly propagator: TextMapPropagator | null,
+    upstreamUrl: URL | null,
+    private readonly close: () => Promise<void> = () => Promise.resolve(),
+  ) {
+    const url = upstreamUrl ?? new URL('http://invalid');
+    this.callAttributes = Object.freeze({
+      'http.request.method': 'POST',
+      'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}/v1/authorization/check`,
+      'server.address': url.hostname,
+      'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+    });
+  }
+
+  /** @internal for {@link startTracing}. */
+  static on(tracer: Tracer, propagator: TextMapPropagator, upstreamUrl: URL, close: () => Promise<void>): Tracing {
+    return new Tracing(tracer, propagator, upstreamUrl, close);
+  }
+
+  get on(): boolean {
+    return this.tracer !== null;
+  }
+
+  /**
+   * The trace of one decision request (`route`: check, forward_auth), from the app's headers; null
+   * when spans are off and the app sent no valid `traceparent` (nothing to do).
+   */
+  request(route: string, method: string, path: string, traceparent: string | undefined, tracestate: string | undefined): RequestTrace | null {
+    const parent = validTraceparent(traceparent);
+    if (this.tracer === null) {
+      if (parent === null) return null;
+      const state = validTracestate(tracestate);
+      return new PassedTrace(state === null ? ['traceparent', parent] : ['traceparent', parent, 'tracestate', state]);
+    }
+    const span = this.tracer.startSpan(
+      `${method} ${path}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'http.route': path, 'consent.route': route } },
+      this.parentContext(parent, tracestate),
+    );
+    return new SpanTrace(this, span, route);
+  }
+
+  /** @internal the client span of a call to the service under `parent`, and the headers of its context. */
+  callSpan(parent: Span): UpstreamCallTrace {
+    const ctx = trace.setSpan(ROOT_CONTEXT, parent);
+    const span = this.tracer!.startSpan(
+      'POST',
+      { kind: SpanKind.CLIENT, attributes: this.callAttributes },
+      ctx,
+    );
+    const headers: string[] = [];
+    this.propagator!.inject(trace.setSpan(ROOT_CONTEXT, span), headers, setter);
+    return new CallSpan(span, headers);
+  }
+
+  /**
+   * One webhook delivery: a server span (child of the sender's `traceparent` if any) whose steps are
+   * child spans; `end` says how it was answered. Spans off: the steps run as they are.
+   */
+  webhook(path: string, traceparent: string | undefined): { steps: StepTrace; end(status: number, reason?: string): void } {
+    if (this.tracer === null) return { steps: UNTRACED_STEPS, end: () => undefined };
+    const span = this.tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, this.parentContext(validTraceparent(traceparent), undefined));
+    return {
+      steps: { step: (name, work) => this.inSpan(`consent.webhook.${name}`, span, work) },
+      end: (status, reason) => {
+        span.setAttribute('http.response.status_code', status);
+        if (reason !== undefined) span.setAttribute('consent.webhook.outcome', reason);
+        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(status) });
+        span.end();
+      },
+    };
+  }
+
+  /** A unit of background work (a REDEC run) as a root span of its own. */
+  run<T>(name: string, work: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
+    if (this.tracer === null) return work();
+    return this.inSpan(name, null, work, attributes);
+  }
+
+  /**
+   * Flushes what is buffered and stops exporting, waiting at most `timeoutMs`: a collector that is
+   * not there costs the spans still buffered, never the shutdown budget.
+   */
+  shutdown(timeoutMs: number): Promise<void> {
+    if (this.tracer === null) return Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+    });
+    return Promise.race([this.close().catch(() => undefined), late]).finally(() => clearTimeout(timer));
+  }
+
+  private async inSpan<T>(name: string, parent: Span | null, work: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
+    const span = this.tracer!.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent ? trace.setSpan(ROOT_CONTEXT, parent) : ROOT_CONTEXT);
+    try {
+      return await work();
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message ?? 'failed' });
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private parentContext(traceparent: string | null, tracestate: string | undefined): Context {
+    if (traceparent === null) return ROOT_CONTEXT;
+    const carrier: Record<string, string> = { traceparent };
+    const state = validTracestate(tracestate);
+    if (state !== null) carrier.tracestate = state;
+    return this.propagator!.extract(ROOT_CONTEXT, carrier, getter);
+  }
+}
+
+/** A span context, for tests and links. */
+export type { SpanContext };
