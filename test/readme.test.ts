@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { envName, SERVE_OPTIONS } from '../src/config/index.js';
+import { envName, OTEL_VARIABLES, SERVE_OPTIONS } from '../src/config/index.js';
 import { allDocs, anchorOf, anchorsOf, docPages, docText, readmeText } from './helpers/docs.js';
 import { declaredMetricFamilies } from './helpers/metric-families.js';
 
@@ -89,6 +89,13 @@ describe('README and docs/ tell the truth', () => {
       expect(index, page).toContain(`](${page})`);
       expect(readme, page).toContain(`](docs/${page}`);
     }
+  });
+
+  it('documents every OpenTelemetry variable serve follows, in docs/tracing.md, and the chart\'s tracing values', () => {
+    const page = docText('tracing.md');
+    expect(OTEL_VARIABLES.length).toBeGreaterThanOrEqual(10);
+    for (const v of OTEL_VARIABLES) expect(page, v).toContain(`\`${v}\``);
+    for (const key of ['endpoint', 'sampler', 'samplerArg', 'serviceName', 'resourceAttributes']) expect(page, key).toContain(`${key}:`);
   });
 
   it('one command form: node dist/cli.js (or the image path), never a bare consent-sidecar command', () => {

@@ -9,8 +9,8 @@ import autocannon from 'autocannon';
 export { freePort } from '../helpers/ports.js';
 
 /** Starts a child process and waits until `readyUrl` answers 200. */
-export async function startChild(command: string, args: string[], readyUrl: string): Promise<ChildProcess> {
-  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+export async function startChild(command: string, args: string[], readyUrl: string, env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'], ...(env ? { env: { ...process.env, ...env } } : {}) });
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);

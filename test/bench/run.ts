@@ -10,7 +10,8 @@
  * Environment: BENCH_DURATION_S (seconds per run, default 3), BENCH_ROUNDS (3),
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
  * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
- * section names), BENCH_GENERATOR=autocannon.
+ * section names: decision, webhooks, cache-scale, coalescing, refresh-ahead, forward-auth,
+ * webhook-queue, tracing), BENCH_GENERATOR=autocannon.
  *
  * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
  */
@@ -67,12 +68,13 @@ async function baseline(role: string, ...args: string[]) {
 }
 
 /** `node dist/cli.js serve` in its own process. */
-async function sidecar(upstreamUrl: string, extra: string[] = []) {
+async function sidecar(upstreamUrl: string, extra: string[] = [], env?: NodeJS.ProcessEnv) {
   const [port, admin] = [await freePort(), await freePort()];
   const child = await startChild(
     process.execPath,
     [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
     `http://127.0.0.1:${admin}/readyz`,
+    env,
   );
   return { child, port, url: `http://127.0.0.1:${port}`, admin: `http://127.0.0.1:${admin}` };
 }
@@ -283,6 +285,43 @@ async function webhooksSection(): Promise<void> {
   for (const c of await benchWebhooks({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS })) report(c);
 }
 
+// --- tracing: the cache-hit path with OpenTelemetry spans off, on at ratio 1 and at 0.01 ----------
+async function tracingSection(): Promise<void> {
+  const up = await baseline('upstream', String(Date.now() + 3_600_000));
+  const sinkPort = await freePort();
+  const sink = await startChild(process.execPath, [new URL('./otlp-sink.mjs', import.meta.url).pathname, String(sinkPort)], `http://127.0.0.1:${sinkPort}/ready`);
+  const on = (ratio: string): NodeJS.ProcessEnv => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio, OTEL_BSP_SCHEDULE_DELAY: '1000' });
+  // OTEL_* of this shell must not turn the "off" sidecar on.
+  const off = await sidecar(up.url, [], { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' });
+  const all = await sidecar(up.url, [], on('1'));
+  const some = await sidecar(up.url, [], on('0.01'));
+  const children = [up.child, sink, off.child, all.child, some.child];
+  try {
+    const hit = (s: { url: string }) => ({ url: `${s.url}${CHECK}`, body: ALLOW_BODY });
+    for (const s of [off, all, some]) await closedLoop(hit(s), CONNECTIONS, 2);
+    const run = (s: { url: string }) => () => closedLoop(hit(s), CONNECTIONS, DURATION_S);
+    for (const [s, name] of [[all, 'on, every request sampled (ratio 1)'], [some, 'on, ratio 0.01']] as const) {
+      report(
+        await compare({
+          name: `Cache hit, tracing ${name} vs off`,
+          baselineName: 'tracing off',
+          subjectName: `tracing ${name}`,
+          baseline: run(off),
+          subject: run(s),
+          baselinePids: [off.child.pid],
+          subjectPids: [s.child.pid],
+          rounds: ROUNDS,
+        }),
+      );
+    }
+    const exported = Number(await (await request(`http://127.0.0.1:${sinkPort}/count`)).body.text());
+    console.log(`  spans the sink received: ${exported}\n`);
+    results.tracing = { spansExported: exported };
+  } finally {
+    for (const c of children) await stopChild(c);
+  }
+}
+
 const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['decision', decisionSection],
   ['webhooks', webhooksSection],
@@ -291,6 +330,7 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['refresh-ahead', refreshAheadSection],
   ['forward-auth', forwardAuthSection],
   ['webhook-queue', webhookQueueSection],
+  ['tracing', tracingSection],
 ];
 
 async function webhookQueueSection(): Promise<void> {

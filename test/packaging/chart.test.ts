@@ -594,3 +594,21 @@ describe('include in your own chart', () => {
     expect(pod.containers.map((c) => c.name)).toEqual(['consent-sidecar', 'shop']);
   });
 });
+
+describe('tracing values', () => {
+  it('render no OTEL_* variable unless tracing.endpoint is set (spans stay off by default)', () => {
+    for (const [file, objects] of renders) {
+      const deployment = objects.find((o) => o.kind === 'Deployment');
+      if (!deployment) continue;
+      const names = Object.keys(env(sidecarOf((deployment.spec as { template: { spec: PodSpec } }).template.spec)));
+      expect(names.filter((n) => n.startsWith('OTEL_')), file).toEqual([]);
+    }
+  });
+
+  it('a sampler the sidecar does not know is refused by the schema, naming it', async () => {
+    const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+    const result = await helmTemplateRaw({ valuesFiles: [valuesPath(s)], set: ['tracing.endpoint=http://collector:4318', 'tracing.sampler=sometimes'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/tracing\.sampler|sampler/);
+  });
+});

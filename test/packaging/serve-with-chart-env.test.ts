@@ -40,12 +40,12 @@ let holdScript: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'consent-sidecar-serve-'));
-  const [decision, webhook, admin, deadUpstream] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const [decision, webhook, admin, deadUpstream, deadCollector] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   adminPort = admin;
   const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
   const set = [`ports.decision=${decision}`, `ports.webhook=${webhook}`, `ports.admin=${admin}`, `secrets.mountPath=${work}`];
   const [native, classic] = await Promise.all([
-    render({ valuesFiles: [valuesPath(s)], set: [...set, `config.upstreamUrl=http://127.0.0.1:${deadUpstream}`] }),
+    render({ valuesFiles: [valuesPath(s)], set: [...set, `config.upstreamUrl=http://127.0.0.1:${deadUpstream}`, `tracing.endpoint=http://127.0.0.1:${deadCollector}`, 'tracing.serviceName=shop-consent'] }),
     render({ valuesFiles: [valuesPath(s)], set: [...set, 'mode=classic'] }),
   ]);
   sidecar = podContainers(mustFind(native, 'Deployment')).find((c) => c.name === 'consent-sidecar')!;
@@ -71,6 +71,15 @@ afterAll(async () => {
 });
 
 describe('serve with the environment the chart renders', () => {
+  it('takes the chart\'s tracing values as the standard OTEL_* variables and turns spans on with them', async () => {
+    const env = Object.fromEntries(sidecar.env.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01', OTEL_SERVICE_NAME: 'shop-consent' });
+    expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expect.poll(() => output.includes('"event":"tracing_on"'), { timeout: 60_000 }).toBe(true);
+    expect(output).toMatch(/"event":"tracing_on","sampler":"parentbased_traceidratio","ratio":0.01/);
+  }, 70_000);
+
+
   it('becomes ready: the classic-mode hold script sees /readyz answer 200', async () => {
     const result = await run(process.execPath, ['-e', holdScript]);
     expect(result.code, output).toBe(0);

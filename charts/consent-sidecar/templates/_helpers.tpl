@@ -352,6 +352,24 @@ their files are re-read live when the Secret rotates.
       value: {{ include "consent-sidecar.scalar" $value | quote }}
     {{- end }}
     {{- end }}
+    {{- with $v.tracing }}
+    {{- if .endpoint }}
+    - name: OTEL_EXPORTER_OTLP_ENDPOINT
+      value: {{ .endpoint | quote }}
+    - name: OTEL_TRACES_SAMPLER
+      value: {{ .sampler | quote }}
+    - name: OTEL_TRACES_SAMPLER_ARG
+      value: {{ include "consent-sidecar.scalar" .samplerArg | quote }}
+    {{- with .serviceName }}
+    - name: OTEL_SERVICE_NAME
+      value: {{ . | quote }}
+    {{- end }}
+    {{- with .resourceAttributes }}
+    - name: OTEL_RESOURCE_ATTRIBUTES
+      value: {{ . | quote }}
+    {{- end }}
+    {{- end }}
+    {{- end }}
     {{- with $v.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
