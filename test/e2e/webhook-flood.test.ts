@@ -48,7 +48,13 @@ describe('unauthenticated load on the webhook ingress', () => {
     expect(readyz.length).toBeGreaterThan(0);
     expect(readyz.filter((st) => st !== 200), 'readiness answers other than 200').toEqual([]);
     // Most were refused outright for want of budget, the rest at the body timeout; none was accepted.
-    expect(result.statuses['503'] ?? 0, JSON.stringify(result.statuses)).toBeGreaterThan(900);
+    // Counted by the sidecar itself: a client still pushing its body when the 503 and the close come
+    // may get a reset instead of the status line (seen: 699 503s and 301 resets in one run of 1,000),
+    // so the client's count of 503s alone is a race, not the sidecar's answer.
+    const metrics = await (await fetch(`${s.admin}/metrics`)).text();
+    const refused = (reason: string): number => Number(new RegExp(`^consent_sidecar_webhook_rejections_total\\{reason="${reason}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    expect(refused('unverified_budget_exhausted') + refused('body_timeout'), metrics.split('\n').filter((l) => l.startsWith('consent_sidecar_webhook_rejections_total')).join('\n')).toBeGreaterThan(900);
+    expect((result.statuses['503'] ?? 0) + (result.statuses.none ?? 0), JSON.stringify(result.statuses)).toBeGreaterThan(900);
     expect(result.statuses['200'] ?? 0).toBe(0);
 
     const g = genuineDelivery('evt_after_flood');

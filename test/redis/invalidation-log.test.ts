@@ -147,7 +147,8 @@ describe('a stall, a reconnect or a cut-off costs no cache: replicas catch up', 
     target = single(own.url);
     await vi.waitFor(() => expect(late.rec.calls).toStrictEqual(['all']), { timeout: 10_000 });
     expect(await count(late.metrics.purges, { cause: 'reset' })).toBe(1);
-    // and it follows from the head on, without purging again
+    // and it follows from the head on, without purging again (once `a` is back on the restarted Redis)
+    await vi.waitFor(() => expect(a.conn.isUp).toBe(true), { timeout: 10_000 });
     await a.fleet.publish({ scope: 'user', userReference: 'after' });
     await vi.waitFor(() => expect(late.rec.calls).toStrictEqual(['all', 'user:after']), { timeout: 10_000 });
     expect(await count(late.metrics.purges)).toBe(1);
