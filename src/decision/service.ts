@@ -46,8 +46,11 @@ interface Flight {
   readonly generation: number;
   readonly promise: Promise<Answer>;
   /** The traced call, so a request that joins it can link to it (null when untraced). */
-  readonly call: { current: UpstreamCallTrace | null };
+  readonly call: { readonly current: UpstreamCallTrace | null };
 }
+
+/** The flight's call holder when the request is not traced: read by joiners (null), never written. */
+const UNTRACED_CALL: { readonly current: UpstreamCallTrace | null } = Object.freeze({ current: null });
 
 /** Calls in flight for one key, and the newest call sequence a fresh denial has overruled. */
 interface KeyCalls {
@@ -98,7 +101,7 @@ export class DecisionService {
       this.o.metrics.refreshed('coalesced');
       return;
     }
-    const call = { current: null };
+    const call = UNTRACED_CALL;
     const promise = this.ask(req, key, generation, null, call);
     const mine: Flight = { generation, promise, call };
     this.flights.set(key, mine);
@@ -129,7 +132,7 @@ export class DecisionService {
       }
     }
     const generation = this.o.cache.generation;
-    if (noCache) return this.ask(req, key, generation, trace, { current: null });
+    if (noCache) return this.ask(req, key, generation, trace, trace === null ? UNTRACED_CALL : { current: null });
 
     const flight = this.flights.get(key);
     // A flight that started before a purge may carry a revoked ALLOW: never join it.
@@ -138,7 +141,8 @@ export class DecisionService {
       if (trace !== null && flight.call.current !== null) trace.joined(flight.call.current);
       return flight.promise;
     }
-    const call = { current: null };
+    // Untraced (the default): one shared holder that ask() never writes, no object per miss.
+    const call = trace === null ? UNTRACED_CALL : { current: null };
     const promise = this.ask(req, key, generation, trace, call);
     const mine: Flight = { generation, promise, call };
     this.flights.set(key, mine);
@@ -150,7 +154,7 @@ export class DecisionService {
   }
 
   /** `call.current` is set to the traced call while it runs (for requests that join it). */
-  private async ask(req: CheckRequest, key: string, generation: number, trace: RequestTrace | null, call: { current: UpstreamCallTrace | null }): Promise<Answer> {
+  private async ask(req: CheckRequest, key: string, generation: number, trace: RequestTrace | null, call: { readonly current: UpstreamCallTrace | null }): Promise<Answer> {
     if (this.inFlight >= this.o.maxInFlight) {
       throw new DecisionError('ERR_OVERLOADED', `${this.inFlight} checks already waiting on the service`);
     }
@@ -163,7 +167,8 @@ export class DecisionService {
     if (!calls) this.calls.set(key, (calls = { inFlight: 0, deniedThrough: 0 }));
     calls.inFlight++;
     const started = performance.now();
-    const traced = trace === null ? null : (call.current = trace.upstreamCall());
+    // Only a traced request has its own holder (UNTRACED_CALL is never written).
+    const traced = trace === null ? null : ((call as { current: UpstreamCallTrace | null }).current = trace.upstreamCall());
     let parsed;
     try {
       const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }), traced?.headers);
