@@ -22,5 +22,6 @@ export function singleRaw(raw: readonly string[], name: string): string | null |
     if (found !== undefined) return null;
     found = raw[i + 1]!;
   }
-  return found;
+  // Blank is absent, as in singleValue: one rule for both forms.
+  return found === undefined || found.trim() === '' ? undefined : found;
 }

@@ -159,6 +159,15 @@ describe('forward-auth answers', () => {
     ]);
   });
 
+  it('a blank configKey header is absent (the one header rule, src/lib/headers.ts): the query\'s configKey is used, not refused as differing', async () => {
+    const { u } = await start();
+    u.reply({ body: allow(KEY, Date.now() + 60_000) });
+    expect((await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'heidi', 'x-consent-config-key', ' '])).status).toBe(200);
+    expect(asked(u)).toEqual([{ userReference: 'heidi', configKey: KEY }]);
+    // blank and a value, twice given: still ambiguous, refused
+    expect((await fa(`/sidecar/forward-auth?configKey=${KEY}`, ['x-user-reference', 'heidi', 'x-consent-config-key', '', 'x-consent-config-key', KEY])).status).toBe(400);
+  });
+
   it('shares the cache and coalescing with the check route', async () => {
     const { u, s } = await start();
     u.reply({ body: allow(KEY, Date.now() + 60_000), delayMs: 100 });
