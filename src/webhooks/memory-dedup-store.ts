@@ -10,10 +10,19 @@ export interface MemoryDedupStoreOptions {
   readonly now?: () => number;
 }
 
+/**
+ * A claim in flight. Its outcome is a promise only once a second copy asks for it (most claims are
+ * never waited on: no promise, no closure per delivery).
+ */
 interface Claim {
   readonly token: string;
-  readonly outcome: Promise<InFlightOutcome>;
-  readonly settle: (outcome: InFlightOutcome) => void;
+  outcome: Promise<InFlightOutcome> | undefined;
+  settle: ((outcome: InFlightOutcome) => void) | undefined;
+}
+
+/** Settles a claim's waiters, if any came. */
+function settle(claim: Claim, outcome: InFlightOutcome): void {
+  claim.settle?.(outcome);
 }
 
 /**
@@ -27,6 +36,13 @@ export class MemoryDedupStore implements DedupStore {
   private readonly retentionMs: number;
   private readonly maxEntries: number;
   private readonly now: () => number;
+  /**
+   * Claim tokens: this store's random id and a count, unique across processes too (SharedDedup
+   * uses them as the Redis claim's token, so two replicas must never make the same one), with no
+   * UUID per claim.
+   */
+  private readonly tokenPrefix = `${randomUUID()}.`;
+  private tokens = 0;
 
   constructor(options: MemoryDedupStoreOptions) {
     if (!(options.retentionMs > 0) || !Number.isSafeInteger(options.maxEntries) || options.maxEntries < 1) {
@@ -47,12 +63,12 @@ export class MemoryDedupStore implements DedupStore {
     this.expire();
     if (this.accepted.has(id)) return Promise.resolve({ kind: 'duplicate' });
     const held = this.inFlight.get(id);
-    if (held) return Promise.resolve({ kind: 'in_flight', outcome: held.outcome });
-
-    let settle!: (outcome: InFlightOutcome) => void;
-    const outcome = new Promise<InFlightOutcome>((resolve) => (settle = resolve));
-    const token = randomUUID();
-    this.inFlight.set(id, { token, outcome, settle });
+    if (held) {
+      held.outcome ??= new Promise<InFlightOutcome>((resolve) => (held.settle = resolve));
+      return Promise.resolve({ kind: 'in_flight', outcome: held.outcome });
+    }
+    const token = `${this.tokenPrefix}${++this.tokens}`;
+    this.inFlight.set(id, { token, outcome: undefined, settle: undefined });
     return Promise.resolve({ kind: 'claimed', token });
   }
 
@@ -62,18 +78,19 @@ export class MemoryDedupStore implements DedupStore {
       this.accepted.delete(id);
       this.accepted.set(id, this.now() + this.retentionMs);
       while (this.accepted.size > this.maxEntries) this.dropOldest();
-      held.settle('accepted');
+      settle(held, 'accepted');
     }
     return Promise.resolve();
   }
 
   release(id: string, token: string): Promise<void> {
-    this.take(id, token)?.settle('released');
+    const held = this.take(id, token);
+    if (held) settle(held, 'released');
     return Promise.resolve();
   }
 
   close(): Promise<void> {
-    for (const claim of this.inFlight.values()) claim.settle('released');
+    for (const claim of this.inFlight.values()) settle(claim, 'released');
     this.inFlight.clear();
     this.accepted.clear();
     return Promise.resolve();

@@ -171,3 +171,36 @@ describe('MemoryDedupStore', () => {
     expect(() => new MemoryDedupStore({ retentionMs: 10, maxEntries: 0 })).toThrow(RangeError);
   });
 });
+
+describe('MemoryDedupStore claim tokens', () => {
+  it('are never the same in two stores (SharedDedup hands them to Redis as the claim token of every replica)', async () => {
+    const tokens = new Set<string>();
+    for (let replica = 0; replica < 3; replica++) {
+      const store = new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 100 });
+      for (let i = 0; i < 3; i++) {
+        const claim = await store.claim(`evt_${i}`);
+        expect(claim.kind).toBe('claimed');
+        tokens.add((claim as { token: string }).token);
+      }
+    }
+    expect(tokens.size).toBe(9);
+  });
+
+  it('a copy that comes while the first is in flight waits for its outcome, made only then', async () => {
+    const store = new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 100 });
+    const first = (await store.claim('evt_x')) as { kind: 'claimed'; token: string };
+    const [a, b] = [await store.claim('evt_x'), await store.claim('evt_x')];
+    expect(a.kind).toBe('in_flight');
+    expect(b.kind).toBe('in_flight');
+    await store.markAccepted('evt_x', first.token);
+    expect(await (a as { outcome: Promise<string> }).outcome).toBe('accepted');
+    expect(await (b as { outcome: Promise<string> }).outcome).toBe('accepted');
+    expect((await store.claim('evt_x')).kind).toBe('duplicate');
+    // released with a wrong token: nothing happens; with its own: the waiters hear 'released'
+    const again = (await store.claim('evt_y')) as { token: string };
+    const waiter = (await store.claim('evt_y')) as { outcome: Promise<string> };
+    await store.release('evt_y', 'not-its-token');
+    await store.release('evt_y', again.token);
+    expect(await waiter.outcome).toBe('released');
+  });
+});
