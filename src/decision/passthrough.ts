@@ -55,7 +55,8 @@ export class Passthrough {
       if (value !== undefined && !DROP_REQUEST.has(name)) headers[name] = value;
     }
     if (traceHeaders !== undefined) {
-      // Spans on: the service's call is a child of the sidecar's span, not of the app's.
+      // The W3C headers the route judged (spans on: the sidecar's call span; off: the app's own,
+      // valid ones), never the app's as they came.
       delete headers.traceparent;
       delete headers.tracestate;
       for (let i = 0; i + 1 < traceHeaders.length; i += 2) headers[traceHeaders[i]!] = traceHeaders[i + 1]!;

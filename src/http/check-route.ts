@@ -73,8 +73,10 @@ export function createCheckRoute(o: CheckRouteOptions): CheckRoute {
       const name = raw[i]!;
       if (name.length === 14 && name.toLowerCase() === 'content-length') declared = Number(raw[i + 1]);
       else if (name.length === 13 && name.toLowerCase() === 'cache-control' && NO_CACHE.test(raw[i + 1]!)) noCache = true;
-      else if (name.length === 11 && name.toLowerCase() === 'traceparent') traceparent = raw[i + 1];
-      else if (name.length === 10 && name.toLowerCase() === 'tracestate') tracestate = raw[i + 1];
+      // W3C trace context, read as rawTraceContext() does (one pass here, on the hot path): a
+      // repeated traceparent is none (''), several tracestate fields are one list.
+      else if (name.length === 11 && name.toLowerCase() === 'traceparent') traceparent = traceparent === undefined ? raw[i + 1] : '';
+      else if (name.length === 10 && name.toLowerCase() === 'tracestate') tracestate = tracestate === undefined ? raw[i + 1] : `${tracestate},${raw[i + 1]}`;
     }
     // Off and no traceparent (the common case): nothing is made.
     const trace = traceparent === undefined && !tracing.on ? null : tracing.request('check', 'POST', CHECK_PATH, traceparent, tracestate);

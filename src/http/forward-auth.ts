@@ -13,6 +13,7 @@ import {
 } from '../decision/index.js';
 import type { RequestTrace } from '../lib/trace.js';
 import type { RateLimiter } from '../observability/index.js';
+import { rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
 import { failClosedAnswerFor, lastResort } from './fail-closed.js';
 
@@ -194,8 +195,8 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
     req.resume();
     req.on('error', () => undefined);
     // A repeated traceparent is no trace context (W3C): dropped, like a malformed one.
-    const tp = singleRaw(req.rawHeaders, 'traceparent') ?? undefined;
-    const t = tp === undefined && !tracing.on ? null : tracing.request('forward_auth', req.method ?? 'GET', '/sidecar/forward-auth', tp, singleRaw(req.rawHeaders, 'tracestate') ?? undefined);
+    const tc = rawTraceContext(req.rawHeaders);
+    const t = tc.traceparent === undefined && !tracing.on ? null : tracing.request('forward_auth', req.method ?? 'GET', FORWARD_AUTH_PATH, tc.traceparent, tc.tracestate);
     let parsed: CheckRequest | InvalidRequest | undefined;
     try {
       parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);

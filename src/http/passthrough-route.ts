@@ -3,7 +3,7 @@ import { METHOD_NOT_ALLOWED_ANSWER, rejectedAnswer, type Passthrough } from '../
 import type { CheckRoute } from './check-route.js';
 import { SOURCE_HEADER } from './check-route.js';
 import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
-import { singleRaw } from '../lib/headers.js';
+import { passedOn, rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
 
 /**
@@ -36,12 +36,13 @@ export function passthroughRoute(passthrough: Passthrough, route: CheckRoute, tr
     if (verdict.kind === 'passthrough') {
       // The service's own answer (the passthrough marks its 502/504 fail-closed).
       res.setHeader(SOURCE_HEADER, 'upstream');
+      const tc = rawTraceContext(req.rawHeaders);
       if (!tracing.on) {
-        // Off: the app's traceparent travels with its other headers, as it came.
-        passthrough.forward(req, res, target).catch(next);
+        // Off: the app's trace context goes on as it came, or not at all when it is malformed.
+        passthrough.forward(req, res, target, passedOn(tc.traceparent, tc.tracestate)).catch(next);
         return;
       }
-      const trace = tracing.request('passthrough', req.method, '/v1/*', singleRaw(req.rawHeaders, 'traceparent') ?? undefined, singleRaw(req.rawHeaders, 'tracestate') ?? undefined)!;
+      const trace = tracing.request('passthrough', req.method, '/v1/*', tc.traceparent, tc.tracestate)!;
       const call = trace.upstreamCall();
       res.once('close', () => {
         call.end(res.statusCode < 500 ? 'ok' : `http_${res.statusCode}`);

@@ -1,5 +1,5 @@
-import { singleRaw } from '../lib/headers.js';
 import { UNTRACED_STEPS } from '../lib/trace.js';
+import { rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
@@ -172,7 +172,7 @@ async function handleDelivery({ config, ingress, budget, tracing }: DeliveryCont
   }
 
   // Spans on: the delivery's span, its steps (verify, dedup, forward or enqueue) children of it.
-  const traced = tracing.on ? tracing.webhook(config.path, singleRaw(req.rawHeaders, 'traceparent') ?? undefined) : null;
+  const traced = tracing.on ? tracing.webhook(config.path, rawTraceContext(req.rawHeaders)) : null;
   const steps = traced?.steps ?? UNTRACED_STEPS;
   let outcome: string | undefined;
   if (traced) res.once('close', () => traced.end(res.statusCode, outcome));

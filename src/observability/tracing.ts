@@ -1,6 +1,7 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanContext, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
 import type { RequestTrace, StepTrace, TracedAnswer, UpstreamCallTrace } from '../lib/trace.js';
 import { UNTRACED_STEPS } from '../lib/trace.js';
+import { passedOn, validTraceparent, validTracestate, type RawTraceContext } from './trace-context.js';
 
 /** The sampler, as `OTEL_TRACES_SAMPLER` names it. */
 export type SamplerName = 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
@@ -13,24 +14,6 @@ export interface TracingOptions {
   readonly ratio: number;
   /** `OTEL_BSP_SCHEDULE_DELAY`: how long spans wait to be exported in a batch (ms). */
   readonly scheduleDelayMs: number;
-}
-
-/** A W3C `traceparent` (version ff is invalid, 00 has exactly four fields, ids are not all zero). */
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[\x21-\x7e]*)?$/;
-const MAX_TRACESTATE = 512;
-
-/** The header as the app sent it when it is a valid `traceparent`, else null (dropped, never forwarded). */
-export function validTraceparent(value: string | undefined): string | null {
-  if (value === undefined) return null;
-  const m = TRACEPARENT.exec(value);
-  if (!m || m[1] === 'ff' || (m[1] === '00' && m[4] !== undefined)) return null;
-  if (/^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return null;
-  return value;
-}
-
-/** A `tracestate` passed on only beside a valid `traceparent`, printable and bounded. */
-function validTracestate(value: string | undefined): string | null {
-  return value !== undefined && value.length <= MAX_TRACESTATE && /^[\x20-\x7e]*$/.test(value) ? value : null;
 }
 
 const NO_CALL_SPAN: Omit<UpstreamCallTrace, 'headers'> = { end: () => undefined };
@@ -59,7 +42,10 @@ class CallSpan implements UpstreamCallTrace {
   ) {}
   end(outcome: string): void {
     this.span.setAttribute('consent.upstream.outcome', outcome);
-    if (outcome !== 'ok') this.span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+    if (outcome !== 'ok') {
+      this.span.setAttribute('error.type', outcome);
+      this.span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+    }
     this.span.end();
   }
 }
@@ -85,7 +71,11 @@ class SpanTrace implements RequestTrace {
     s.setAttribute('http.response.status_code', answer.status);
     if (answer.cause !== undefined) s.setAttribute('consent.fail_closed.cause', answer.cause);
     if (configKey !== undefined) s.setAttribute('consent.config_key', configKey);
-    if (answer.status >= 500) s.setStatus({ code: SpanStatusCode.ERROR, message: answer.cause ?? String(answer.status) });
+    if (answer.status >= 500) {
+      // Semantic conventions: a server span is in error on 5xx only; error.type says why.
+      s.setAttribute('error.type', answer.cause ?? String(answer.status));
+      s.setStatus({ code: SpanStatusCode.ERROR, message: answer.cause ?? String(answer.status) });
+    }
     s.end();
   }
 }
@@ -138,12 +128,11 @@ export class Tracing {
    * when spans are off and the app sent no valid `traceparent` (nothing to do).
    */
   request(route: string, method: string, path: string, traceparent: string | undefined, tracestate: string | undefined): RequestTrace | null {
-    const parent = validTraceparent(traceparent);
     if (this.tracer === null) {
-      if (parent === null) return null;
-      const state = validTracestate(tracestate);
-      return new PassedTrace(state === null ? ['traceparent', parent] : ['traceparent', parent, 'tracestate', state]);
+      const passed = passedOn(traceparent, tracestate);
+      return passed.length === 0 ? null : new PassedTrace(passed);
     }
+    const parent = validTraceparent(traceparent);
     const span = this.tracer.startSpan(
       `${method} ${path}`,
       { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'http.route': path, 'consent.route': route } },
@@ -169,15 +158,18 @@ export class Tracing {
    * One webhook delivery: a server span (child of the sender's `traceparent` if any) whose steps are
    * child spans; `end` says how it was answered. Spans off: the steps run as they are.
    */
-  webhook(path: string, traceparent: string | undefined): { steps: StepTrace; end(status: number, reason?: string): void } {
+  webhook(path: string, sender: RawTraceContext): { steps: StepTrace; end(status: number, reason?: string): void } {
     if (this.tracer === null) return { steps: UNTRACED_STEPS, end: () => undefined };
-    const span = this.tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, this.parentContext(validTraceparent(traceparent), undefined));
+    const span = this.tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, this.parentContext(validTraceparent(sender.traceparent), sender.tracestate));
     return {
       steps: { step: (name, work) => this.inSpan(`consent.webhook.${name}`, span, work) },
       end: (status, reason) => {
         span.setAttribute('http.response.status_code', status);
         if (reason !== undefined) span.setAttribute('consent.webhook.outcome', reason);
-        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(status) });
+        if (status >= 500) {
+          span.setAttribute('error.type', reason ?? String(status));
+          span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(status) });
+        }
         span.end();
       },
     };
