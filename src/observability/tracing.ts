@@ -42,10 +42,7 @@ class CallSpan implements UpstreamCallTrace {
   ) {}
   end(outcome: string): void {
     this.span.setAttribute('consent.upstream.outcome', outcome);
-    if (outcome !== 'ok') {
-      this.span.setAttribute('error.type', outcome);
-      this.span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
-    }
+    if (outcome !== 'ok') failed(this.span, outcome);
     this.span.end();
   }
 }
@@ -71,13 +68,24 @@ class SpanTrace implements RequestTrace {
     s.setAttribute('http.response.status_code', answer.status);
     if (answer.cause !== undefined) s.setAttribute('consent.fail_closed.cause', answer.cause);
     if (configKey !== undefined) s.setAttribute('consent.config_key', configKey);
-    if (answer.status >= 500) {
-      // Semantic conventions: a server span is in error on 5xx only; error.type says why.
-      s.setAttribute('error.type', answer.cause ?? String(answer.status));
-      s.setStatus({ code: SpanStatusCode.ERROR, message: answer.cause ?? String(answer.status) });
-    }
+    // Semantic conventions: a server span is in error on 5xx only; error.type says why.
+    if (answer.status >= 500) failed(s, answer.cause ?? String(answer.status));
     s.end();
   }
+}
+
+/** Marks a span failed (semantic conventions: `error.type`, status ERROR). */
+function failed(span: Span, type: string): void {
+  span.setAttribute('error.type', type);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: type });
+}
+
+/** An error's stable code (`ERR_…`) or its class name; `_OTHER` (the conventions' fallback) for anything else. */
+function errorType(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(code)) return code;
+  const name = (err as { name?: unknown } | null)?.name;
+  return typeof name === 'string' && /^[A-Za-z0-9_]{1,64}$/.test(name) ? name : '_OTHER';
 }
 
 const getter = {
@@ -166,19 +174,19 @@ export class Tracing {
       end: (status, reason) => {
         span.setAttribute('http.response.status_code', status);
         if (reason !== undefined) span.setAttribute('consent.webhook.outcome', reason);
-        if (status >= 500) {
-          span.setAttribute('error.type', reason ?? String(status));
-          span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(status) });
-        }
+        if (status >= 500) failed(span, reason ?? String(status));
         span.end();
       },
     };
   }
 
-  /** A unit of background work (a REDEC run) as a root span of its own. */
-  run<T>(name: string, work: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
+  /**
+   * A unit of background work (a REDEC run) as a root span of its own. `outcome` reads what the
+   * work resolved to: `consent.outcome` on the span, an error status (and `error.type`) when failed.
+   */
+  run<T>(name: string, work: () => Promise<T>, outcome?: (result: T) => { readonly outcome: string; readonly failed: boolean }): Promise<T> {
     if (this.tracer === null) return work();
-    return this.inSpan(name, null, work, attributes);
+    return this.inSpan(name, null, work, outcome);
   }
 
   /**
@@ -195,12 +203,19 @@ export class Tracing {
     return Promise.race([this.close().catch(() => undefined), late]).finally(() => clearTimeout(timer));
   }
 
-  private async inSpan<T>(name: string, parent: Span | null, work: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
-    const span = this.tracer!.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent ? trace.setSpan(ROOT_CONTEXT, parent) : ROOT_CONTEXT);
+  private async inSpan<T>(name: string, parent: Span | null, work: () => Promise<T>, outcome?: (result: T) => { readonly outcome: string; readonly failed: boolean }): Promise<T> {
+    const span = this.tracer!.startSpan(name, { kind: SpanKind.INTERNAL }, parent ? trace.setSpan(ROOT_CONTEXT, parent) : ROOT_CONTEXT);
     try {
-      return await work();
+      const result = await work();
+      const o = outcome?.(result);
+      if (o !== undefined) {
+        span.setAttribute('consent.outcome', o.outcome);
+        if (o.failed) failed(span, o.outcome);
+      }
+      return result;
     } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message ?? 'failed' });
+      // The error's code or class, never its message: a message may quote what it failed on.
+      failed(span, errorType(err));
       throw err;
     } finally {
       span.end();

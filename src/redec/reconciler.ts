@@ -95,7 +95,7 @@ export class Reconciler {
   /** One run; never rejects. Resolves to its outcome (also counted). */
   runOnce(): Promise<RunOutcome> {
     const run = (): Promise<RunOutcome> => this.run();
-    this.running ??= (this.options.tracing ? this.options.tracing.run('consent.redec.reconcile', run) : run()).finally(() => (this.running = undefined));
+    this.running ??= (this.options.tracing ? this.options.tracing.run('consent.redec.reconcile', run, (outcome) => ({ outcome, failed: outcome !== 'ok' && outcome !== 'skipped' })) : run()).finally(() => (this.running = undefined));
     return this.running;
   }
 

@@ -95,10 +95,15 @@ describe('Tracing on', () => {
     on = tracingOn();
     const w = on.tracing.webhook('/webhooks', { traceparent: PARENT, tracestate: undefined });
     await w.steps.step('verify', () => Promise.resolve());
-    await expect(w.steps.step('forward', () => Promise.reject(new Error('app said 500')))).rejects.toThrow();
+    // An error's code names the failure in the span, never its message (it may quote what failed).
+    const err = Object.assign(new Error('no such user secret-user-ref-9'), { code: 'ERR_APP_REFUSED' });
+    await expect(w.steps.step('forward', () => Promise.reject(err))).rejects.toBe(err);
     w.end(503, 'app_unavailable');
-    await on.tracing.run('consent.redec.reconcile', () => Promise.resolve());
+    await on.tracing.run('consent.redec.reconcile', () => Promise.resolve('timeout'), (outcome) => ({ outcome, failed: outcome !== 'ok' }));
     const [verify, forward, root, redec] = on.spans();
+    expect(forward!.attributes).toStrictEqual({ 'error.type': 'ERR_APP_REFUSED' });
+    expect(JSON.stringify(on.spans().map((s) => [s.attributes, s.status]))).not.toContain('secret-user-ref');
+    expect(redec!.attributes).toStrictEqual({ 'consent.outcome': 'timeout', 'error.type': 'timeout' });
     expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanContext: { spanId: APP_SPAN }, attributes: { 'consent.webhook.outcome': 'app_unavailable', 'error.type': 'app_unavailable' } });
     expect([verify!.name, forward!.name]).toEqual(['consent.webhook.verify', 'consent.webhook.forward']);
     for (const s of [verify, forward]) expect(s!.parentSpanContext?.spanId).toBe(root!.spanContext().spanId);
