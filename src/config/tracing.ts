@@ -20,7 +20,8 @@ export const OTEL_VARIABLES = [
 
 /**
  * Tracing, configured the standard way (the `OTEL_*` variables, not flags): on when an OTLP
- * endpoint is given, unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`. A value the
+ * endpoint is given or `OTEL_TRACES_EXPORTER=otlp` is set, unless `OTEL_SDK_DISABLED=true` or
+ * `OTEL_TRACES_EXPORTER=none`. A value the
  * sidecar cannot honour is a problem naming its variable, not a silent default.
  */
 export function readTracing(r: Reader, env: RawEnv): TracingOptions | null {
@@ -47,6 +48,9 @@ export function readTracing(r: Reader, env: RawEnv): TracingOptions | null {
   if (delayRaw !== undefined && !(/^\d+$/.test(delayRaw) && scheduleDelayMs >= 1 && scheduleDelayMs <= 600_000)) r.problem('OTEL_BSP_SCHEDULE_DELAY', `must be whole milliseconds from 1 to 600000, got "${delayRaw}"`);
   const endpoint = v('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? v('OTEL_EXPORTER_OTLP_ENDPOINT');
   if (endpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(endpoint)) r.problem(v('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT', 'must be an http:// or https:// URL');
-  if (endpoint === undefined || exporter === 'none' || v('OTEL_SDK_DISABLED') === 'true' || sampler === null) return null;
+  // Off unless asked for: an endpoint, or OTEL_TRACES_EXPORTER=otlp said out loud (the exporter then
+  // sends to the specification's default, http://localhost:4318, e.g. a collector in the pod).
+  const asked = endpoint !== undefined || v('OTEL_TRACES_EXPORTER') === 'otlp';
+  if (!asked || exporter === 'none' || v('OTEL_SDK_DISABLED') === 'true' || sampler === null) return null;
   return Object.freeze({ sampler, ratio, scheduleDelayMs });
 }

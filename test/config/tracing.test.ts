@@ -6,7 +6,7 @@ const FLAGS = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' };
 const ENDPOINT = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' };
 
 describe('tracing is configured the standard way (OTEL_* variables)', () => {
-  it('is off without an OTLP endpoint, whatever else is set', () => {
+  it('is off without an OTLP endpoint or exporter, whatever else is set', () => {
     expect(loadServeConfig(FLAGS, {}).tracing).toBeNull();
     expect(loadServeConfig(FLAGS, { OTEL_SERVICE_NAME: 'x', OTEL_TRACES_SAMPLER: 'always_on' }).tracing).toBeNull();
   });
@@ -14,6 +14,8 @@ describe('tracing is configured the standard way (OTEL_* variables)', () => {
   it('is on with an endpoint: parent-based always-on by default, batches every 5 s', () => {
     expect(loadServeConfig(FLAGS, ENDPOINT).tracing).toStrictEqual({ sampler: 'parentbased_always_on', ratio: 1, scheduleDelayMs: 5000 });
     expect(loadServeConfig(FLAGS, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector:4318/v1/traces' }).tracing).not.toBeNull();
+    // the exporter named out loud: on, to the specification's default endpoint (localhost:4318)
+    expect(loadServeConfig(FLAGS, { OTEL_TRACES_EXPORTER: 'otlp' }).tracing).toStrictEqual({ sampler: 'parentbased_always_on', ratio: 1, scheduleDelayMs: 5000 });
     expect(loadServeConfig(FLAGS, { ...ENDPOINT, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01', OTEL_BSP_SCHEDULE_DELAY: '200' }).tracing).toStrictEqual({
       sampler: 'parentbased_traceidratio',
       ratio: 0.01,
