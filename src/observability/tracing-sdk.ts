@@ -1,4 +1,5 @@
 import type { Logger } from './logger.js';
+import { diagnosticsTo } from './tracing-diag.js';
 import { Tracing, type TracingOptions } from './tracing.js';
 
 /**
@@ -10,7 +11,8 @@ import { Tracing, type TracingOptions } from './tracing.js';
  */
 export async function startTracing(options: TracingOptions | null, deps: { upstreamUrl: URL; version: string; logger: Logger }): Promise<Tracing> {
   if (!options) return Tracing.OFF;
-  const [sdk, { OTLPTraceExporter }, resources, { W3CTraceContextPropagator }] = await Promise.all([
+  const [api, sdk, { OTLPTraceExporter }, resources, { W3CTraceContextPropagator }] = await Promise.all([
+    import('@opentelemetry/api'),
     import('@opentelemetry/sdk-trace'),
     import('@opentelemetry/exporter-trace-otlp-http'),
     import('@opentelemetry/resources'),
@@ -25,6 +27,7 @@ export async function startTracing(options: TracingOptions | null, deps: { upstr
     parentbased_always_off: new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() }),
     parentbased_traceidratio: new sdk.ParentBasedSampler({ root: ratio }),
   }[options.sampler];
+  api.diag.setLogger(diagnosticsTo(deps.logger), { logLevel: api.DiagLogLevel.WARN, suppressOverrideMessage: true });
   const resource = resources
     .defaultResource()
     .merge(resources.resourceFromAttributes({ 'service.name': 'consent-sidecar', 'service.version': deps.version }))

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { until } from '../helpers/wait.js';
 import { deliver, RecordingApp, ServeProcess, signedEvent } from './replicas.js';
 import { ask, check, flagsFor, forwardAuth, hex, lastAt, service, traceparentOf } from './traced.js';
 
@@ -85,19 +86,22 @@ describe('tracing off (no OTLP endpoint): nothing exported, the app\'s tracepare
 });
 
 describe('a collector that is not there costs only dropped spans', () => {
-  it('decisions and webhooks answer as before, and serve still stops (the flush waits at most 1 s)', async () => {
+  it('decisions and webhooks answer as before, one log line says so, and serve still stops (the flush waits at most 1 s)', async () => {
     const upstream = await startUpstream(service);
     const app = new RecordingApp();
     await app.up();
     // A port nothing listens on (the receiver was started and closed).
     const gone = await startOtlpReceiver();
     await gone.close();
-    const serve = new ServeProcess(flagsFor(upstream, app), { OTEL_EXPORTER_OTLP_ENDPOINT: gone.url, OTEL_BSP_SCHEDULE_DELAY: '20' });
+    const serve = new ServeProcess(flagsFor(upstream, app), { OTEL_EXPORTER_OTLP_ENDPOINT: gone.url, OTEL_BSP_SCHEDULE_DELAY: '20', OTEL_EXPORTER_OTLP_TIMEOUT: '1000' });
     await serve.start();
     try {
       for (let i = 0; i < 20; i++) expect((await check(serve, `u-dead-${i}`, 'marketing-email', ['traceparent', traceparentOf(hex(16), hex(8))])).status).toBe(200);
       expect((await deliver(serve, signedEvent('evt_dead_collector', 1))).status).toBe(200);
       expect(serve.running).toBe(true);
+      // ...and the operator is told, once, not per batch
+      await until(() => serve.logs().some((l) => l.event === 'tracing_export_problem'), 'a log line about the dead collector');
+      expect(serve.logs().filter((l) => l.event === 'tracing_export_problem')).toHaveLength(1);
     } finally {
       await serve.stop();
       await app.down();
