@@ -39,6 +39,7 @@ import {
 import { benchCacheAtScale, cacheScaleLines } from './cache-scale.js';
 import { benchCoalescing } from './coalescing.js';
 import { benchRefreshAhead, refreshLines } from './refresh-ahead.js';
+import { benchTracing } from './tracing.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchWebhookQueue, queueBenchLines } from './webhook-queue.js';
 
@@ -69,11 +70,11 @@ async function baseline(role: string, ...args: string[]) {
 }
 
 /** `node dist/cli.js serve` in its own process. */
-async function sidecar(upstreamUrl: string, extra: string[] = [], env?: NodeJS.ProcessEnv, cli = CLI) {
+async function sidecar(upstreamUrl: string, extra: string[] = [], env?: NodeJS.ProcessEnv) {
   const [port, admin] = [await freePort(), await freePort()];
   const child = await startChild(
     process.execPath,
-    [cli, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
+    [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
     `http://127.0.0.1:${admin}/readyz`,
     env,
   );
@@ -286,38 +287,12 @@ async function webhooksSection(): Promise<void> {
   for (const c of await benchWebhooks({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS })) report(c);
 }
 
-// --- tracing: the cache-hit path with OpenTelemetry spans off, on at ratio 1 and at 0.01 ----------
-/** BENCH_TRACING_BEFORE_CLI: a dist/cli.js built from before issue 24, to measure "off" against it. */
-const BEFORE_CLI = process.env.BENCH_TRACING_BEFORE_CLI;
-const APP_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-
+// --- tracing: the cache-hit path with OpenTelemetry spans off, on at ratio 1 and at 0.01 (tracing.ts) ----
 async function tracingSection(): Promise<void> {
-  const up = await baseline('upstream', String(Date.now() + 3_600_000));
-  const sinkPort = await freePort();
-  const sink = await startChild(process.execPath, [new URL('./otlp-sink.mjs', import.meta.url).pathname, String(sinkPort)], `http://127.0.0.1:${sinkPort}/ready`);
-  const on = (ratio: string): NodeJS.ProcessEnv => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio, OTEL_BSP_SCHEDULE_DELAY: '1000' });
-  // OTEL_* of this shell must not turn the "off" sidecars on.
-  const OFF = { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '', OTEL_TRACES_EXPORTER: '' };
-  const off = await sidecar(up.url, [], OFF);
-  const all = await sidecar(up.url, [], on('1'));
-  const some = await sidecar(up.url, [], on('0.01'));
-  const before = BEFORE_CLI ? await sidecar(up.url, [], OFF, BEFORE_CLI) : null;
-  const children = [up.child, sink, off.child, all.child, some.child, ...(before ? [before.child] : [])];
-  try {
-    const hit = (s: { url: string }, headers?: Record<string, string>) => ({ url: `${s.url}${CHECK}`, body: ALLOW_BODY, ...(headers ? { headers } : {}) });
-    for (const s of [off, all, some, ...(before ? [before] : [])]) await closedLoop(hit(s), CONNECTIONS, 2);
-    const run = (s: { url: string }, headers?: Record<string, string>) => () => closedLoop(hit(s, headers), CONNECTIONS, DURATION_S);
-    const vsOff = (name: string, baseline: { url: string; child: { pid?: number } }, subject: { url: string; child: { pid?: number } }, headers?: Record<string, string>, baselineName = 'tracing off') =>
-      compare({ name, baselineName, subjectName: name, baseline: run(baseline), subject: run(subject, headers), baselinePids: [baseline.child.pid!], subjectPids: [subject.child.pid!], rounds: ROUNDS });
-    if (before) report(await vsOff('Cache hit, tracing off vs the build before issue 24', before, off, undefined, 'before issue 24'));
-    report(await vsOff('Cache hit, tracing off, the app sends a traceparent, vs none', off, off, { traceparent: APP_TRACEPARENT }, 'tracing off, no traceparent'));
-    for (const [s, name] of [[all, 'on, every request sampled (ratio 1)'], [some, 'on, ratio 0.01']] as const) report(await vsOff(`Cache hit, tracing ${name} vs off`, off, s));
-    const exported = Number(await (await request(`http://127.0.0.1:${sinkPort}/count`)).body.text());
-    console.log(`  spans the sink received: ${exported}\n`);
-    results.tracing = { spansExported: exported };
-  } finally {
-    for (const c of children) await stopChild(c);
-  }
+  const t = await benchTracing({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS, cli: CLI, beforeCli: process.env.BENCH_TRACING_BEFORE_CLI });
+  for (const c of t.comparisons) report(c);
+  console.log(`  spans the sink received: ${t.spansExported}\n`);
+  results.tracing = { spansExported: t.spansExported };
 }
 
 const SECTIONS: [name: string, run: () => Promise<void>][] = [
