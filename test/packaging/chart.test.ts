@@ -599,9 +599,26 @@ describe('tracing values', () => {
   it('render no OTEL_* variable unless tracing.endpoint is set (spans stay off by default)', () => {
     for (const [file, objects] of renders) {
       const deployment = objects.find((o) => o.kind === 'Deployment');
-      if (!deployment) continue;
+      if (!deployment || file === 'tracing-values.yaml') continue;
       const names = Object.keys(env(sidecarOf((deployment.spec as { template: { spec: PodSpec } }).template.spec)));
       expect(names.filter((n) => n.startsWith('OTEL_')), file).toEqual([]);
+    }
+  });
+
+  it('set, they are the standard OTEL_* variables of the sidecar container, and only of it', () => {
+    const pod = (renders.get('tracing-values.yaml')!.find((o) => o.kind === 'Deployment')!.spec as { template: { spec: PodSpec } }).template.spec;
+    const otel = Object.entries(env(sidecarOf(pod))).filter(([n]) => n.startsWith('OTEL_'));
+    expect(Object.fromEntries(otel)).toStrictEqual({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector.observability:4318',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.05',
+      OTEL_SERVICE_NAME: 'shop-consent',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=prod,k8s.cluster.name=eu-1',
+    });
+    // the app's container is the app's business: it gets none of the sidecar's
+    for (const c of [...(pod.containers ?? []), ...(pod.initContainers ?? [])]) {
+      if (c === sidecarOf(pod)) continue;
+      expect((c.env ?? []).filter((e) => e.name.startsWith('OTEL_')), c.name).toEqual([]);
     }
   });
 

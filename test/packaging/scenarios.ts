@@ -26,6 +26,7 @@ export const SCENARIOS: readonly Scenario[] = [
   { file: 'replicas-redis-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'queue-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'policies-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
+  { file: 'tracing-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'include-values.yaml', kubeVersion: '1.29.0', apiVersions: [MONITORING_API], monitoring: true, deployment: false },
 ];
 
