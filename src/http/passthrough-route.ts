@@ -3,6 +3,7 @@ import { METHOD_NOT_ALLOWED_ANSWER, rejectedAnswer, type Passthrough } from '../
 import type { CheckRoute } from './check-route.js';
 import { SOURCE_HEADER } from './check-route.js';
 import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
+import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import { passedOn, rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
 
@@ -44,13 +45,27 @@ export function passthroughRoute(passthrough: Passthrough, route: CheckRoute, tr
       }
       const trace = tracing.request('passthrough', req.method, '/v1/*', tc.traceparent, tc.tracestate)!;
       const call = trace.upstreamCall();
-      res.once('close', () => {
-        call.end(res.statusCode < 500 ? 'ok' : `http_${res.statusCode}`);
-        trace.end({ status: res.statusCode, decision: 'none', source: 'upstream' });
-      });
+      res.once('close', () => endPassthroughSpans(res, call, trace));
       passthrough.forward(req, res, target, call.headers).catch(next);
       return;
     }
     res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });
   };
+}
+
+/**
+ * A passthrough's spans, from its answer: the service's own status (5xx: http_5xx), or the
+ * passthrough's own 502/504 when the service could not be reached in time, marked fail-closed on
+ * the source header (network_error or timeout, as the check's calls are labelled).
+ */
+function endPassthroughSpans(res: Response, call: UpstreamCallTrace, trace: RequestTrace): void {
+  const source = String(res.getHeader(SOURCE_HEADER) ?? 'upstream');
+  const status = res.statusCode;
+  if (source === 'fail-closed') {
+    call.end(status === 504 ? 'timeout' : 'network_error');
+    trace.end({ status, decision: 'none', source, cause: status === 504 ? 'upstream_timeout' : 'upstream_unreachable' });
+    return;
+  }
+  call.end(status < 500 ? 'ok' : 'http_5xx');
+  trace.end({ status, decision: 'none', source });
 }

@@ -53,9 +53,10 @@ class SpanTrace implements RequestTrace {
     private readonly t: Tracing,
     private readonly span: Span,
     private readonly route: string,
+    private readonly method: string,
   ) {}
   upstreamCall(): UpstreamCallTrace {
-    return this.t.callSpan(this.span);
+    return this.t.callSpan(this.span, this.route === 'passthrough' ? this.method : null);
   }
   joined(call: UpstreamCallTrace): void {
     if (call instanceof CallSpan) this.span.addLink({ context: call.span.spanContext(), attributes: { 'consent.coalesced': true } });
@@ -105,7 +106,10 @@ export class Tracing {
   /** What `serve` runs with when no OTLP endpoint is configured. */
   static readonly OFF = new Tracing(null, null, null);
 
+  /** The check's call to the service (POST to the check URL). */
   private readonly callAttributes: Attributes;
+  /** A passthrough call: the service's address only; its URL may name a user, so it is not kept. */
+  private readonly serverAttributes: Attributes;
 
   private constructor(
     private readonly tracer: Tracer | null,
@@ -114,11 +118,14 @@ export class Tracing {
     private readonly close: () => Promise<void> = () => Promise.resolve(),
   ) {
     const url = upstreamUrl ?? new URL('http://invalid');
+    this.serverAttributes = Object.freeze({
+      'server.address': url.hostname,
+      'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+    });
     this.callAttributes = Object.freeze({
       'http.request.method': 'POST',
       'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}/v1/authorization/check`,
-      'server.address': url.hostname,
-      'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+      ...this.serverAttributes,
     });
   }
 
@@ -146,15 +153,18 @@ export class Tracing {
       { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'http.route': path, 'consent.route': route } },
       this.parentContext(parent, tracestate),
     );
-    return new SpanTrace(this, span, route);
+    return new SpanTrace(this, span, route, method);
   }
 
-  /** @internal the client span of a call to the service under `parent`, and the headers of its context. */
-  callSpan(parent: Span): UpstreamCallTrace {
+  /**
+   * @internal the client span of a call to the service under `parent`, and the headers of its
+   * context: the check's POST, or (`passthroughMethod`) a passthrough's call with that method.
+   */
+  callSpan(parent: Span, passthroughMethod: string | null): UpstreamCallTrace {
     const ctx = trace.setSpan(ROOT_CONTEXT, parent);
     const span = this.tracer!.startSpan(
-      'POST',
-      { kind: SpanKind.CLIENT, attributes: this.callAttributes },
+      passthroughMethod ?? 'POST',
+      { kind: SpanKind.CLIENT, attributes: passthroughMethod === null ? this.callAttributes : { 'http.request.method': passthroughMethod, ...this.serverAttributes } },
       ctx,
     );
     const headers: string[] = [];
