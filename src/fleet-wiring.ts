@@ -3,6 +3,7 @@ import type { SidecarConfig } from './config/index.js';
 import { createInvalidationMetrics, FleetInvalidation } from './decision/index.js';
 import { localPublisher, type RevocationHook, type RevocationPublisher } from './lib/revocation-hook.js';
 import type { Logger } from './observability/index.js';
+import type { Tracing } from './observability/tracing.js';
 import { startSharedState, type SharedState } from './redis/index.js';
 import { createQueueMetrics, createSharedDedupMetrics, MemoryDedupStore, QueueWorker, SharedDedup, type DedupStore } from './webhooks/index.js';
 
@@ -28,9 +29,9 @@ export interface Fleet {
  */
 export async function startFleet(
   config: SidecarConfig,
-  deps: { local: RevocationHook; registry: Registry; logger: Logger; now: () => number },
+  deps: { local: RevocationHook; registry: Registry; logger: Logger; now: () => number; tracing?: Tracing },
 ): Promise<Fleet> {
-  const { registry, logger, now } = deps;
+  const { registry, logger, now, tracing } = deps;
   if (!config.redis) {
     return { shared: null, revocations: localPublisher(deps.local), dedup: undefined, queue: undefined, close: () => Promise.resolve() };
   }
@@ -63,6 +64,7 @@ export async function startFleet(
           horizonMs: webhooks.queueHorizonMs,
           deliveredRetentionMs: webhooks.dedupRetentionMs,
           now,
+          tracing,
         })
       : undefined;
   // The invalidation log's first read is this replica's starting point (nothing cached yet, nothing

@@ -19,6 +19,9 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
   return Math.round(Math.min(maxMs, base * (0.8 + 0.4 * random())));
 }
 
+/** What became of one entry a worker handled (the forwards counter's outcome). */
+export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered';
+
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
   readonly logger: Logger;
@@ -49,14 +52,15 @@ export class QueueDelivery {
     this.o.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
   }
 
-  async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
+  /** Handles one entry; resolves to what became of it (the `outcome` it was counted under). */
+  async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<HandledOutcome> {
     const { store, metrics, logger } = this.o;
     if (!stored) {
       // Not an entry of ours (or unreadable): never forwarded, never retried.
       metrics.forwards.inc({ outcome: 'unreadable' });
       logger.error({ event: 'webhook_queue_bad_entry', entryId: entry.entryId }, 'unreadable queue entry dropped');
       await store.drop(entry.entryId);
-      return;
+      return 'unreadable';
     }
     const checked = reverify(stored, this.o.secrets());
     if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
@@ -68,7 +72,7 @@ export class QueueDelivery {
       metrics.forwards.inc({ outcome: 'delivered' });
       // Debug: one line per event costs more than the event; the forwards counter says it in aggregate.
       logger.debug({ event: 'webhook_accepted', ...log, appStatus: result.status, queuedMs: this.o.now() - stored.acceptedAt }, 'queued webhook forwarded');
-      return;
+      return 'delivered';
     }
     const now = this.o.now();
     const attempts = stored.attempts + 1;
@@ -86,10 +90,11 @@ export class QueueDelivery {
         'app did not accept queued webhook; retry scheduled',
       );
     }
+    return 'retry_scheduled';
   }
 
   /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */
-  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<void> {
+  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<'signature_mismatch' | 'dead_lettered'> {
     const { store, metrics, logger } = this.o;
     const dead: StoredDelivery = { ...stored, lastError, deadAt: this.o.now() };
     await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
@@ -102,9 +107,10 @@ export class QueueDelivery {
           'queued entry does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured); dead-lettered, not forwarded',
         );
       }
-      return;
+      return 'signature_mismatch';
     }
     logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
+    return 'dead_lettered';
   }
 
   /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */

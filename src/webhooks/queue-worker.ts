@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Logger } from '../observability/index.js';
+import type { Tracing } from '../observability/tracing.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
 import { Forwarder } from './forwarder.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
-import { QueueDelivery } from './queue-delivery.js';
-import { decodeStored, storeDelivery } from './stored-delivery.js';
+import { QueueDelivery, type HandledOutcome } from './queue-delivery.js';
+import { decodeStored, storeDelivery, type StoredDelivery } from './stored-delivery.js';
 
 /** Forwards in flight per replica. */
 export const QUEUE_CONCURRENCY = 32;
@@ -48,6 +49,8 @@ export interface QueueWorkerOptions {
   readonly pollIntervalMs?: number;
   /** Default {@link QUEUE_STALE_CONSUMER_MS}. */
   readonly staleConsumerMs?: number;
+  /** Each entry handled as a span of its own (spans on); off by default. */
+  readonly tracing?: Pick<Tracing, 'run'>;
 }
 
 /**
@@ -240,8 +243,15 @@ export class QueueWorker implements EventQueue {
     for (const { entry, stored } of decoded) {
       if (this.active.has(entry.entryId)) continue;
       if (this.unrecorded.has(entry.entryId)) continue; // recordDelivered() settles it
-      this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.delivery.handle(entry, stored));
+      this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.handle(entry, stored));
     }
+  }
+
+  /** One entry forwarded (or parked): with spans on, a root span per attempt with its outcome. */
+  private async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
+    const tracing = this.options.tracing;
+    const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored);
+    await (tracing ? tracing.run('consent.webhook.queue.forward', work, (outcome) => ({ outcome, failed: outcome !== 'delivered' })) : work());
   }
 
   private run(entryId: string, work: Promise<void>): void {

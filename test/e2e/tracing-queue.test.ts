@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getTestRedis, type TestRedis } from '../helpers/redis.js';
+import { INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
+import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { PATIENTLY } from '../helpers/wait.js';
+import { RecordingApp, ServeProcess, signedEvent } from './replicas.js';
+import { flagsFor, hex, service, traceparentOf } from './traced.js';
+
+/**
+ * Queue mode with spans on: the delivery's span ends at the enqueue (the 200 goes back once Redis
+ * holds the event), and each forward a worker makes later is a root span of its own with what
+ * became of the entry. A real serve, a real Redis, a real OTLP/HTTP receiver.
+ */
+describe('queue mode, spans on', () => {
+  let redis: TestRedis;
+  let upstream: ScriptedUpstream;
+  let otlp: OtlpReceiver;
+  const app = new RecordingApp();
+  let serve: ServeProcess;
+
+  beforeAll(async () => {
+    redis = await getTestRedis();
+    upstream = await startUpstream(service);
+    otlp = await startOtlpReceiver();
+    await app.up();
+    const flags = flagsFor(upstream, app, { 'webhook-delivery': 'queue', 'redis-url': redis.url, 'redis-key-prefix': redis.prefix() });
+    serve = new ServeProcess(flags, { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '50' });
+    await serve.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    await serve?.stop();
+    await app.down();
+    await otlp?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('verify and enqueue under the sender\'s trace, then the worker\'s forward as a root span, delivered', async () => {
+    const event = signedEvent('evt_traced_queue', 1);
+    const [traceId, senderSpan] = [hex(16), hex(8)];
+    const res = await fetch(`${serve.urls.webhook}/webhooks`, { method: 'POST', headers: { ...event.headers, traceparent: traceparentOf(traceId, senderSpan) }, body: event.body });
+    expect(res.status).toBe(200);
+    await expect.poll(() => otlp.trace(traceId).length, PATIENTLY).toBe(3);
+    const root = otlp.trace(traceId).find((s) => s.kind === SERVER)!;
+    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanId: senderSpan, attributes: { 'http.response.status_code': 200 } });
+    expect(otlp.trace(traceId).filter((s) => s.parentSpanId === root.spanId).map((s) => s.name).sort()).toEqual(['consent.webhook.enqueue', 'consent.webhook.verify']);
+
+    await expect.poll(() => app.count('evt_traced_queue'), PATIENTLY).toBe(1);
+    await expect.poll(() => otlp.spans.filter((s) => s.name === 'consent.webhook.queue.forward').length, PATIENTLY).toBe(1);
+    const forward = otlp.spans.find((s) => s.name === 'consent.webhook.queue.forward')!;
+    expect(forward).toMatchObject({ kind: INTERNAL, parentSpanId: undefined, attributes: { 'consent.outcome': 'delivered' } });
+    expect(otlp.errors).toEqual([]);
+  });
+});
