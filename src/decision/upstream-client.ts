@@ -1,6 +1,6 @@
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
-import { DeadlineQueue, type Deadline } from '../lib/deadline-queue.js';
+import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { DecisionError } from './errors.js';
 import type { UpstreamResponse } from './parse-response.js';
 
@@ -35,20 +35,20 @@ type Fail = (err: unknown) => void;
  * One check in flight: its deadline (on the global `performance.now()`, the clock the
  * {@link DeadlineQueue} compares it with, so a test that freezes that clock freezes both), how to end
  * it, and the attempt under way. One object per call (and one per attempt) with methods, not a
- * dozen closures: the miss path allocates little.
+ * dozen closures: the miss path allocates little. It leaves the queue the moment it ends.
  */
-class CheckCall implements Deadline {
+class CheckCall extends Deadline {
   settled = false;
   /** The current attempt's controller, once undici has dispatched it. */
   controller: Dispatcher.DispatchController | null = null;
-  readonly deadline: number;
 
   constructor(
     readonly timeoutMs: number,
+    private readonly queue: DeadlineQueue,
     private readonly resolve: Settle,
     private readonly reject: Fail,
   ) {
-    this.deadline = performance.now() + timeoutMs;
+    super(performance.now() + timeoutMs);
   }
 
   timeout(): void {
@@ -60,12 +60,14 @@ class CheckCall implements Deadline {
   succeed(result: CheckCallResult): void {
     if (this.settled) return;
     this.settled = true;
+    this.queue.remove(this);
     this.resolve(result);
   }
 
   fail(err: unknown): void {
     if (this.settled) return;
     this.settled = true;
+    this.queue.remove(this);
     this.reject(err);
   }
 }
@@ -176,7 +178,7 @@ export class UpstreamClient {
    */
   check(body: string, traceHeaders?: readonly string[]): Promise<CheckCallResult> {
     return new Promise<CheckCallResult>((resolve, reject) => {
-      const call = new CheckCall(this.cfg.timeoutMs, resolve, reject);
+      const call = new CheckCall(this.cfg.timeoutMs, this.deadlines, resolve, reject);
       this.deadlines.add(call);
       this.attempt(call, body, 1, traceHeaders);
     });

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Pool, type Dispatcher } from 'undici';
-import { DeadlineQueue, type Deadline } from '../lib/deadline-queue.js';
+import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import type { ForwardFailureCause } from './metrics.js';
 
 /** Headers of the service passed to the app unchanged (interface document, Delivery headers). */
@@ -55,48 +55,10 @@ export class Forwarder {
    */
   forward(rawBody: Buffer, headers: Record<string, string>): Promise<ForwardResult> {
     return new Promise((resolve) => {
-      let status = 0;
-      let controller: Dispatcher.DispatchController | undefined;
       // One timer for every forward (they all have the same timeout): see DeadlineQueue.
-      const call: Deadline = {
-        deadline: performance.now() + this.timeoutMs,
-        settled: false,
-        timeout: () => {
-          finish({ ok: false, cause: 'timeout', detail: `no answer within ${this.timeoutMs} ms` });
-          controller?.abort(new Error('forward timeout'));
-        },
-      };
-      const finish = (result: ForwardResult): void => {
-        if (call.settled) return;
-        call.settled = true;
-        resolve(result);
-      };
-      const accepted = (): boolean => status >= 200 && status < 300;
+      const call = new ForwardCall(this.timeoutMs, this.deadlines, resolve);
       this.deadlines.add(call);
-
-      this.pool.dispatch(
-        { path: this.path, method: 'POST', headers, body: rawBody },
-        {
-          onRequestStart: (c) => {
-            controller = c;
-            // Still queued when the timeout fired: drop it before it reaches the app.
-            if (call.settled) c.abort(new Error('forward timeout'));
-          },
-          onResponseStart: (_c, statusCode) => {
-            if (statusCode >= 200) status = statusCode;
-          },
-          // The app's answer body is read and dropped so the connection can be reused.
-          onResponseData: () => undefined,
-          onResponseEnd: () =>
-            finish(accepted() ? { ok: true, status } : { ok: false, cause: 'status', status, detail: `app answered ${status}` }),
-          onResponseError: (_c, err) => {
-            // The status line is the app's answer; a body cut short afterwards does not undo a 2xx.
-            if (accepted()) return finish({ ok: true, status });
-            const code = (err as { code?: unknown }).code;
-            finish({ ok: false, cause: 'network', detail: typeof code === 'string' ? code : 'network error' });
-          },
-        },
-      );
+      this.pool.dispatch({ path: this.path, method: 'POST', headers, body: rawBody }, call);
     });
   }
 
@@ -109,5 +71,64 @@ export class Forwarder {
   async destroy(): Promise<void> {
     await this.pool.destroy();
     this.deadlines.clear();
+  }
+}
+
+/**
+ * One forward: its deadline and undici's handler in one object (no closure per event), out of the
+ * deadline queue the moment it ends.
+ */
+class ForwardCall extends Deadline implements Dispatcher.DispatchHandler {
+  private settled = false;
+  private status = 0;
+  private controller: Dispatcher.DispatchController | null = null;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly queue: DeadlineQueue,
+    private readonly resolve: (result: ForwardResult) => void,
+  ) {
+    super(performance.now() + timeoutMs);
+  }
+
+  timeout(): void {
+    this.finish({ ok: false, cause: 'timeout', detail: `no answer within ${this.timeoutMs} ms` });
+    this.controller?.abort(new Error('forward timeout'));
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.controller = c;
+    // Still queued when the timeout fired: drop it before it reaches the app.
+    if (this.settled) c.abort(new Error('forward timeout'));
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number): void {
+    if (statusCode >= 200) this.status = statusCode;
+  }
+
+  /** The app's answer body is read and dropped so the connection can be reused. */
+  onResponseData(): void {}
+
+  onResponseEnd(): void {
+    const status = this.status;
+    this.finish(this.accepted() ? { ok: true, status } : { ok: false, cause: 'status', status, detail: `app answered ${status}` });
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    // The status line is the app's answer; a body cut short afterwards does not undo a 2xx.
+    if (this.accepted()) return this.finish({ ok: true, status: this.status });
+    const code = (err as { code?: unknown }).code;
+    this.finish({ ok: false, cause: 'network', detail: typeof code === 'string' ? code : 'network error' });
+  }
+
+  private accepted(): boolean {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  private finish(result: ForwardResult): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.queue.remove(this);
+    this.resolve(result);
   }
 }
