@@ -18,6 +18,7 @@ import {
   type EventQueue,
   type IngressAnswer,
 } from '../webhooks/index.js';
+import { DeadlineQueue } from '../lib/deadline-queue.js';
 import { closeGracefully } from './listen.js';
 
 export interface WebhookListenerOptions {
@@ -76,7 +77,8 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
     now,
   });
 
-  const ctx: DeliveryContext = { config, ingress, budget, tracing: options.tracing ?? Tracing.OFF };
+  const bodyDeadlines = new DeadlineQueue();
+  const ctx: DeliveryContext = { config, ingress, budget, tracing: options.tracing ?? Tracing.OFF, bodyDeadlines };
   const server = createServer((req, res) => {
     handleDelivery(ctx, req, res).catch((err: unknown) => {
       logger.error({ event: 'webhook_internal_error', err }, 'webhook handler failed');
@@ -97,6 +99,7 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
       await closeGracefully(server, options.shutdownTimeoutMs ?? config.forwardTimeoutMs + 1000);
       // The drain had its time: a forward still hanging on the app must not outlive it.
       await forwarder.destroy();
+      bodyDeadlines.clear();
       await dedup.close();
     },
   };
@@ -145,10 +148,12 @@ interface DeliveryContext {
   readonly ingress: WebhookIngress;
   readonly budget: UnverifiedBudget;
   readonly tracing: Tracing;
+  /** The bodies being read, by deadline (they all have `config.bodyTimeoutMs`). */
+  readonly bodyDeadlines: DeadlineQueue;
 }
 
 /** One delivery: the route, the headers, the body read under the HMAC and the budget, then the ingress. */
-async function handleDelivery({ config, ingress, budget, tracing }: DeliveryContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handleDelivery({ config, ingress, budget, tracing, bodyDeadlines }: DeliveryContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const remote = req.socket.remoteAddress;
   const path = (req.url ?? '').split('?', 1)[0];
   if (path !== config.path) {
@@ -183,6 +188,7 @@ async function handleDelivery({ config, ingress, budget, tracing }: DeliveryCont
       maxBytes: config.maxBodyBytes,
       budget,
       timeoutMs: config.bodyTimeoutMs,
+      deadlines: bodyDeadlines,
       verifier: startBodyVerification(checked, config.secrets.current()),
     }),
   );

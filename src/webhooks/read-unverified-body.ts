@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { Deadline, type DeadlineQueue } from '../lib/deadline-queue.js';
 import type { UnverifiedBudget } from './unverified-budget.js';
 import type { BodyVerifier, VerifyResult } from './verify.js';
 
@@ -13,6 +14,8 @@ export interface ReadUnverifiedOptions {
   readonly budget: UnverifiedBudget;
   /** Time the whole body has to arrive (`--webhook-body-timeout-ms`); beyond, `body_timeout`. */
   readonly timeoutMs: number;
+  /** Where the deadline waits: one queue for every read with this `timeoutMs` (no timer per body). */
+  readonly deadlines: DeadlineQueue;
   /** Fed every chunk as it arrives: the HMAC is computed incrementally, never over a joined copy. */
   readonly verifier: BodyVerifier;
 }
@@ -25,67 +28,108 @@ export interface ReadUnverifiedOptions {
  * `too_large` the rest of the body still flows, to nowhere, so the client can read its 413.
  */
 export function readUnverifiedBody(req: IncomingMessage, o: ReadUnverifiedOptions): Promise<UnverifiedBodyResult> {
-  const declared = req.headers['content-length'] === undefined ? Number.NaN : Number(req.headers['content-length']);
+  const length = req.headers['content-length'];
+  const declared = length === undefined ? Number.NaN : Number(length);
   if (Number.isFinite(declared) && declared > o.maxBytes) return Promise.resolve({ ok: false, reason: 'too_large' });
   let taken = 0;
   if (Number.isFinite(declared)) {
     if (!o.budget.tryTake(declared)) return Promise.resolve({ ok: false, reason: 'over_budget' });
     taken = declared;
   }
-
-  return new Promise((resolve, reject) => {
-    let chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const done = (result: UnverifiedBodyResult | (() => UnverifiedBodyResult)): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('aborted', onAborted);
-      req.off('error', onAborted);
-      let r: UnverifiedBodyResult | { readonly ok: false; readonly reason: 'error'; readonly err: unknown };
-      try {
-        r = typeof result === 'function' ? result() : result;
-      } catch (err) {
-        r = { ok: false, reason: 'error', err };
-      }
-      chunks = [];
-      o.budget.give(taken);
-      taken = 0;
-      req.on('error', () => undefined);
-      // too_large: the rest flows to nowhere so the client reads its 413. Over budget, too slow or
-      // failed: nothing more is read; the listener answers and closes.
-      if (!r.ok && r.reason === 'too_large') req.resume();
-      else if (!r.ok) req.pause();
-      // Thrown inside a stream event it would crash the process: the caller gets it instead.
-      if (!r.ok && r.reason === 'error') reject(r.err);
-      else resolve(r);
-    };
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > o.maxBytes) return done({ ok: false, reason: 'too_large' });
-      if (!Number.isFinite(declared)) {
-        if (!o.budget.tryTake(chunk.length)) return done({ ok: false, reason: 'over_budget' });
-        taken += chunk.length;
-      }
-      try {
-        o.verifier.update(chunk);
-      } catch (err) {
-        return done(() => {
-          throw err;
-        });
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = (): void =>
-      done(() => ({ ok: true, verified: o.verifier.finish(), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) }));
-    const onAborted = (): void => done({ ok: false, reason: 'aborted' });
-    const timer = setTimeout(() => done({ ok: false, reason: 'body_timeout' }), o.timeoutMs);
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('aborted', onAborted);
-    req.on('error', onAborted);
-  });
+  return new Promise((resolve, reject) => new BodyRead(req, o, declared, taken, resolve, reject).start());
 }
+
+type Failure = { readonly ok: false; readonly reason: 'error'; readonly err: unknown };
+
+/**
+ * One body being read: its state, its deadline (in the listener's queue: no timer per delivery)
+ * and its listeners, bound once.
+ */
+class BodyRead extends Deadline {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private settled = false;
+  private readonly onData = (chunk: Buffer): void => this.data(chunk);
+  private readonly onEnd = (): void => this.done(this.whole);
+  private readonly onAborted = (): void => this.done(ABORTED);
+  private readonly whole = (): UnverifiedBodyResult => {
+    const chunks = this.chunks;
+    return { ok: true, verified: this.o.verifier.finish(), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size) };
+  };
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly o: ReadUnverifiedOptions,
+    private readonly declared: number,
+    private taken: number,
+    private readonly resolve: (r: UnverifiedBodyResult) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {
+    super(performance.now() + o.timeoutMs);
+  }
+
+  start(): void {
+    this.o.deadlines.add(this);
+    const req = this.req;
+    req.on('data', this.onData);
+    req.on('end', this.onEnd);
+    req.on('aborted', this.onAborted);
+    req.on('error', this.onAborted);
+  }
+
+  timeout(): void {
+    this.done(BODY_TIMEOUT);
+  }
+
+  private data(chunk: Buffer): void {
+    const o = this.o;
+    this.size += chunk.length;
+    if (this.size > o.maxBytes) return this.done(TOO_LARGE);
+    if (!Number.isFinite(this.declared)) {
+      if (!o.budget.tryTake(chunk.length)) return this.done(OVER_BUDGET);
+      this.taken += chunk.length;
+    }
+    try {
+      o.verifier.update(chunk);
+    } catch (err) {
+      return this.done(() => {
+        throw err;
+      });
+    }
+    this.chunks.push(chunk);
+  }
+
+  private done(result: UnverifiedBodyResult | (() => UnverifiedBodyResult)): void {
+    if (this.settled) return;
+    this.settled = true;
+    const { req, o } = this;
+    o.deadlines.remove(this);
+    req.off('data', this.onData);
+    req.off('end', this.onEnd);
+    req.off('aborted', this.onAborted);
+    req.off('error', this.onAborted);
+    let r: UnverifiedBodyResult | Failure;
+    try {
+      r = typeof result === 'function' ? result() : result;
+    } catch (err) {
+      r = { ok: false, reason: 'error', err };
+    }
+    this.chunks = [];
+    o.budget.give(this.taken);
+    this.taken = 0;
+    req.on('error', ignore);
+    // too_large: the rest flows to nowhere so the client reads its 413. Over budget, too slow or
+    // failed: nothing more is read; the listener answers and closes.
+    if (!r.ok && r.reason === 'too_large') req.resume();
+    else if (!r.ok) req.pause();
+    // Thrown inside a stream event it would crash the process: the caller gets it instead.
+    if (!r.ok && r.reason === 'error') this.reject(r.err);
+    else this.resolve(r);
+  }
+}
+
+const ignore = (): void => undefined;
+const TOO_LARGE: UnverifiedBodyResult = Object.freeze({ ok: false, reason: 'too_large' });
+const OVER_BUDGET: UnverifiedBodyResult = Object.freeze({ ok: false, reason: 'over_budget' });
+const BODY_TIMEOUT: UnverifiedBodyResult = Object.freeze({ ok: false, reason: 'body_timeout' });
+const ABORTED: UnverifiedBodyResult = Object.freeze({ ok: false, reason: 'aborted' });

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequiredHeader } from '../config/index.js';
 import { singleValue } from '../lib/headers.js';
 import type { WebhookAuthErrorCode } from './errors.js';
-import { hmacStart, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+import { hmacStart, secretKeys, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 
 /** Request headers as `node:http` gives them (lower-case names). */
 export type DeliveryHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
@@ -53,6 +53,9 @@ export interface Verified {
 export type HeaderCheckResult = CheckedHeaders | VerifyFailure;
 export type VerifyResult = Verified | VerifyFailure;
 
+
+/** An HMAC-SHA256 in lower-case hex, as `digest('hex')` writes it. */
+const SIGNATURE_HEX = /^[0-9a-f]{64}$/;
 
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
@@ -107,20 +110,22 @@ export interface BodyVerifier {
  * (or whether any) matched.
  */
 export function startBodyVerification(checked: CheckedHeaders, secrets: readonly string[]): BodyVerifier {
-  const hmacs = secrets.map((secret) => hmacStart(secret, checked.timestamp));
+  const hmacs = secretKeys(secrets).map((key) => hmacStart(key, checked.timestamp));
   return {
     update(chunk) {
       for (const h of hmacs) h.update(chunk);
     },
     finish() {
-      const given = Buffer.from(checked.signatureHex, 'utf8');
+      // The digest's 32 bytes against the given hex decoded once; hex that is not exactly 64
+      // lower-case digits (what the service sends) is no signature of ours, and never decoded
+      // (Buffer.from stops silently at the first bad digit).
+      const given = SIGNATURE_HEX.test(checked.signatureHex) ? Buffer.from(checked.signatureHex, 'hex') : null;
       let matched = -1;
-      hmacs.forEach((h, index) => {
-        const expected = Buffer.from(h.digest('hex'), 'utf8');
-        // timingSafeEqual throws on unequal lengths; a wrong length is simply a mismatch.
-        const equal = given.length === expected.length && timingSafeEqual(given, expected);
+      for (let index = 0; index < hmacs.length; index++) {
+        const expected = hmacs[index]!.digest();
+        const equal = given !== null && timingSafeEqual(given, expected);
         if (equal && matched < 0) matched = index;
-      });
+      }
       if (matched < 0) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISMATCH', skewS: checked.skewS };
       return {
         ok: true,

@@ -161,6 +161,8 @@ describe('readUnverifiedBody', () => {
   it('a verifier that throws rejects the read (no crash from inside a stream event) and gives the bytes back', async () => {
     const { createServer } = await import('node:http');
     const { readUnverifiedBody, UnverifiedBudget } = await import('../../src/webhooks/index.js');
+    const { DeadlineQueue } = await import('../../src/lib/deadline-queue.js');
+    const deadlines = new DeadlineQueue();
     const budget = new UnverifiedBudget(4096);
     for (const where of ['update', 'finish'] as const) {
       const outcome = await new Promise<string>((resolve) => {
@@ -173,7 +175,7 @@ describe('readUnverifiedBody', () => {
               throw new Error('finish exploded');
             },
           };
-          readUnverifiedBody(req, { maxBytes: 4096, budget, timeoutMs: 5000, verifier }).then(
+          readUnverifiedBody(req, { maxBytes: 4096, budget, timeoutMs: 5000, deadlines, verifier }).then(
             () => resolve('resolved'),
             (err: Error) => resolve(`rejected: ${err.message}`),
           );
