@@ -142,6 +142,26 @@ function discardRest(req: IncomingMessage): void {
   req.resume();
 }
 
+/** The headers a delivery is judged on (besides the required one, when configured). */
+const JUDGED = new Set(['x-service-timestamp', 'x-service-signature', 'x-service-delivery-id']);
+
+/**
+ * The headers the ingress judges a delivery on, each as the list of its values, so one given twice
+ * is seen as such (node would join it into one value). Picked from the raw list in one pass: node's
+ * `headersDistinct` would build an array for every header the sender sent.
+ */
+function deliveryHeaders(raw: readonly string[], required: string | undefined): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!JUDGED.has(name) && name !== required) continue;
+    const values = out[name];
+    if (values === undefined) out[name] = [raw[i + 1]!];
+    else values.push(raw[i + 1]!);
+  }
+  return out;
+}
+
 /** What one delivery is handled with. */
 interface DeliveryContext {
   readonly config: WebhookConfig;
@@ -168,8 +188,8 @@ async function handleDelivery({ config, ingress, budget, tracing, bodyDeadlines 
     return answer(res, 405, 'method_not_allowed');
   }
 
-  // Every header as an array: one given twice is seen as such (node would join it into one value).
-  const checked = ingress.checkHeaders(req.headersDistinct, remote);
+  const headers = deliveryHeaders(req.rawHeaders, config.requiredHeader?.current().name);
+  const checked = ingress.checkHeaders(headers, remote);
   if (!('ok' in checked)) {
     // Refused on headers alone: the body is never looked at.
     discardRest(req);
@@ -210,7 +230,7 @@ async function handleDelivery({ config, ingress, budget, tracing, bodyDeadlines 
     }
   }
 
-  const result: IngressAnswer = await ingress.receiveVerified(req.headersDistinct, read.verified, read.body, remote, steps);
+  const result: IngressAnswer = await ingress.receiveVerified(headers, read.verified, read.body, remote, steps);
   outcome = result.reason;
   answer(res, result.status, result.reason);
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { Deadline, type DeadlineQueue } from '../lib/deadline-queue.js';
+import { singleRaw } from '../lib/headers.js';
 import type { UnverifiedBudget } from './unverified-budget.js';
 import type { BodyVerifier, VerifyResult } from './verify.js';
 
@@ -28,8 +29,9 @@ export interface ReadUnverifiedOptions {
  * `too_large` the rest of the body still flows, to nowhere, so the client can read its 413.
  */
 export function readUnverifiedBody(req: IncomingMessage, o: ReadUnverifiedOptions): Promise<UnverifiedBodyResult> {
-  const length = req.headers['content-length'];
-  const declared = length === undefined ? Number.NaN : Number(length);
+  // From the raw list: `req.headers` would build an object of every header for this one.
+  const length = singleRaw(req.rawHeaders, 'content-length');
+  const declared = typeof length === 'string' ? Number(length) : Number.NaN;
   if (Number.isFinite(declared) && declared > o.maxBytes) return Promise.resolve({ ok: false, reason: 'too_large' });
   let taken = 0;
   if (Number.isFinite(declared)) {
