@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { AcceptedIds } from './accepted-ids.js';
 import type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
+
+const DUPLICATE: Promise<ClaimResult> = Promise.resolve(Object.freeze({ kind: 'duplicate' as const }));
 
 export interface MemoryDedupStoreOptions {
   /** How long an accepted id is remembered (ms). Default in config: 24 h. */
@@ -26,15 +29,14 @@ function settle(claim: Claim, outcome: InFlightOutcome): void {
 }
 
 /**
- * {@link DedupStore} for one replica. Accepted ids live in a Map kept in insertion order; since every
- * entry gets the same retention, the front of the Map is always the oldest, so both expiry and the
- * size bound only ever trim the front (O(1) amortised, no timers).
+ * {@link DedupStore} for one replica. Accepted ids are remembered as fingerprints in acceptance
+ * order ({@link AcceptedIds}); since every id gets the same retention, the oldest is always at the
+ * front, so both expiry and the size bound only ever trim the front (O(1) amortised, no timers).
  */
 export class MemoryDedupStore implements DedupStore {
-  private readonly accepted = new Map<string, number>();
+  private readonly accepted: AcceptedIds;
   private readonly inFlight = new Map<string, Claim>();
   private readonly retentionMs: number;
-  private readonly maxEntries: number;
   private readonly now: () => number;
   /**
    * Claim tokens: this store's random id and a count, unique across processes too (SharedDedup
@@ -49,19 +51,18 @@ export class MemoryDedupStore implements DedupStore {
       throw new RangeError('MemoryDedupStore: retentionMs must be > 0 and maxEntries a positive integer');
     }
     this.retentionMs = options.retentionMs;
-    this.maxEntries = options.maxEntries;
+    this.accepted = new AcceptedIds(options.maxEntries);
     this.now = options.now ?? ((): number => Date.now());
   }
 
   /** Accepted ids currently remembered. */
   get size(): number {
-    this.expire();
+    this.accepted.expire(this.now());
     return this.accepted.size;
   }
 
   claim(id: string): Promise<ClaimResult> {
-    this.expire();
-    if (this.accepted.has(id)) return Promise.resolve({ kind: 'duplicate' });
+    if (this.accepted.has(id, this.now())) return DUPLICATE;
     const held = this.inFlight.get(id);
     if (held) {
       held.outcome ??= new Promise<InFlightOutcome>((resolve) => (held.settle = resolve));
@@ -75,9 +76,8 @@ export class MemoryDedupStore implements DedupStore {
   markAccepted(id: string, token: string): Promise<void> {
     const held = this.take(id, token);
     if (held) {
-      this.accepted.delete(id);
-      this.accepted.set(id, this.now() + this.retentionMs);
-      while (this.accepted.size > this.maxEntries) this.dropOldest();
+      const now = this.now();
+      this.accepted.add(id, now + this.retentionMs, now);
       settle(held, 'accepted');
     }
     return Promise.resolve();
@@ -101,18 +101,5 @@ export class MemoryDedupStore implements DedupStore {
     if (!held || held.token !== token) return undefined;
     this.inFlight.delete(id);
     return held;
-  }
-
-  private expire(): void {
-    const now = this.now();
-    for (const [id, expiresAt] of this.accepted) {
-      if (expiresAt > now) break;
-      this.accepted.delete(id);
-    }
-  }
-
-  private dropOldest(): void {
-    const oldest = this.accepted.keys().next();
-    if (!oldest.done) this.accepted.delete(oldest.value);
   }
 }
