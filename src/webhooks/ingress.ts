@@ -24,6 +24,14 @@ export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 /** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
 
+/** What a delivery's log lines say about it. */
+interface LogFields {
+  readonly eventId: string;
+  readonly type: string;
+  readonly sequence: number;
+  readonly deliveryId: string | undefined;
+}
+
 /** What the listener answers the service. */
 export interface IngressAnswer {
   readonly status: 200 | 400 | 401 | 503;
@@ -114,8 +122,8 @@ export class WebhookIngress {
     }
     const envelope = parsed.envelope;
 
-    // Whether the other replicas learned of a revocation; settled before we answer.
-    let shared: Promise<boolean> = Promise.resolve(true);
+    // Whether the other replicas learned of a revocation; settled before we answer (null: none to tell).
+    let shared: Promise<boolean> | null = null;
     const revocation = revocationOf(envelope);
     if (revocation) {
       try {
@@ -147,7 +155,7 @@ export class WebhookIngress {
       // The event still went its way (a revocation is also news for the app), but the other
       // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
       // a duplicate by then, shares it again before it is answered 200.
-      if (!(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
+      if (shared !== null && !(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
       return answer;
     } catch (err) {
       // A store that did not answer (Redis slow) means we cannot promise "at most once": the service retries.
@@ -163,14 +171,12 @@ export class WebhookIngress {
   private async deliver(envelope: WebhookEnvelope, verified: Verified, headers: DeliveryHeaders, rawBody: Buffer, steps: StepTrace): Promise<IngressAnswer> {
     const { dedup } = this.deps;
     const deliveryId = deliveryIdOf(headers['x-service-delivery-id']);
-    const log = { eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId };
-    const facts = (outOfOrder: boolean): DeliveryFacts => ({
-      eventId: envelope.id,
-      timestamp: verified.timestamp,
-      signature: verified.signature,
-      ...(deliveryId !== undefined ? { deliveryId } : {}),
-      outOfOrder,
-    });
+    // The log fields are built only for a line that is written (most deliveries write none).
+    const log = (): LogFields => ({ eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId });
+    const facts = (outOfOrder: boolean): DeliveryFacts =>
+      deliveryId !== undefined
+        ? { eventId: envelope.id, timestamp: verified.timestamp, signature: verified.signature, deliveryId, outOfOrder }
+        : { eventId: envelope.id, timestamp: verified.timestamp, signature: verified.signature, outOfOrder };
     if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, facts, rawBody, log, steps);
     const claim = await steps.step('dedup', () => dedup.claim(envelope.id));
 
@@ -182,7 +188,7 @@ export class WebhookIngress {
       const outcome = await claim.outcome;
       if (outcome === 'accepted') return this.duplicate(log);
       this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log, cause: 'first_copy_failed' }, 'webhook copy not accepted', 'info');
+      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'first_copy_failed' }, 'webhook copy not accepted', 'info');
       return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
     }
 
@@ -198,12 +204,12 @@ export class WebhookIngress {
         this.count('accepted');
         // Debug only: an info line per event costs more than verifying it (issue 14); the
         // deliveries counter and the forward histogram say the same in aggregate.
-        this.deps.logger.debug({ event: 'webhook_accepted', ...log, outOfOrder, appStatus: result.status }, 'webhook forwarded');
+        if (this.debug()) this.deps.logger.debug({ event: 'webhook_accepted', ...log(), outOfOrder, appStatus: result.status }, 'webhook forwarded');
         return { status: 200, outcome: 'accepted', reason: 'accepted' };
       }
       this.deps.metrics.forwardFailures.inc({ cause: result.cause });
       this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log, cause: result.cause, detail: result.detail }, 'app did not accept webhook');
+      this.logFailure({ event: 'webhook_failed', ...log(), cause: result.cause, detail: result.detail }, 'app did not accept webhook');
       return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
     } finally {
       if (!settled) await dedup.release(envelope.id, claim.token);
@@ -216,7 +222,7 @@ export class WebhookIngress {
     envelope: WebhookEnvelope,
     facts: (outOfOrder: boolean) => DeliveryFacts,
     rawBody: Buffer,
-    log: Record<string, unknown>,
+    log: () => LogFields,
     steps: StepTrace,
   ): Promise<IngressAnswer> {
     const outOfOrder = this.sequences.isBehind(envelope.sequence);
@@ -225,26 +231,31 @@ export class WebhookIngress {
       result = await steps.step('enqueue', () => queue.enqueue({ facts: facts(outOfOrder), body: rawBody }));
     } catch (err) {
       this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log, cause: 'queue_unavailable', err }, 'webhook not queued');
+      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'queue_unavailable', err }, 'webhook not queued');
       return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
     }
     if (result === 'duplicate') return this.duplicate(log);
     if (result === 'full') {
       this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log, cause: 'queue_full' }, 'webhook not queued: the queue holds --webhook-queue-max-events');
+      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'queue_full' }, 'webhook not queued: the queue holds --webhook-queue-max-events');
       return { status: 503, outcome: 'failed', reason: 'queue_full' };
     }
     this.sequences.observe(envelope.sequence);
     this.count('accepted');
     // Debug: a line per event would cost more than the event (the deliveries counter says it in aggregate).
-    this.deps.logger.debug({ event: 'webhook_queued', ...log, outOfOrder }, 'webhook queued');
+    if (this.debug()) this.deps.logger.debug({ event: 'webhook_queued', ...log(), outOfOrder }, 'webhook queued');
     return { status: 200, outcome: 'accepted', reason: 'queued' };
   }
 
-  private duplicate(log: Record<string, unknown>): IngressAnswer {
+  private duplicate(log: () => LogFields): IngressAnswer {
     this.count('duplicate');
-    this.deps.logger.debug({ event: 'webhook_duplicate', ...log }, 'duplicate webhook not forwarded');
+    if (this.debug()) this.deps.logger.debug({ event: 'webhook_duplicate', ...log() }, 'duplicate webhook not forwarded');
     return { status: 200, outcome: 'duplicate', reason: 'duplicate' };
+  }
+
+  /** Debug lines are built only when they are written: a line per event costs more than the event. */
+  private debug(): boolean {
+    return this.deps.logger.isLevelEnabled('debug');
   }
 
   private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders, remoteAddress?: string): IngressAnswer {
