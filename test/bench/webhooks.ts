@@ -23,7 +23,7 @@ const BASELINES = new URL('./baselines.mjs', import.meta.url).pathname;
 const SECRET = 'whsec_benchbenchbenchbenchbenchbench';
 const PAD = 'x'.repeat(200);
 /** Deliveries written per second of a run: more than the ingress can take here, so none repeats. */
-const MAX_RATE = Number(process.env.BENCH_WEBHOOK_MAX_RATE ?? 15_000);
+const MAX_RATE = Number(process.env.BENCH_WEBHOOK_MAX_RATE ?? 40_000);
 
 let fileSeq = 0;
 
