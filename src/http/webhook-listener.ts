@@ -105,11 +105,19 @@ export function createWebhookListener(options: WebhookListenerOptions): WebhookL
   };
 }
 
+/** Answer bodies and their headers by status and reason: a closed set, made once each. */
+const ANSWERS = new Map<string, { readonly body: string; readonly headers: readonly string[] }>();
+
 function answer(res: ServerResponse, status: number, reason: string): void {
   if (res.headersSent || res.destroyed) return;
-  const body = JSON.stringify(status === 200 ? { status: reason } : { error: reason });
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
+  const key = `${status} ${reason}`;
+  let a = ANSWERS.get(key);
+  if (a === undefined) {
+    const body = JSON.stringify(status === 200 ? { status: reason } : { error: reason });
+    ANSWERS.set(key, (a = { body, headers: ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))] }));
+  }
+  res.writeHead(status, a.headers as string[]);
+  res.end(a.body);
 }
 
 /**

@@ -17,13 +17,45 @@ export interface WebhookMetrics {
   readonly forwardDuration: FastHistogram<'accepted' | 'failed'>;
   readonly forwardFailures: Counter<'cause'>;
   readonly timestampSkew: Histogram;
-  readonly inFlight: Gauge;
-  readonly highestSequence: Gauge;
+  readonly inFlight: Level;
+  readonly highestSequence: Level;
   readonly outOfOrder: Counter;
   readonly secretMatches: Counter<'index'>;
   readonly revocations: Counter<'scope'>;
   /** Bytes of not-yet-verified bodies held right now, across all connections. */
-  readonly unverifiedBytes: Gauge;
+  readonly unverifiedBytes: Level;
+}
+
+/**
+ * A gauge whose value is a plain number, given to prom-client when scraped: what the ingress moves
+ * on every delivery (in flight, unverified bytes, the highest sequence) costs an addition there.
+ */
+export class Level {
+  private value = 0;
+
+  constructor(registry: Registry, name: string, help: string) {
+    const level = this;
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(level.value);
+      },
+    });
+  }
+
+  inc(): void {
+    this.value++;
+  }
+
+  dec(): void {
+    this.value--;
+  }
+
+  set(value: number): void {
+    this.value = value;
+  }
 }
 
 /** Label of a secret's position: `"0"`, `"1"`, … up to `"9+"`. */
@@ -66,16 +98,8 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       buckets: [-300, -60, -10, -1, 0, 1, 5, 10, 30, 60, 120, 300],
       registers,
     }),
-    inFlight: new Gauge({
-      name: `${METRIC_PREFIX}webhook_in_flight`,
-      help: 'Deliveries being processed right now (verified and waiting on the app or on a first copy).',
-      registers,
-    }),
-    highestSequence: new Gauge({
-      name: `${METRIC_PREFIX}webhook_highest_sequence`,
-      help: 'Highest envelope sequence forwarded so far (gaps are normal).',
-      registers,
-    }),
+    inFlight: new Level(registry, `${METRIC_PREFIX}webhook_in_flight`, 'Deliveries being processed right now (verified and waiting on the app or on a first copy).'),
+    highestSequence: new Level(registry, `${METRIC_PREFIX}webhook_highest_sequence`, 'Highest envelope sequence forwarded so far (gaps are normal).'),
     outOfOrder: new Counter({
       name: `${METRIC_PREFIX}webhook_out_of_order_total`,
       help: 'Events forwarded with a sequence lower than the highest seen.',
@@ -93,11 +117,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       labelNames: ['scope'],
       registers,
     }),
-    unverifiedBytes: new Gauge({
-      name: `${METRIC_PREFIX}webhook_unverified_bytes`,
-      help: 'Bytes of webhook bodies held right now whose signature is not verified yet (bounded by --webhook-max-unverified-bytes).',
-      registers,
-    }),
+    unverifiedBytes: new Level(registry, `${METRIC_PREFIX}webhook_unverified_bytes`, 'Bytes of webhook bodies held right now whose signature is not verified yet (bounded by --webhook-max-unverified-bytes).'),
   };
 }
 

@@ -3,8 +3,6 @@ import { createHmac, createSecretKey, type Hmac, type KeyObject } from 'node:cry
 /** The only signature scheme the document defines (Versioning: "identified by the prefix `v1=`"). */
 export const SIGNATURE_SCHEME_PREFIX = 'v1=';
 
-const DOT = Buffer.from('.');
-
 /**
  * Lowercase hex HMAC-SHA256 of `<timestamp>.<raw body>`, keyed by the whole secret string
  * (`whsec_` included) as UTF-8. The body stays bytes: the document says re-serialisation breaks the
@@ -22,7 +20,7 @@ export function hmacHex(secret: string, timestamp: string, rawBody: Buffer): str
  * never has to be joined before it can be verified.
  */
 export function hmacStart(secret: string | KeyObject, timestamp: string): Hmac {
-  return createHmac('sha256', typeof secret === 'string' ? Buffer.from(secret, 'utf8') : secret).update(Buffer.from(timestamp, 'utf8')).update(DOT);
+  return createHmac('sha256', typeof secret === 'string' ? Buffer.from(secret, 'utf8') : secret).update(`${timestamp}.`, 'utf8');
 }
 
 const keysByList = new WeakMap<readonly string[], readonly KeyObject[]>();
