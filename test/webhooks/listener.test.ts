@@ -159,11 +159,11 @@ describe('envelope, routes, sizes', () => {
     const headers = { ...auth, ...deliveryHeaders(SECRET_A, VECTOR_TS, body) };
     expect((await post(sidecar.url.replace('/webhooks', '/other'), body, headers)).status).toBe(404);
     expect((await post(`${sidecar.url}/x`, body, headers)).status).toBe(404);
-    const refused = await post(sidecar.url, '', {}, 'GET');
-    expect(refused.status).toBe(405);
+    const refused = await request(sidecar.url, { method: 'GET' });
+    expect(refused.statusCode).toBe(405);
     expect(refused.headers.allow).toBe('POST');
     expect(refused.headers['content-type']).toBe('application/json');
-    expect(JSON.parse(refused.body)).toEqual({ error: 'method_not_allowed' });
+    expect(await refused.body.json()).toEqual({ error: 'method_not_allowed' });
     expect((await post(sidecar.url, body, headers, 'PUT')).status).toBe(405);
     expect((await post(`${sidecar.url}?probe=1`, body, headers)).status).toBe(200);
     expect(app.received).toHaveLength(1);
