@@ -132,14 +132,18 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
     await this.options.connection.call('redec_mark', (c) => c.sendCommand(['HSET', this.keys.handed, ...identities.flatMap((id) => [id, String(at)])]));
   }
 
+  // The lease is counted from before the command is sent, never from its answer: Redis started the
+  // clock when it ran the command, which may be long before a slow (or busy) reply reaches us, so a
+  // time taken after the reply could believe a lease that already lapsed and was taken (CI caught it).
   async acquire(): Promise<boolean> {
     const token = randomUUID();
+    const sentAt = performance.now();
     const got = await this.options.connection.call('redec_lease', (c) =>
       c.sendCommand(['SET', this.keys.lease, `running:${token}`, 'NX', 'PX', String(this.options.leaseMs)]),
     );
     if ((got as unknown) !== 'OK') return false;
     this.token = token;
-    this.renewedAt = performance.now();
+    this.renewedAt = sentAt;
     return true;
   }
 
@@ -147,9 +151,10 @@ export class RedisRedecState implements ObligationLedger, ReconcileLease {
     if (this.token === null) return false;
     if (performance.now() - this.renewedAt < this.options.leaseMs / 3) return true;
     const token = this.token;
+    const sentAt = performance.now();
     const ok = await this.options.connection.call('redec_lease', (c) => RENEW.run(c, [this.keys.lease], [token, String(this.options.leaseMs)]));
     if (ok !== 1) return false;
-    this.renewedAt = performance.now();
+    this.renewedAt = sentAt;
     return true;
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
+import { execFileSync } from 'node:child_process';
 import { RedisRedecState } from '../../src/redis/index.js';
-import { useTestRedis } from '../helpers/redis.js';
+import { redisCliBinary, useTestRedis } from '../helpers/redis.js';
 import { connectionTo, single, up } from './room.js';
 
 const fx = useTestRedis();
@@ -84,5 +85,35 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     await a.finish({ pending: 1, oldestFirstSeenAt: 1 });
     expect(await fx.admin.get(`{${prefix}}redec:lease`)).toMatch(/^running:/);
     expect(await b.lastSummary()).toBeNull();
+  });
+
+  it('a lease is counted from when it was asked for, not from when the answer arrived: a reply held up past the lease does not make renew believe it', async () => {
+    // CI saw this: a busy machine read `a`'s OK after the lease had lapsed in Redis; `b` took it,
+    // and `a`, counting from the late reply, still trusted its lease without asking Redis.
+    const prefix = fx.redis.prefix();
+    const key = `{${prefix}}redec:lease`;
+    const a = await state(prefix, { leaseMs: 300 });
+    const b = await state(prefix, { leaseMs: 60_000 });
+    const cli = redisCliBinary();
+    const pttl = (): number => Number(execFileSync(cli, ['-u', fx.redis.url, 'PTTL', key], { encoding: 'utf8' }).trim());
+    const asked = a.acquire();
+    // The client writes on its next turn (setImmediate); ours comes after it, in the same check phase,
+    // before the poll phase that could read the reply.
+    await new Promise((resolve) => setImmediate(resolve));
+    // This process's event loop is held (synchronously) until Redis has set the lease and let it lapse,
+    // so `a` reads its OK only after that: the late reply of a busy machine, made certain.
+    let seen = false;
+    for (const until = Date.now() + 10_000; Date.now() < until; ) {
+      const left = pttl();
+      if (left >= 0) seen = true;
+      else if (seen && left === -2) break;
+    }
+    expect(seen, 'the SET never reached Redis while the event loop was held').toBe(true);
+    expect(pttl()).toBe(-2);
+    expect(await asked).toBe(true);
+    expect(await b.acquire()).toBe(true);
+    expect(await a.renew()).toBe(false);
+    await a.finish(null);
+    expect(await fx.admin.get(key)).toMatch(/^running:/);
   });
 });
