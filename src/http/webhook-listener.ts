@@ -196,8 +196,10 @@ async function handleDelivery({ config, ingress, budget, tracing, bodyDeadlines 
     return answer(res, 405, 'method_not_allowed');
   }
 
-  const headers = deliveryHeaders(req.rawHeaders, config.requiredHeader?.current().name);
-  const checked = ingress.checkHeaders(headers, remote);
+  // Read once: the header picked and the header judged are the same one, even across a rotation.
+  const required = config.requiredHeader?.current() ?? null;
+  const headers = deliveryHeaders(req.rawHeaders, required?.name);
+  const checked = ingress.checkHeaders(headers, remote, required);
   if (!('ok' in checked)) {
     // Refused on headers alone: the body is never looked at.
     discardRest(req);

@@ -2,7 +2,7 @@ import { UNTRACED_STEPS, type StepTrace } from '../lib/trace.js';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { RateLimiter } from '../observability/rate-limited-log.js';
-import type { WebhookConfig } from '../config/index.js';
+import type { RequiredHeader, WebhookConfig } from '../config/index.js';
 import { hasCode } from '../lib/errors.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import type { DedupStore } from './dedup-store.js';
@@ -78,15 +78,12 @@ export class WebhookIngress {
 
   /**
    * The checks that need no body. A failure is final (401) and counted here, so the listener can
-   * answer without reading a byte of an unauthenticated body.
+   * answer without reading a byte of an unauthenticated body. `requiredHeader` is the one the
+   * listener picked `headers` by, read once for both (a rotation in between would refuse the delivery).
    */
-  checkHeaders(headers: DeliveryHeaders, remoteAddress?: string): CheckedHeaders | IngressAnswer {
+  checkHeaders(headers: DeliveryHeaders, remoteAddress?: string, requiredHeader: RequiredHeader | null = this.deps.config.requiredHeader?.current() ?? null): CheckedHeaders | IngressAnswer {
     const { config, now } = this.deps;
-    const checked = checkDeliveryHeaders(headers, {
-      toleranceS: config.toleranceS,
-      nowMs: now(),
-      requiredHeader: config.requiredHeader?.current() ?? null,
-    });
+    const checked = checkDeliveryHeaders(headers, { toleranceS: config.toleranceS, nowMs: now(), requiredHeader });
     if (checked.skewS !== undefined) this.deps.metrics.timestampSkew.observe(checked.skewS);
     if (checked.ok) return checked;
     return this.rejectAuth(checked.code, headers, remoteAddress);

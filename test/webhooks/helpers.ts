@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import type { Registry } from 'prom-client';
-import { staticSecret, type RequiredHeader, type WebhookConfig } from '../../src/config/index.js';
+import { staticSecret, type RequiredHeader, type Secret, type WebhookConfig } from '../../src/config/index.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { baseUrlOf, listen } from '../../src/http/listen.js';
 import type { Revocation, RevocationHook, RevocationPublisher } from '../../src/lib/revocation-hook.js';
@@ -122,6 +122,8 @@ export interface SidecarOptions {
   appUrl: string;
   secrets?: readonly string[];
   requiredHeader?: RequiredHeader;
+  /** Instead of `requiredHeader`: the secret itself (one that rotates, say). */
+  requiredHeaderSecret?: Secret<RequiredHeader>;
   toleranceS?: number;
   maxBodyBytes?: number;
   forwardTimeoutMs?: number;
@@ -139,7 +141,7 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     secrets: staticSecret(o.secrets ?? [SECRET_A], '--webhook-secret'),
     toleranceS: o.toleranceS ?? 300,
     maxBodyBytes: o.maxBodyBytes ?? 65_536,
-    requiredHeader: o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null,
+    requiredHeader: o.requiredHeaderSecret ?? (o.requiredHeader ? staticSecret(o.requiredHeader, '--webhook-required-header') : null),
     forwardTimeoutMs: o.forwardTimeoutMs ?? 2000,
     dedupLeaseMs: (o.forwardTimeoutMs ?? 2000) + 5000,
     queueHorizonMs: 259_200_000,

@@ -17,6 +17,7 @@ import {
   type FakeApp,
   type SidecarUnderTest,
 } from './helpers.js';
+import type { RequiredHeader, Secret } from '../../src/config/index.js';
 
 let app: FakeApp;
 let sidecar: SidecarUnderTest;
@@ -123,6 +124,27 @@ describe('rejections: 401, nothing parsed, nothing forwarded', () => {
     expect(await reply.body.json()).toEqual({ error: 'header_repeated' });
     expect(app.received).toHaveLength(0);
     expect(await metricValue(sidecar.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'header_repeated' })).toBe(1);
+  });
+
+  it('the required header is read once per delivery: the header picked is the header judged, even when it rotates between any two reads', async () => {
+    // The most hurried rotation there is: every read of the secret gives the other header. A sender
+    // in the middle of a rotation sends both; before, the listener picked by one read and judged by
+    // the next, so every such delivery was refused.
+    const headersOf = [
+      { name: 'x-tenant-auth', value: 'tenant-token-1' },
+      { name: 'x-tenant-auth-next', value: 'tenant-token-2' },
+    ];
+    let reads = 0;
+    const rotating: Secret<RequiredHeader> = { current: () => headersOf[reads++ % 2]!, origin: '--webhook-required-header-file (test)', watch: () => undefined, close: () => undefined };
+    await sidecar.close();
+    sidecar = await startSidecar({ appUrl: app.url, secrets: [SECRET_A], requiredHeaderSecret: rotating, now: () => clockMs });
+    for (let i = 0; i < 4; i++) {
+      const b = envelope({ id: `evt_rot_${i}` });
+      const reply = await post(sidecar.url, b, { 'x-tenant-auth': 'tenant-token-1', 'x-tenant-auth-next': 'tenant-token-2', ...deliveryHeaders(SECRET_A, VECTOR_TS, b, `evt_rot_${i}`) });
+      expect(reply.status).toBe(200);
+    }
+    expect(app.received).toHaveLength(4);
+    expect(reads).toBe(4);
   });
 
   it('invalid JSON with a bad signature is 401, not 400: it was never parsed', async () => {
