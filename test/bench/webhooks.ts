@@ -128,6 +128,7 @@ export async function benchWebhooks(o: { rounds: number; durationS: number; conn
         baselinePids: [hmacForward.child.pid],
         subjectPids: [sidecar.pid],
         rounds: o.rounds,
+        target: 0.9,
       }),
     );
     return out;
