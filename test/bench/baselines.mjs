@@ -8,7 +8,8 @@
 //                                           ingress that forwards before it acknowledges must do
 //   app <port>                              the application behind the sidecar: 204 to everything
 //   upstream-ttl <port> <lifeMs>            the consent service answering ALLOW valid `lifeMs` from
-//                                           now; GET /calls says how many checks it answered
+//                                           now; GET /calls says how many checks it answered; after
+//                                           POST /deny, DENY (GET /first-deny: when it first said so)
 // Each prints `ready <port>` once listening, and exits on SIGTERM.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -81,14 +82,25 @@ if (role === 'upstream') {
 } else if (role === 'upstream-ttl') {
   const lifeMs = Number(a);
   let calls = 0;
+  // POST /deny: from then on every check is an evaluated DENY; GET /first-deny says when the first
+  // one was written (epoch ms, fractional: performance.timeOrigin + now, comparable across processes).
+  let deny = false;
+  let firstDenyAt = null;
   handler = (req, res) =>
     readBody(req, (body) => {
-      if (req.method !== 'POST') {
-        const text = req.url === '/calls' ? String(calls) : '{"items":[],"nextCursor":null}';
+      if (req.method !== 'POST' || req.url === '/deny') {
+        if (req.url === '/deny') deny = true;
+        const text = req.url === '/calls' ? String(calls) : req.url === '/first-deny' ? JSON.stringify(firstDenyAt) : '{"items":[],"nextCursor":null}';
         return res.writeHead(200, { 'content-type': 'application/json' }).end(text);
       }
       calls++;
       const { configKey } = JSON.parse(body.toString('utf8'));
+      if (deny) {
+        const text = JSON.stringify({ decision: 'DENY', configKey });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        firstDenyAt ??= performance.timeOrigin + performance.now();
+        return res.end(text);
+      }
       const text = JSON.stringify({ decision: 'ALLOW', configKey, validUntil: Date.now() + lifeMs });
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
       res.end(text);
