@@ -45,6 +45,7 @@ export async function startFleet(
           store: shared.claims,
           local: new MemoryDedupStore({ retentionMs: webhooks.dedupRetentionMs, maxEntries: webhooks.dedupMaxEntries, now }),
           leaseMs: webhooks.dedupLeaseMs,
+          forwardTimeoutMs: webhooks.forwardTimeoutMs,
           retentionMs: webhooks.dedupRetentionMs,
           metrics: createSharedDedupMetrics(registry),
           logger,

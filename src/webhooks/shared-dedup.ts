@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { outcomeUnknown, storeRefused } from '../lib/store-failure.js';
@@ -27,6 +28,11 @@ export interface SharedDedupOptions {
   readonly local: DedupStore;
   /** Claim lease (ms), `--webhook-dedup-lease-ms`; must exceed the forward timeout. */
   readonly leaseMs: number;
+  /**
+   * How long a forward may take (ms), `--webhook-forward-timeout-ms`: a claim whose answer came so
+   * late that less than this is left of its lease is not used (see {@link SharedDedup.claim}).
+   */
+  readonly forwardTimeoutMs: number;
   /** How long an accepted id is remembered (ms), `--webhook-dedup-retention-ms`. */
   readonly retentionMs: number;
   readonly metrics: SharedDedupMetrics;
@@ -71,6 +77,7 @@ export class SharedDedup implements DedupStore {
 
   constructor(private readonly options: SharedDedupOptions) {
     if (!(options.leaseMs > 0) || !(options.retentionMs > 0)) throw new RangeError('SharedDedup: leaseMs and retentionMs must be > 0');
+    if (!(options.forwardTimeoutMs > 0) || options.forwardTimeoutMs >= options.leaseMs) throw new RangeError('SharedDedup: forwardTimeoutMs must be > 0 and below leaseMs');
   }
 
   /** Listens for settlements; call once before use. */
@@ -87,6 +94,9 @@ export class SharedDedup implements DedupStore {
 
     // Listen before asking: the holder may settle before our reply is read.
     const wait = this.waitFor(id);
+    // Redis starts the lease when it runs the script, which may be long before its answer is read
+    // here (a stall, a throttled CPU): the lease is counted from the asking.
+    const askedAt = performance.now();
     let shared;
     try {
       shared = await store.claim(id, token, leaseMs);
@@ -112,6 +122,15 @@ export class SharedDedup implements DedupStore {
     if (shared.kind === 'claimed') {
       wait.cancel();
       this.held.set(id, { token, mode: 'shared' });
+      // A claim read too late to cover a whole forward could lapse under it, and another replica
+      // claim the service's retry and forward it too: a slow answer is no answer. Let it go (the
+      // retry goes through sooner) and answer 503.
+      const late = performance.now() - askedAt;
+      if (late > leaseMs - this.options.forwardTimeoutMs) {
+        this.options.metrics.unknownOutcomes.inc({ op: 'claim' });
+        await this.release(id, token);
+        throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', `the shared dedup claim was answered after ${Math.round(late)} ms, too late to leave its lease a whole forward; not forwarded`);
+      }
       return { kind: 'claimed', token };
     }
     if (shared.kind === 'duplicate') {

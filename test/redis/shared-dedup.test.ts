@@ -1,17 +1,18 @@
 import { createClient } from '@redis/client';
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import { RedisClaimStore } from '../../src/redis/index.js';
 import { createSharedDedupMetrics, MemoryDedupStore, SharedDedup } from '../../src/webhooks/index.js';
-import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { redisCliBinary, spawnRedisServer, useTestRedis } from '../helpers/redis.js';
 import { connectionTo, count, single, up } from './room.js';
 
 const fx = useTestRedis();
 const { opened } = fx;
 
 /** One replica's shared dedup: its own connection, its own memory store, the same prefix. */
-async function replica(prefix: string, o: { leaseMs?: number; url?: string; commandTimeoutMs?: number; waitUp?: boolean } = {}) {
+async function replica(prefix: string, o: { leaseMs?: number; forwardTimeoutMs?: number; url?: string; commandTimeoutMs?: number; waitUp?: boolean } = {}) {
   const c = connectionTo(single(o.url ?? fx.redis.url), { prefix, opened, commandTimeoutMs: o.commandTimeoutMs ?? 500 });
   if (o.waitUp ?? !o.url) await up(c);
   const metrics = createSharedDedupMetrics(createRegistry({ defaultMetrics: false }));
@@ -19,6 +20,8 @@ async function replica(prefix: string, o: { leaseMs?: number; url?: string; comm
     store: new RedisClaimStore(c.conn, c.keyspace),
     local: new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 1000 }),
     leaseMs: o.leaseMs ?? 10_000,
+    // 1 ms unless a test says: only an answer later than the whole lease is refused.
+    forwardTimeoutMs: o.forwardTimeoutMs ?? 1,
     retentionMs: 60_000,
     metrics,
     logger: silentLogger(),
@@ -240,5 +243,41 @@ describe('shared dedup while Redis is slow (frozen with SIGSTOP): slow is not do
     } finally {
       own.thaw();
     }
+  });
+
+  it('a claim answered too late to leave its lease a whole forward is not used: 503 (unknown), let go, and the retry claims it', async () => {
+    // What a stalled or CPU-throttled replica sees: Redis set the lease when it ran the script, and
+    // the answer is read long after. Before, the claim was used as if fresh, and the forward could
+    // outlive the lease while another replica forwarded the service's retry.
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { leaseMs: 1000, forwardTimeoutMs: 600, commandTimeoutMs: 10_000 });
+    const b = await replica(prefix, { leaseMs: 1000, forwardTimeoutMs: 600 });
+    const cli = redisCliBinary();
+    const key = a.key('evt_late');
+    const exists = (): boolean => execFileSync(cli, ['-u', fx.redis.url, 'EXISTS', key], { encoding: 'utf8' }).trim() === '1';
+    const asked = a.store.claim('evt_late');
+    // Turn by turn until the claim is in Redis (the client writes on a later turn), then hold this
+    // process's event loop synchronously for 500 ms: the answer is read 500 ms after the lease began,
+    // leaving it less than the 600 ms a forward may take.
+    let written = false;
+    for (let turn = 0; turn < 200 && !written; turn++) {
+      written = exists();
+      if (!written) await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(written, 'the claim never reached Redis').toBe(true);
+    for (const until = performance.now() + 500; performance.now() < until; );
+    await expect(asked).rejects.toMatchObject({ code: 'ERR_WEBHOOK_DEDUP_UNKNOWN' });
+    expect(await count(a.metrics.unknownOutcomes, { op: 'claim' })).toBe(1);
+    // Let go at once, not left to lapse: the service's retry, on either replica, claims it.
+    await vi.waitFor(async () => expect(await fx.admin.exists(key)).toBe(0), { timeout: 10_000 });
+    expect((await b.store.claim('evt_late')).kind).toBe('claimed');
+  });
+
+  it('a claim answered in time is used as before (the same replica, no stall)', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { leaseMs: 1000, forwardTimeoutMs: 600, commandTimeoutMs: 10_000 });
+    const claim = await a.store.claim('evt_on_time');
+    expect(claim.kind).toBe('claimed');
+    expect(await count(a.metrics.unknownOutcomes, { op: 'claim' })).toBe(0);
   });
 });
