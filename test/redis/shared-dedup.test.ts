@@ -1,14 +1,34 @@
 import { createClient } from '@redis/client';
-import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import { RedisClaimStore } from '../../src/redis/index.js';
 import { createSharedDedupMetrics, MemoryDedupStore, SharedDedup } from '../../src/webhooks/index.js';
-import { redisCliBinary, spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
 import { connectionTo, count, single, up } from './room.js';
 
 const fx = useTestRedis();
+
+/** Bytes received and not yet read on the server side of established TCP connections to `port` (Linux /proc/net/tcp*). */
+function unreadBytesAt(port: number): number {
+  let unread = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 5 || f[3] !== '01') continue; // 01: ESTABLISHED
+      if (parseInt(f[1]!.split(':')[1]!, 16) !== port) continue;
+      unread += parseInt(f[4]!.split(':')[1]!, 16);
+    }
+  }
+  return unread;
+}
 const { opened } = fx;
 
 /** One replica's shared dedup: its own connection, its own memory store, the same prefix. */
@@ -249,27 +269,37 @@ describe('shared dedup while Redis is slow (frozen with SIGSTOP): slow is not do
     // What a stalled or CPU-throttled replica sees: Redis set the lease when it ran the script, and
     // the answer is read long after. Before, the claim was used as if fresh, and the forward could
     // outlive the lease while another replica forwarded the service's retry.
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
     const prefix = fx.redis.prefix();
-    const a = await replica(prefix, { leaseMs: 1000, forwardTimeoutMs: 600, commandTimeoutMs: 10_000 });
-    const b = await replica(prefix, { leaseMs: 1000, forwardTimeoutMs: 600 });
-    const cli = redisCliBinary();
-    const key = a.key('evt_late');
-    const exists = (): boolean => execFileSync(cli, ['-u', fx.redis.url, 'EXISTS', key], { encoding: 'utf8' }).trim() === '1';
-    const asked = a.store.claim('evt_late');
-    // Turn by turn until the claim is in Redis (the client writes on a later turn), then hold this
-    // process's event loop synchronously for 500 ms: the answer is read 500 ms after the lease began,
-    // leaving it less than the 600 ms a forward may take.
-    let written = false;
-    for (let turn = 0; turn < 200 && !written; turn++) {
-      written = exists();
-      if (!written) await new Promise((resolve) => setImmediate(resolve));
+    const a = await replica(prefix, { url: own.url, waitUp: true, leaseMs: 1000, forwardTimeoutMs: 600, commandTimeoutMs: 10_000 });
+    const b = await replica(prefix, { url: own.url, waitUp: true, leaseMs: 1000, forwardTimeoutMs: 600 });
+    // Redis frozen, the claim sent: it waits unread in Redis' socket (seen in /proc/net/tcp). Then,
+    // without yielding, thaw Redis (it runs the script at once: the lease begins) and hold this
+    // process's event loop for 500 ms: the answer is read 500 ms into a 1000 ms lease, leaving less
+    // than the 600 ms a forward may take.
+    own.freeze();
+    let asked: Promise<unknown>;
+    try {
+      asked = a.store.claim('evt_late');
+      asked.catch(() => undefined);
+      await vi.waitFor(() => expect(unreadBytesAt(own.port), 'the claim never reached Redis').toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
+    } finally {
+      own.thaw();
     }
-    expect(written, 'the claim never reached Redis').toBe(true);
     for (const until = performance.now() + 500; performance.now() < until; );
     await expect(asked).rejects.toMatchObject({ code: 'ERR_WEBHOOK_DEDUP_UNKNOWN' });
     expect(await count(a.metrics.unknownOutcomes, { op: 'claim' })).toBe(1);
-    // Let go at once, not left to lapse: the service's retry, on either replica, claims it.
-    await vi.waitFor(async () => expect(await fx.admin.exists(key)).toBe(0), { timeout: 10_000 });
+    // Let go at once, not left to lapse (the lease is 1000 ms; the test asks well inside it that the
+    // key is gone): the service's retry, on either replica, claims it.
+    const look = createClient({ url: own.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      await vi.waitFor(async () => expect(await look.exists(a.key('evt_late'))).toBe(0), { timeout: 10_000 });
+    } finally {
+      await look.close();
+    }
     expect((await b.store.claim('evt_late')).kind).toBe('claimed');
   });
 
