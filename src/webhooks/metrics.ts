@@ -155,7 +155,7 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
 }
 
 /** What a worker did with an event it took: `outcome` label of the queue's forwards counter. */
-export type QueueForwardOutcome = 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'already_delivered' | 'signature_mismatch' | 'unreadable';
+export type QueueForwardOutcome = 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'already_delivered' | 'signature_mismatch' | 'unreadable' | 'read_too_late';
 
 /** The queue's metrics (contract names for the three gauges), against an injected registry. */
 export interface QueueMetrics {
@@ -175,11 +175,11 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable, read_too_late).',
     labelNames: ['outcome'],
     registers,
   });
-  for (const outcome of ['signature_mismatch', 'unreadable'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  for (const outcome of ['signature_mismatch', 'unreadable', 'read_too_late'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
   return {
     depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
     oldestAge: new Gauge({

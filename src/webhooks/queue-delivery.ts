@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { logId } from './event-id.js';
@@ -20,7 +21,7 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
 }
 
 /** What became of one entry a worker handled (the forwards counter's outcome). */
-export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered';
+export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late';
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
@@ -52,8 +53,13 @@ export class QueueDelivery {
     this.o.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
   }
 
-  /** Handles one entry; resolves to what became of it (the `outcome` it was counted under). */
-  async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<HandledOutcome> {
+  /**
+   * Handles one entry; resolves to what became of it (the `outcome` it was counted under).
+   * `startBy` (`performance.now()` time): the last moment a forward may start and still end inside
+   * the entry's visibility; later, the entry is left pending with this consumer, not forwarded
+   * (`read_too_late`), for the worker to read it again with a fresh visibility.
+   */
+  async handle(entry: QueueEntry, stored: StoredDelivery | null, startBy = Infinity): Promise<HandledOutcome> {
     const { store, metrics, logger } = this.o;
     if (!stored) {
       // Not an entry of ours (or unreadable): never forwarded, never retried.
@@ -64,6 +70,7 @@ export class QueueDelivery {
     }
     const checked = reverify(stored, this.o.secrets());
     if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
+    if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
     const result = await this.o.forwarder.forward(checked.body, checked.headers);
     const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts };
     if (result.ok) {
@@ -91,6 +98,23 @@ export class QueueDelivery {
       );
     }
     return 'retry_scheduled';
+  }
+
+  /**
+   * Redis made the entry ours when it ran the read; the answer reached us so late (this process
+   * stalled: a GC pause, CPU throttling, a frozen VM) that a forward could outlive the visibility,
+   * and another replica take the entry over and forward it too. Not forwarded; nothing moved.
+   */
+  private tooLate(entryId: string, stored: StoredDelivery): 'read_too_late' {
+    this.o.metrics.forwards.inc({ outcome: 'read_too_late' });
+    const suppressed = this.eventLog.admit('read_too_late');
+    if (suppressed !== undefined) {
+      this.o.logger.warn(
+        { event: 'webhook_queue_read_too_late', eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed },
+        'queued event read too late to forward it inside its visibility (this process stalled); read again, not forwarded now',
+      );
+    }
+    return 'read_too_late';
   }
 
   /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */

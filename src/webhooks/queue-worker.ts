@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { hostname } from 'node:os';
 import type { Logger } from '../observability/index.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -68,7 +69,12 @@ export interface QueueWorkerOptions {
  *   consumer's; after any failed call, and when the store answers again, the worker reads its own
  *   pending entries at once instead of waiting for another replica's takeover;
  * - entries held by a consumer that died are taken over once idle `visibilityMs`; the delivered
- *   marker, checked before each forward, drops a copy the app has had.
+ *   marker, checked before each forward, drops a copy the app has had;
+ * - **a slow answer is not a fresh one**: Redis starts an entry's visibility when it runs the read,
+ *   so a reply this process reads late (it stalled) leaves less than the visibility; an entry whose
+ *   forward could no longer end inside it (`visibilityMs - forwardTimeoutMs` after the read was
+ *   sent) is not forwarded but read again from this consumer's pending entries, which starts its
+ *   visibility afresh (`read_too_late`).
  */
 export class QueueWorker implements EventQueue {
   /** This process's consumer name. */
@@ -167,16 +173,18 @@ export class QueueWorker implements EventQueue {
     if (this.free() > 0 && now - this.lastTakeOver >= this.pollIntervalMs) {
       this.lastTakeOver = now;
       await this.step('take_over', async () => {
+        const askedAt = performance.now();
         const taken = await store.takeOver(this.consumer, this.options.visibilityMs, this.free());
         if (taken.length > 0) this.options.logger.info({ event: 'webhook_queue_taken_over', events: taken.length }, 'events abandoned by another replica taken over');
-        await this.dispatchBatch(taken);
+        await this.dispatchBatch(taken, askedAt);
       });
     }
     await this.step('read', async () => {
       while (this.free() > 0 && !this.stopped) {
+        const askedAt = performance.now();
         const entries = await store.readNew(this.consumer, this.free());
         if (entries.length === 0) break;
-        await this.dispatchBatch(entries);
+        await this.dispatchBatch(entries, askedAt);
       }
     });
     if (now - this.lastStats >= STATS_INTERVAL_MS) {
@@ -214,11 +222,12 @@ export class QueueWorker implements EventQueue {
     for (;;) {
       const free = this.free();
       if (free <= 0) return; // the flag stays: the rest is read when slots free up
+      const askedAt = performance.now();
       const entries = await this.options.store.readPending(this.consumer, free + this.active.size, after);
       const orphans = entries.filter((e) => !this.active.has(e.entryId));
       if (orphans.length > 0) {
-        this.options.logger.info({ event: 'webhook_queue_recovered', events: orphans.length }, 'own pending events taken up again after a lost reply');
-        await this.dispatchBatch(orphans);
+        this.options.logger.info({ event: 'webhook_queue_recovered', events: orphans.length }, 'own pending events taken up again after a lost or late reply');
+        await this.dispatchBatch(orphans, askedAt);
       }
       if (entries.length < free + this.active.size) break;
       after = entries[entries.length - 1]!.entryId;
@@ -233,9 +242,10 @@ export class QueueWorker implements EventQueue {
   /**
    * Starts a batch: entries the app accepted before (a copy, or a takeover after a crash that
    * followed the app's 2xx) are dropped, never forwarded; those accepted here but not yet recorded
-   * are recorded.
+   * are recorded. `askedAt`: when the read that returned them was sent (`performance.now()`).
    */
-  private async dispatchBatch(entries: readonly QueueEntry[]): Promise<void> {
+  private async dispatchBatch(entries: readonly QueueEntry[], askedAt: number): Promise<void> {
+    const startBy = askedAt + this.options.visibilityMs - this.options.forwardTimeoutMs;
     const decoded = entries.map((e) => ({ entry: e, stored: decodeStored(e.json) }));
     const readable = decoded.filter((d) => d.stored !== null);
     const seen = readable.length === 0 ? [] : await this.options.store.deliveredBefore(readable.map((d) => d.stored!.id));
@@ -243,15 +253,17 @@ export class QueueWorker implements EventQueue {
     for (const { entry, stored } of decoded) {
       if (this.active.has(entry.entryId)) continue;
       if (this.unrecorded.has(entry.entryId)) continue; // recordDelivered() settles it
-      this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.handle(entry, stored));
+      this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.handle(entry, stored, startBy));
     }
   }
 
   /** One entry forwarded (or parked): with spans on, a root span per attempt with its outcome. */
-  private async handle(entry: QueueEntry, stored: StoredDelivery | null): Promise<void> {
+  private async handle(entry: QueueEntry, stored: StoredDelivery | null, startBy: number): Promise<void> {
     const tracing = this.options.tracing;
-    const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored);
-    await (tracing ? tracing.run('consent.webhook.queue.forward', work, (outcome) => ({ outcome, failed: outcome !== 'delivered' })) : work());
+    const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored, startBy);
+    const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: o !== 'delivered' })) : work());
+    // Still pending here: read again (that starts its visibility afresh) once this slot is free.
+    if (outcome === 'read_too_late') this.recoverPending = true;
   }
 
   private run(entryId: string, work: Promise<void>): void {

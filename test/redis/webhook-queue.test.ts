@@ -1,3 +1,5 @@
+import { createClient } from '@redis/client';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
@@ -38,6 +40,9 @@ interface QueueOptions {
   commandTimeoutMs?: number;
   maxEvents?: number;
   visibilityMs?: number;
+  forwardTimeoutMs?: number;
+  pollIntervalMs?: number;
+  now?: () => number;
 }
 
 async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
@@ -52,11 +57,12 @@ async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
     metrics: createQueueMetrics(registry),
     secrets: () => secrets,
     appUrl: new URL(appUrl),
-    forwardTimeoutMs: 1000,
+    forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
     visibilityMs: o.visibilityMs ?? 30_000,
     horizonMs: o.horizonMs ?? 60_000,
     deliveredRetentionMs: 60_000,
-    now: Date.now,
+    now: o.now ?? Date.now,
+    ...(o.pollIntervalMs === undefined ? {} : { pollIntervalMs: o.pollIntervalMs }),
     ...(o.staleConsumerMs === undefined ? {} : { staleConsumerMs: o.staleConsumerMs }),
   });
   await q.start();
@@ -73,6 +79,26 @@ function signed(id: string, o: { secret?: string; body?: Buffer; timestamp?: num
 
 let n = 0;
 const prefix = (): string => `${fx.redis.prefix()}q${++n}:`;
+
+/** Bytes received and not yet read on the server side of established TCP connections to `port` (Linux /proc/net/tcp*). */
+function unreadBytesAt(port: number): number {
+  let unread = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 5 || f[3] !== '01') continue; // 01: ESTABLISHED
+      if (parseInt(f[1]!.split(':')[1]!, 16) !== port) continue;
+      unread += parseInt(f[4]!.split(':')[1]!, 16);
+    }
+  }
+  return unread;
+}
 
 describe('backoffMs', () => {
   it.each([
@@ -328,5 +354,81 @@ describe('nothing is stranded', () => {
     // every acknowledged event exactly once (events whose enqueue timed out may arrive too, once)
     expect(received().length).toBe(new Set(received()).size);
     for (const id of acknowledged) expect(received()).toContain(id);
+  });
+});
+
+describe('a slow answer is not a fresh one', () => {
+  it('an entry whose read is answered too late to forward it inside its visibility (this process stalled) is not forwarded then: read again, it reaches the app once, and no other replica takes it over', async () => {
+    // Visibility 3000 ms, forward timeout 2500 ms, an app that answers in 1500 ms. Redis makes the
+    // entry A's at the thaw; A's loop is held 1800 ms before it reads the answer. Before, A forwarded
+    // it then: the app answered at 3300 ms, after B had taken the entry over (idle 3000 ms) and
+    // forwarded it too, so the app had it twice.
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const theApp = await app();
+    const p = prefix();
+    // A's clock stands still: after its first round a poll only reads (no promote, no takeover), so
+    // the read is the one command a poll sends.
+    const fixed = Date.now();
+    const A = await queue(p, theApp.url, { url: own.url, commandTimeoutMs: 30_000, visibilityMs: 3000, forwardTimeoutMs: 2500, pollIntervalMs: 50, now: () => fixed });
+    await vi.waitFor(() => expect(count(A.redisMetrics.up)).resolves.toBe(1), { timeout: 10_000 });
+    await A.q.enqueue(signed('evt_warm'));
+    await vi.waitFor(() => expect(count(A.registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome: 'delivered' })).resolves.toBe(1), { timeout: 10_000 });
+
+    // Watch A's commands as they are sent. Freeze Redis the moment one of A's polls has read nothing
+    // and nothing of A's is in flight (the poll is over; the next is 50 ms away).
+    let inFlight = 0;
+    let readSentWith = -1;
+    let frozen!: () => void;
+    const isFrozen = new Promise<void>((resolve) => (frozen = resolve));
+    let armed = true;
+    const call = A.conn.call.bind(A.conn);
+    A.conn.call = (<T>(op: string, work: (c: never) => Promise<T>): Promise<T> => {
+      inFlight++;
+      return call(op, (c) => {
+        if (op === 'queue_read' && !armed) readSentWith = unreadBytesAt(own.port);
+        return work(c as never);
+      }).finally(() => {
+        inFlight--;
+        if (armed && op === 'queue_read' && inFlight === 0) {
+          armed = false;
+          own.freeze();
+          frozen();
+        }
+      });
+    }) as typeof A.conn.call;
+    await isFrozen;
+    let forwarded: Promise<unknown>;
+    try {
+      // On A's own connection, in order: the event is stored (its wake reaches A only after the
+      // thaw), then A's next poll reads it; both wait unread in Redis' socket.
+      forwarded = A.q.enqueue(signed('evt_late'));
+      forwarded.catch(() => undefined);
+      await vi.waitFor(() => expect(readSentWith).toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
+      await vi.waitFor(() => expect(unreadBytesAt(own.port)).toBeGreaterThan(readSentWith), { timeout: 10_000, interval: 5 });
+    } finally {
+      own.thaw();
+    }
+    // Redis runs both at once; A reads the answer 1800 ms later: 1200 ms of visibility left, less
+    // than a forward may take.
+    for (const until = performance.now() + 1800; performance.now() < until; );
+    theApp.delayMs = 1500;
+    expect(await forwarded).toBe('queued');
+    const B = await queue(p, theApp.url, { url: own.url, visibilityMs: 3000, forwardTimeoutMs: 2500, pollIntervalMs: 50 });
+
+    const forwards = (r: typeof A, outcome: string): Promise<number> => count(r.registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
+    await vi.waitFor(() => expect(forwards(A, 'delivered')).resolves.toBe(2), { timeout: 20_000 });
+    const late = theApp.received.filter((r) => r.headers['x-service-event-id'] === 'evt_late');
+    expect(late.length).toBe(1);
+    expect(await forwards(A, 'read_too_late')).toBe(1);
+    expect(await forwards(B, 'delivered')).toBe(0);
+    const look = createClient({ url: own.url });
+    look.on('error', () => undefined);
+    await look.connect();
+    try {
+      expect(await look.xLen(A.keys.events)).toBe(0);
+    } finally {
+      await look.close();
+    }
   });
 });
