@@ -20,6 +20,7 @@ describe('causeOf: why an event was accepted twice', () => {
     { name: 'queue: a later attempt of the entry (its worker saw the first fail) in a stall window', copies: [{ ...copy(0, 10_000), attempt: 1 }, { ...copy(0, 12_300), attempt: 2 }], faults: [fault('redis-stall', 9000, 9500)], cause: 'app-late' },
     { name: 'queue: the same attempt twice around a stall is the stall', copies: [{ ...copy(0, 10_100), attempt: 1 }, { ...copy(1, 11_400), attempt: 1 }], faults: [fault('redis-stall', 10_000, 11_000)], cause: 'redis-stall' },
     { name: 'both copies while Redis was restarting', copies: [copy(0, 10_100), copy(1, 10_102)], faults: [fault('redis-restart', 10_000, 10_300)], cause: 'redis-restart' },
+    { name: 'both copies while Redis was killed (SIGKILL) and started again', copies: [copy(0, 10_100), copy(1, 10_400)], faults: [fault('redis-kill', 10_000, 10_300), fault('redis-stall', 30_000, 31_000)], cause: 'redis-kill' },
     { name: 'both copies around a stall', copies: [copy(0, 10_100), copy(1, 11_400)], faults: [fault('redis-stall', 10_000, 11_000), fault('redis-restart', 30_000, 30_300)], cause: 'redis-stall' },
     { name: 'nothing near', copies: [copy(0, 10_000), copy(1, 10_010)], faults: [fault('redis-stall', 40_000, 41_000)], cause: 'none' },
   ];

@@ -6,7 +6,9 @@ import type { Fault, FaultKind } from './nemesis.js';
 import type { RevocationResult } from './revocations.js';
 import type { SentEvent } from './sender.js';
 
-export const CAUSES = ['redis-stall', 'redis-restart', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
+export const CAUSES = ['redis-stall', 'redis-restart', 'redis-kill', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
+/** Redis faults: a duplicate or a stranded event they cause fails the run. */
+export const REDIS_FAULTS: readonly FaultKind[] = ['redis-stall', 'redis-restart', 'redis-kill'];
 export type Cause = (typeof CAUSES)[number];
 
 /** A replica dead this soon after its app took a copy: the forward was done, the accept not recorded. */
@@ -113,7 +115,7 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
   const redis = faults
-    .filter((f) => (f.kind === 'redis-stall' || f.kind === 'redis-restart') && overlaps(span, extended(f)))
+    .filter((f) => REDIS_FAULTS.includes(f.kind) && overlaps(span, extended(f)))
     .sort((a, b) => Math.abs(a.start - c1.at) - Math.abs(b.start - c1.at));
   if (redis[0]) return redis[0].kind as Cause;
   if (faults.some((f) => (f.kind === 'app-fail' || f.kind === 'app-hang') && overlaps(span, extended(f)))) return 'app-fail/hang';
@@ -128,7 +130,7 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
  * the worker), counted apart.
  */
 export function lateAfterRedis(events: readonly SentEvent[], arrivals: Map<string, Arrival[]>, faults: readonly Fault[]) {
-  const redis = faults.filter((f) => f.kind === 'redis-stall' || f.kind === 'redis-restart');
+  const redis = faults.filter((f) => REDIS_FAULTS.includes(f.kind));
   const late: { id: string; lateMs: number }[] = [];
   let lateExplained = 0;
   for (const e of events) {
@@ -203,7 +205,7 @@ export function failures(r: ModeReport): string[] {
   const out: string[] = [];
   if (r.lost.length > 0) out.push(`${r.lost.length} acknowledged event(s) lost: ${r.lost.slice(0, 5).join(', ')}`);
   if (r.unacked.length > 0) out.push(`${r.unacked.length} event(s) never acknowledged: ${r.unacked.slice(0, 5).join(', ')}`);
-  for (const cause of ['redis-stall', 'redis-restart', 'none'] as const) {
+  for (const cause of ['redis-stall', 'redis-restart', 'redis-kill', 'none'] as const) {
     const ids = r.duplicated.filter((d) => d.cause === cause).map((d) => d.id);
     if (ids.length > 0) out.push(`${ids.length} duplicate(s) caused by ${cause}: ${ids.slice(0, 5).join(', ')}`);
   }

@@ -1,7 +1,7 @@
 import { FORWARD_TIMEOUT_MS, type Fleet } from './fleet.js';
 import { sleep, until, type Rng, type Window } from './lib.js';
 
-export const FAULT_KINDS = ['replica-kill', 'redis-restart', 'redis-stall', 'app-fail', 'app-hang'] as const;
+export const FAULT_KINDS = ['replica-kill', 'redis-restart', 'redis-kill', 'redis-stall', 'app-fail', 'app-hang'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** One fault and its window: from the moment it was made to the moment everything was back. */
@@ -19,7 +19,9 @@ export const HANG_MS = FORWARD_TIMEOUT_MS + 1000;
 /**
  * One fault at a time, on a seeded schedule: each round is every kind in a shuffled order (Redis
  * stalls twice), with 0.5–2 s of calm between faults. Durations: a replica is down 0.2–1.5 s before
- * it is started again; Redis is restarted with SIGTERM (AOF keeps its data) and started at once;
+ * it is started again; Redis is restarted with SIGTERM (AOF keeps its data) and started at once,
+ * or killed with SIGKILL (no shutdown: what it acknowledged is on disk, `appendfsync always`) and
+ * started at once;
  * frozen with SIGSTOP for 0.3–3 s; an app answers 503, or hangs past the forward timeout, for 1–4 s.
  */
 export class Nemesis {
@@ -32,7 +34,7 @@ export class Nemesis {
 
   /** Makes faults until `endAt` (epoch ms); the last one is healed before it returns. */
   async run(endAt: number): Promise<void> {
-    const round: FaultKind[] = ['replica-kill', 'redis-restart', 'redis-stall', 'redis-stall', 'app-fail', 'app-hang'];
+    const round: FaultKind[] = ['replica-kill', 'redis-restart', 'redis-kill', 'redis-stall', 'redis-stall', 'app-fail', 'app-hang'];
     for (;;) {
       for (const kind of this.rng.shuffle(round)) {
         await sleep(this.rng.between(500, 2000));
@@ -50,6 +52,10 @@ export class Nemesis {
         return this.killReplica(target);
       case 'redis-restart':
         await this.fleet.redis.stop();
+        await this.fleet.redis.start();
+        return { kind, start, at: start, end: Date.now() };
+      case 'redis-kill':
+        await this.fleet.redis.kill();
         await this.fleet.redis.start();
         return { kind, start, at: start, end: Date.now() };
       case 'redis-stall':

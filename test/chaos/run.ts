@@ -2,7 +2,7 @@
  * `npm run chaos`: three real `serve` replicas on one real `redis-server` (AOF, `appendfsync
  * always`), the simulator as the consent service, a recording app per replica; a sender that
  * behaves like the service (signs, delivers to a random replica, sometimes two at once, retries
- * until 200); a seeded nemesis (SIGKILL a replica, restart Redis, SIGSTOP Redis, an app failing or
+ * until 200); a seeded nemesis (SIGKILL a replica, restart Redis, SIGKILL Redis, SIGSTOP Redis, an app failing or
  * hanging); revocations measured until every replica denies; then, once faults stop and
  * everything drains, a checker: lost, duplicated (by cause), stranded, revocation propagation.
  * Both delivery modes, passthrough then queue. Exit 1 when a mode fails (see checker.failures).
