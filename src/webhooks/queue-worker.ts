@@ -94,8 +94,11 @@ export class QueueWorker implements EventQueue {
   private stopped = false;
   /** Own pending entries may exist that no forward is handling: read them. */
   private recoverPending = true;
-  /** Failed calls so far: a recovery read clears the flag only if none failed while it ran. */
-  private failures = 0;
+  /**
+   * Reasons so far to read own pending entries (failed calls, entries read too late): a recovery
+   * read clears {@link recoverPending} only if none came while it ran.
+   */
+  private recoverReasons = 0;
   private lastTakeOver = 0;
   private lastPromote = 0;
   private lastStats = 0;
@@ -210,14 +213,13 @@ export class QueueWorker implements EventQueue {
    * next pump (the poll, a wake, or the store answering again), not in a loop while it is away.
    */
   private failed(where: string, err: unknown): void {
-    this.failures++;
-    this.recoverPending = true;
+    this.recoverLater();
     this.logError(where, err);
   }
 
   /** Reads this consumer's own pending entries and takes up those nothing here is handling. */
   private async recover(): Promise<void> {
-    const failuresBefore = this.failures;
+    const reasonsBefore = this.recoverReasons;
     let after = '0-0';
     for (;;) {
       const free = this.free();
@@ -232,7 +234,7 @@ export class QueueWorker implements EventQueue {
       if (entries.length < free + this.active.size) break;
       after = entries[entries.length - 1]!.entryId;
     }
-    if (this.failures === failuresBefore) this.recoverPending = false;
+    if (this.recoverReasons === reasonsBefore) this.recoverPending = false;
   }
 
   private free(): number {
@@ -263,7 +265,13 @@ export class QueueWorker implements EventQueue {
     const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored, startBy);
     const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: o !== 'delivered' })) : work());
     // Still pending here: read again (that starts its visibility afresh) once this slot is free.
-    if (outcome === 'read_too_late') this.recoverPending = true;
+    if (outcome === 'read_too_late') this.recoverLater();
+  }
+
+  /** Own pending entries may exist that nothing here handles: the next pump reads them. */
+  private recoverLater(): void {
+    this.recoverReasons++;
+    this.recoverPending = true;
   }
 
   private run(entryId: string, work: Promise<void>): void {
