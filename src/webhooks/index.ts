@@ -36,6 +36,7 @@ export {
   createSharedDedupMetrics,
   createWebhookMetrics,
   type DeliveryOutcome,
+  QUEUE_FORWARD_OUTCOMES,
   type QueueForwardOutcome,
   type QueueMetrics,
   type SharedDedupMetrics,

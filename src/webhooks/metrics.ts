@@ -155,7 +155,8 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
 }
 
 /** What a worker did with an event it took: `outcome` label of the queue's forwards counter. */
-export type QueueForwardOutcome = 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'already_delivered' | 'signature_mismatch' | 'unreadable' | 'read_too_late';
+export const QUEUE_FORWARD_OUTCOMES = ['delivered', 'retry_scheduled', 'dead_lettered', 'already_delivered', 'signature_mismatch', 'unreadable', 'read_too_late'] as const;
+export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
 
 /** The queue's metrics (contract names for the three gauges), against an injected registry. */
 export interface QueueMetrics {

@@ -522,6 +522,7 @@ describe('monitoring', () => {
       'ConsentSidecarWebhookForwardFailures',
       'ConsentSidecarWebhookQueueOld',
       'ConsentSidecarWebhookRejectionsRising',
+      'ConsentSidecarWebhookStalledPastLease',
     ]);
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toMatch(/\S/);
@@ -539,8 +540,9 @@ describe('monitoring', () => {
     const names = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(names).not.toContain('ConsentSidecarDown');
     // 7 alerts since ConsentSidecarSecretReloadFailing (issue 13), 8 since ConsentSidecarRedecObligationPendingTooLong
-    // (issue 11), 10 since the queue's two (issue 10), 11 since ConsentSidecarRedisDown, less the one switched off.
-    expect(names).toHaveLength(10);
+    // (issue 11), 10 since the queue's two (issue 10), 11 since ConsentSidecarRedisDown, 12 since
+    // ConsentSidecarWebhookStalledPastLease, less the one switched off.
+    expect(names).toHaveLength(11);
   });
 });
 

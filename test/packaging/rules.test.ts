@@ -74,8 +74,9 @@ describe('alerting rules', () => {
       // 7 since ConsentSidecarSecretReloadFailing (issue 13: a secret file that cannot be reloaded);
       // 8 since ConsentSidecarRedecObligationPendingTooLong (issue 11: REDEC obligations pending too long);
       // 10 since ConsentSidecarWebhookDeadLetters and ConsentSidecarWebhookQueueOld (issue 10: queue mode).
-      // 11 since ConsentSidecarRedisDown (a pod run with a Redis URL cannot reach it).
-      expect(result.stdout).toContain('SUCCESS: 11 rules found');
+      // 11 since ConsentSidecarRedisDown (a pod run with a Redis URL cannot reach it);
+      // 12 since ConsentSidecarWebhookStalledPastLease (a replica held webhooks past their lease).
+      expect(result.stdout).toContain('SUCCESS: 12 rules found');
     }
   });
 

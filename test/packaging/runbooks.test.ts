@@ -9,7 +9,7 @@ import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
 import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
 import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
-import { reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
+import { QUEUE_FORWARD_OUTCOMES, reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
 import { ROOT, mustFind, render, type K8sObject } from './helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 import { declaredMetricFamilies } from '../helpers/metric-families.js';
@@ -33,6 +33,7 @@ const REJECTION_REASONS = new Set<string>([...AUTH_REASONS, ...ROUTE_REJECTIONS,
 /** Emittable label values by metric family. */
 const LABEL_VALUES: Record<string, ReadonlySet<string>> = {
   consent_sidecar_webhook_rejections_total: REJECTION_REASONS,
+  consent_sidecar_webhook_queue_forwards_total: new Set(QUEUE_FORWARD_OUTCOMES),
   consent_sidecar_fail_closed_total: new Set(FAIL_CLOSED_CAUSES),
   consent_sidecar_pre_evaluation_denials_total: new Set([...PRE_EVALUATION_REASONS, 'other']),
   // One role per secret file flag.
