@@ -38,7 +38,7 @@ export const REDIS_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'redis-wait-replicas',
     arg: '<n>',
-    description: 'queue mode and shared revocations: acknowledge only what this many Redis replicas hold (WAIT), so a failover loses nothing acknowledged',
+    description: 'queue mode and shared revocations: acknowledge only what this many Redis replicas hold (WAIT); as many as the master has, or a failover may promote one that missed it',
     defaultText: '0',
   },
   { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },

@@ -21,6 +21,8 @@ describe('causeOf: why an event was accepted twice', () => {
     { name: 'queue: the same attempt twice around a stall is the stall', copies: [{ ...copy(0, 10_100), attempt: 1 }, { ...copy(1, 11_400), attempt: 1 }], faults: [fault('redis-stall', 10_000, 11_000)], cause: 'redis-stall' },
     { name: 'both copies while Redis was restarting', copies: [copy(0, 10_100), copy(1, 10_102)], faults: [fault('redis-restart', 10_000, 10_300)], cause: 'redis-restart' },
     { name: 'both copies while Redis was killed (SIGKILL) and started again', copies: [copy(0, 10_100), copy(1, 10_400)], faults: [fault('redis-kill', 10_000, 10_300), fault('redis-stall', 30_000, 31_000)], cause: 'redis-kill' },
+    // Seen with Sentinel: both copies came after a failover and just before a stall began.
+    { name: 'both copies before a stall began, after a failover: the failover', copies: [copy(0, 18_812), copy(2, 19_000)], faults: [fault('redis-failover', 16_020, 18_270), fault('redis-stall', 19_015, 20_401)], cause: 'redis-failover' },
     { name: 'both copies around a stall', copies: [copy(0, 10_100), copy(1, 11_400)], faults: [fault('redis-stall', 10_000, 11_000), fault('redis-restart', 30_000, 30_300)], cause: 'redis-stall' },
     { name: 'nothing near', copies: [copy(0, 10_000), copy(1, 10_010)], faults: [fault('redis-stall', 40_000, 41_000)], cause: 'none' },
   ];

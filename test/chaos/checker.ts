@@ -5,10 +5,22 @@ import { overlaps, quantile, type Window } from './lib.js';
 import type { Fault, FaultKind } from './nemesis.js';
 import type { RevocationResult } from './revocations.js';
 import type { SentEvent } from './sender.js';
+import type { Topology } from './topology.js';
 
-export const CAUSES = ['redis-stall', 'redis-restart', 'redis-kill', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
-/** Redis faults: a duplicate or a stranded event they cause fails the run. */
-export const REDIS_FAULTS: readonly FaultKind[] = ['redis-stall', 'redis-restart', 'redis-kill'];
+export const CAUSES = ['redis-stall', 'redis-restart', 'redis-kill', 'redis-failover', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
+/** Redis faults: copies in their windows are theirs, and an event they strand fails the run. */
+export const REDIS_FAULTS: readonly FaultKind[] = ['redis-stall', 'redis-restart', 'redis-kill', 'redis-failover'];
+/**
+ * Causes whose duplicates fail the run. Never a failover: what the old master had not yet passed
+ * to a replica (a dedup accept, a queue acknowledgement or delivered marker) is gone with it, so
+ * an event may reach the app once more; counted and shown. With Sentinel any Redis fault longer
+ * than the sentinels' down-after time (1 s here) is a failover too, and a node started again with
+ * its old role answers READONLY until the sentinels reconfigure it (each replica then falls back to
+ * its own dedup): only a duplicate with no fault near fails that run.
+ */
+export function failingCauses(topology: Topology): readonly Cause[] {
+  return topology === 'single' ? ['redis-stall', 'redis-restart', 'redis-kill', 'none'] : ['none'];
+}
 export type Cause = (typeof CAUSES)[number];
 
 /** A replica dead this soon after its app took a copy: the forward was done, the accept not recorded. */
@@ -34,6 +46,7 @@ export interface Arrival {
 
 export interface ModeReport {
   readonly mode: Mode;
+  readonly topology: Topology;
   readonly sent: number;
   readonly acked: number;
   readonly unacked: string[];
@@ -66,6 +79,8 @@ export interface ModeReport {
 
 export interface CheckInput {
   readonly mode: Mode;
+  /** Default single. */
+  readonly topology?: Topology;
   readonly events: ReadonlyMap<string, SentEvent>;
   readonly apps: readonly RecordingApp[];
   readonly faults: readonly Fault[];
@@ -114,9 +129,11 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && c1.at <= f.at && c1.at >= f.at - KILL_AFTER_FORWARD_MS)) return 'replica-kill';
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
-  const redis = faults
-    .filter((f) => REDIS_FAULTS.includes(f.kind) && overlaps(span, extended(f)))
-    .sort((a, b) => Math.abs(a.start - c1.at) - Math.abs(b.start - c1.at));
+  const near = faults.filter((f) => REDIS_FAULTS.includes(f.kind) && overlaps(span, extended(f)));
+  // A fault that began after both copies had arrived did not cause them: one that had begun is
+  // preferred (a stall starting just after a failover's copies is not their cause), then the nearest.
+  const begun = near.filter((f) => f.start <= c2.at);
+  const redis = (begun.length > 0 ? begun : near).sort((a, b) => Math.abs(a.start - c1.at) - Math.abs(b.start - c1.at));
   if (redis[0]) return redis[0].kind as Cause;
   if (faults.some((f) => (f.kind === 'app-fail' || f.kind === 'app-hang') && overlaps(span, extended(f)))) return 'app-fail/hang';
   if (faults.some((f) => f.kind === 'replica-kill' && overlaps(span, extended(f)))) return 'replica-kill';
@@ -183,6 +200,7 @@ export function check(input: CheckInput): ModeReport {
   for (const e of events) for (const [k, n] of Object.entries(e.answers)) answers[k] = (answers[k] ?? 0) + n;
   return {
     mode: input.mode,
+    topology: input.topology ?? 'single',
     t0: Math.min(...events.map((e) => e.createdAt)),
     sent: events.length,
     acked: acked.length,
@@ -205,7 +223,7 @@ export function failures(r: ModeReport): string[] {
   const out: string[] = [];
   if (r.lost.length > 0) out.push(`${r.lost.length} acknowledged event(s) lost: ${r.lost.slice(0, 5).join(', ')}`);
   if (r.unacked.length > 0) out.push(`${r.unacked.length} event(s) never acknowledged: ${r.unacked.slice(0, 5).join(', ')}`);
-  for (const cause of ['redis-stall', 'redis-restart', 'redis-kill', 'none'] as const) {
+  for (const cause of failingCauses(r.topology)) {
     const ids = r.duplicated.filter((d) => d.cause === cause).map((d) => d.id);
     if (ids.length > 0) out.push(`${ids.length} duplicate(s) caused by ${cause}: ${ids.slice(0, 5).join(', ')}`);
   }

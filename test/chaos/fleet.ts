@@ -1,9 +1,9 @@
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { RecordingApp, replicaFlags, ServeProcess } from '../e2e/replicas.js';
-import { adminOn, spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
+import { adminOn } from '../helpers/redis.js';
+import { startChaosRedis, type ChaosRedis, type Topology } from './topology.js';
 
 export type Mode = 'passthrough' | 'queue';
 
@@ -29,8 +29,9 @@ export interface QueueLeft {
 }
 
 /**
- * Everything a chaos run of one mode runs against: one `redis-server` with AOF on
- * (`appendfsync always`, its own directory), the simulator as the consent service, three real
+ * Everything a chaos run of one mode runs against: Redis (one `redis-server`, or a master, two
+ * replicas and three sentinels; every data node with AOF on, `appendfsync always`, its own
+ * directory), the simulator as the consent service, three real
  * `serve` replicas, each with its own recording app. Replica logs are appended to files in `dir`
  * (one per replica, every incarnation), so a finding can be read after the run.
  */
@@ -45,24 +46,22 @@ export class Fleet {
   private constructor(
     readonly mode: Mode,
     readonly dir: string,
-    readonly redis: SpawnedRedis,
+    readonly redis: ChaosRedis,
     readonly sim: SimulatorHandle,
     readonly prefix: string,
-    private readonly redisDir: string,
   ) {}
 
-  static async start(mode: Mode, dir: string, size = 3): Promise<Fleet> {
-    const redisDir = mkdtempSync(join(tmpdir(), 'cs-chaos-redis-'));
-    const redis = await spawnRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--dir', redisDir] });
+  static async start(mode: Mode, dir: string, topology: Topology = 'single', size = 3): Promise<Fleet> {
+    const redis = await startChaosRedis(topology);
     const sim = await startSimulator({ apiKey: 'chaos-key' });
-    const fleet = new Fleet(mode, dir, redis, sim, `chaos-${mode}:`, redisDir);
+    const fleet = new Fleet(mode, dir, redis, sim, `chaos-${mode}:`);
     try {
       for (let i = 0; i < size; i++) {
         const app = new RecordingApp();
         await app.up();
         fleet.apps.push(app);
         const extra: Record<string, string> = mode === 'queue' ? { 'webhook-delivery': 'queue' } : {};
-        const flags = replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redisUrl: redis.url, prefix: fleet.prefix, extra });
+        const flags = replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redis: redis.flags, prefix: fleet.prefix, extra });
         fleet.replicas.push(new ServeProcess({ ...flags, 'webhook-forward-timeout-ms': String(FORWARD_TIMEOUT_MS) }));
         fleet.down.push(false);
       }
@@ -111,7 +110,7 @@ export class Fleet {
 
   /** What the queue still holds (queue mode), read from Redis directly. */
   async queueLeft(): Promise<QueueLeft> {
-    const c = await adminOn(this.redis.url);
+    const c = await adminOn(await this.redis.masterUrl());
     try {
       const k = (name: string): string => `{${this.prefix}}queue:${name}`;
       const waiting = (await c.sendCommand(['ZRANGE', k('born'), '0', '-1'])) as string[];
@@ -135,7 +134,6 @@ export class Fleet {
     );
     await Promise.allSettled(this.apps.map((a) => a.down()));
     await this.sim.close();
-    await this.redis.stop();
-    rmSync(this.redisDir, { recursive: true, force: true });
+    await this.redis.close();
   }
 }

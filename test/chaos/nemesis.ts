@@ -1,7 +1,7 @@
 import { FORWARD_TIMEOUT_MS, type Fleet } from './fleet.js';
 import { sleep, until, type Rng, type Window } from './lib.js';
 
-export const FAULT_KINDS = ['replica-kill', 'redis-restart', 'redis-kill', 'redis-stall', 'app-fail', 'app-hang'] as const;
+export const FAULT_KINDS = ['replica-kill', 'redis-restart', 'redis-kill', 'redis-stall', 'redis-failover', 'app-fail', 'app-hang'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** One fault and its window: from the moment it was made to the moment everything was back. */
@@ -21,8 +21,9 @@ export const HANG_MS = FORWARD_TIMEOUT_MS + 1000;
  * stalls twice), with 0.5–2 s of calm between faults. Durations: a replica is down 0.2–1.5 s before
  * it is started again; Redis is restarted with SIGTERM (AOF keeps its data) and started at once,
  * or killed with SIGKILL (no shutdown: what it acknowledged is on disk, `appendfsync always`) and
- * started at once;
- * frozen with SIGSTOP for 0.3–3 s; an app answers 503, or hangs past the forward timeout, for 1–4 s.
+ * started at once; frozen with SIGSTOP for 0.3–3 s; with Sentinel, the master killed (SIGKILL)
+ * until the sentinels promote a replica, then started again; an app answers 503, or hangs past the
+ * forward timeout, for 1–4 s. Redis faults hit the node that is the master at the time.
  */
 export class Nemesis {
   readonly faults: Fault[] = [];
@@ -35,6 +36,7 @@ export class Nemesis {
   /** Makes faults until `endAt` (epoch ms); the last one is healed before it returns. */
   async run(endAt: number): Promise<void> {
     const round: FaultKind[] = ['replica-kill', 'redis-restart', 'redis-kill', 'redis-stall', 'redis-stall', 'app-fail', 'app-hang'];
+    if (this.fleet.redis.failover) round.push('redis-failover', 'redis-failover');
     for (;;) {
       for (const kind of this.rng.shuffle(round)) {
         await sleep(this.rng.between(500, 2000));
@@ -51,17 +53,16 @@ export class Nemesis {
       case 'replica-kill':
         return this.killReplica(target);
       case 'redis-restart':
-        await this.fleet.redis.stop();
-        await this.fleet.redis.start();
+        await this.fleet.redis.restart();
         return { kind, start, at: start, end: Date.now() };
       case 'redis-kill':
         await this.fleet.redis.kill();
-        await this.fleet.redis.start();
         return { kind, start, at: start, end: Date.now() };
       case 'redis-stall':
-        this.fleet.redis.freeze();
-        await sleep(this.rng.between(300, 3000));
-        this.fleet.redis.thaw();
+        await this.fleet.redis.stall(this.rng.between(300, 3000));
+        return { kind, start, at: start, end: Date.now() };
+      case 'redis-failover':
+        await this.fleet.redis.failover!();
         return { kind, start, at: start, end: Date.now() };
       case 'app-fail':
       case 'app-hang':

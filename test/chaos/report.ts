@@ -1,8 +1,8 @@
-import { CAUSES, failures, faultCounts, type ModeReport } from './checker.js';
+import { CAUSES, failingCauses, failures, faultCounts, type ModeReport } from './checker.js';
 import { FAULT_KINDS } from './nemesis.js';
 
-const LABEL_WIDTH = 46;
-const COLUMN_WIDTH = 28;
+const LABEL_WIDTH = 54;
+const COLUMN_WIDTH = 30;
 
 function row(label: string, cells: string[]): string {
   return `${label.padEnd(LABEL_WIDTH)}${cells.map((c) => c.padEnd(COLUMN_WIDTH)).join('')}`.trimEnd();
@@ -12,6 +12,7 @@ const CAUSE_LABELS: Record<(typeof CAUSES)[number], string> = {
   'redis-stall': 'a Redis stall',
   'redis-restart': 'a Redis restart',
   'redis-kill': 'a Redis kill (SIGKILL)',
+  'redis-failover': 'a Sentinel failover',
   'replica-kill': 'a replica kill',
   'app-fail/hang': 'an app failing or hanging',
   'app-late': 'an app slower than the timeout (load)',
@@ -49,7 +50,7 @@ export function table(reports: readonly ModeReport[]): string {
     row('  propagation max / p99 (ms), from the 200', col((r) => `${ms(r.revocations.maxMs)} / ${ms(r.revocations.p99Ms)}`)),
     row('  max from the delivery sent (ms)', col((r) => ms(r.revocations.maxFromSentMs))),
     row('  over 1 s', col((r) => String(r.revocations.over1s))),
-    row('faults: kill/restart/SIGKILL/stall/fail/hang', col((r) => FAULT_KINDS.map((k) => faultCounts(r.faults)[k] ?? 0).join(' / '))),
+    row('faults: kill/restart/SIGKILL/stall/failover/fail/hang', col((r) => FAULT_KINDS.map((k) => faultCounts(r.faults)[k] ?? 0).join(' / '))),
     row('  redis stalls (s)', col(stallRange)),
     row('replica crashes', col((r) => String(r.crashes.length))),
     row('delivery attempts answered', col(answersCell)),
@@ -76,7 +77,7 @@ export function details(reports: readonly ModeReport[]): string {
         .map((f) => `${rel(f.start)}–${rel(f.end)}`)
         .join(', ');
     // Duplicates of an allowed cause are in the timeline file; those that fail the run are shown with their evidence.
-    for (const d of r.duplicated.filter((x) => x.cause === 'redis-stall' || x.cause === 'redis-restart' || x.cause === 'redis-kill' || x.cause === 'none').slice(0, 20)) {
+    for (const d of r.duplicated.filter((x) => failingCauses(r.topology).includes(x.cause)).slice(0, 20)) {
       const where = d.arrivals.map((a) => `app ${a.app} at ${rel(a.at)}`).join(', ');
       out.push(`${r.mode}: duplicate ${d.id}: ${where} (${d.cause}${d.cause === 'none' ? '' : `; ${d.cause} windows: ${faultAt(d.cause)}`})`);
     }

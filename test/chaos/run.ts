@@ -1,16 +1,16 @@
 /**
  * `npm run chaos`: three real `serve` replicas on one real `redis-server` (AOF, `appendfsync
- * always`), the simulator as the consent service, a recording app per replica; a sender that
+ * always`), or on a master, two replicas and three sentinels (`--topology sentinel`), the simulator as the consent service, a recording app per replica; a sender that
  * behaves like the service (signs, delivers to a random replica, sometimes two at once, retries
- * until 200); a seeded nemesis (SIGKILL a replica, restart Redis, SIGKILL Redis, SIGSTOP Redis, an app failing or
- * hanging); revocations measured until every replica denies; then, once faults stop and
+ * until 200); a seeded nemesis (SIGKILL a replica, restart Redis, SIGKILL Redis, SIGSTOP Redis,
+ * with Sentinel a failover, an app failing or hanging); revocations measured until every replica denies; then, once faults stop and
  * everything drains, a checker: lost, duplicated (by cause), stranded, revocation propagation.
  * Both delivery modes, passthrough then queue. Exit 1 when a mode fails (see checker.failures).
  *
  * Flags (or variables): --events N (CHAOS_EVENTS, 2000 per mode), --duration-s S
  * (CHAOS_DURATION_S, 60: how long events are sent and faults made), --seed N (CHAOS_SEED, random;
  * printed), --drain-s S (CHAOS_DRAIN_S, 120: the most the drain may take), --modes
- * passthrough,queue (CHAOS_MODES), --dir PATH (CHAOS_DIR: replica logs and timelines; a fresh
+ * passthrough,queue (CHAOS_MODES), --topology single|sentinel (CHAOS_TOPOLOGY, single), --dir PATH (CHAOS_DIR: replica logs and timelines; a fresh
  * directory under the system's temporary one).
  */
 import { execFileSync } from 'node:child_process';
@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { check, failures, type ModeReport } from './checker.js';
 import { Fleet, type Mode } from './fleet.js';
 import { Rng, until } from './lib.js';
+import { TOPOLOGIES, type Topology } from './topology.js';
 import { Nemesis } from './nemesis.js';
 import { details, table } from './report.js';
 import { RevocationProber } from './revocations.js';
@@ -32,12 +33,13 @@ interface Options {
   readonly seed: number;
   readonly drainMs: number;
   readonly modes: Mode[];
+  readonly topology: Topology;
   readonly dir: string;
 }
 
 function options(): Options {
   const { values } = parseArgs({
-    options: { events: { type: 'string' }, 'duration-s': { type: 'string' }, seed: { type: 'string' }, 'drain-s': { type: 'string' }, modes: { type: 'string' }, dir: { type: 'string' } },
+    options: { events: { type: 'string' }, 'duration-s': { type: 'string' }, seed: { type: 'string' }, 'drain-s': { type: 'string' }, modes: { type: 'string' }, topology: { type: 'string' }, dir: { type: 'string' } },
   });
   const num = (v: string | undefined, env: string, fallback: number): number => {
     const n = Number(v ?? process.env[env] ?? fallback);
@@ -46,6 +48,8 @@ function options(): Options {
   };
   const modes = (values.modes ?? process.env.CHAOS_MODES ?? 'passthrough,queue').split(',') as Mode[];
   if (modes.some((m) => m !== 'passthrough' && m !== 'queue')) throw new Error(`--modes: passthrough and/or queue, got ${modes.join(',')}`);
+  const topology = (values.topology ?? process.env.CHAOS_TOPOLOGY ?? 'single') as Topology;
+  if (!TOPOLOGIES.includes(topology)) throw new Error(`--topology: ${TOPOLOGIES.join(' or ')}, got ${topology}`);
   const dir = values.dir ?? process.env.CHAOS_DIR ?? mkdtempSync(join(tmpdir(), 'consent-sidecar-chaos-'));
   mkdirSync(dir, { recursive: true });
   return {
@@ -54,6 +58,7 @@ function options(): Options {
     seed: num(values.seed, 'CHAOS_SEED', Math.floor(Math.random() * 2 ** 31)) >>> 0,
     drainMs: num(values['drain-s'], 'CHAOS_DRAIN_S', 120) * 1000,
     modes,
+    topology,
     dir,
   };
 }
@@ -73,8 +78,8 @@ const began = Date.now();
 const progress = (line: string): void => console.log(`[+${((Date.now() - began) / 1000).toFixed(1)} s] ${line}`);
 
 async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
-  progress(`${mode}: starting Redis, the simulator, 3 replicas and their apps`);
-  const fleet = await Fleet.start(mode, o.dir);
+  progress(`${mode}: starting Redis (${o.topology}), the simulator, 3 replicas and their apps`);
+  const fleet = await Fleet.start(mode, o.dir, o.topology);
   try {
     for (const r of fleet.replicas) {
       if (!(await until(async () => (await r.metric('consent_sidecar_redis_up')) === 1, Date.now() + 30_000))) throw new Error(`${mode}: a replica never saw Redis up`);
@@ -93,7 +98,7 @@ async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
     progress(`${mode}: ${drained ? 'drained' : 'drain deadline passed'} after ${(drainMs / 1000).toFixed(1)} s`);
     await sender.giveUp(Date.now());
     const left = mode === 'queue' ? await fleet.queueLeft() : undefined;
-    const report = check({ mode, events: sender.events, apps: fleet.apps, faults: nemesis.faults, revocations: prober.results, crashes: fleet.crashes, left, drainMs, drained });
+    const report = check({ mode, topology: o.topology, events: sender.events, apps: fleet.apps, faults: nemesis.faults, revocations: prober.results, crashes: fleet.crashes, left, drainMs, drained });
     writeTimeline(o, fleet, sender, nemesis, prober, report);
     return report;
   } finally {
@@ -127,7 +132,7 @@ async function main(): Promise<number> {
   const o = options();
   const rng = new Rng(o.seed);
   console.log(`chaos: seed ${o.seed} (repeat with --seed ${o.seed} or CHAOS_SEED=${o.seed}); ${o.events} events per mode over ${o.durationMs / 1000} s; modes ${o.modes.join(', ')}`);
-  console.log(`machine at start: ${machine()}; node ${process.version}; redis-server ${redisVersion()} (AOF, appendfsync always)`);
+  console.log(`machine at start: ${machine()}; node ${process.version}; redis-server ${redisVersion()} (AOF, appendfsync always); topology ${o.topology}`);
   const reports: ModeReport[] = [];
   for (const [i, mode] of o.modes.entries()) reports.push(await runMode(mode, o, rng.fork(100 + i)));
   console.log(`\nchaos: seed ${o.seed}, ${o.events} events per mode over ${o.durationMs / 1000} s, 3 replicas; machine at end: ${machine()}\n`);

@@ -300,15 +300,17 @@ export interface SpawnedSentinels {
   stop(): Promise<void>;
 }
 
-export async function spawnSentinels(o: { sentinels?: number; replicas?: number; masterName?: string } = {}): Promise<SpawnedSentinels> {
+export async function spawnSentinels(o: { sentinels?: number; replicas?: number; masterName?: string; args?: readonly string[] } = {}): Promise<SpawnedSentinels> {
   const masterName = o.masterName ?? 'mymaster';
   const started: SpawnedRedis[] = [];
   try {
-    const primary = await spawnRedisServer();
+    // Data nodes: `args` instead of no persistence (each still gets a directory of its own).
+    const data = o.args ?? NO_PERSISTENCE;
+    const primary = await spawnRedisServer({ args: [...data] });
     started.push(primary);
     const replicas: SpawnedRedis[] = [];
     for (let i = 0; i < (o.replicas ?? 1); i++) {
-      replicas.push(await spawnRedisServer({ args: [...NO_PERSISTENCE, '--replicaof', '127.0.0.1', String(primary.port)] }));
+      replicas.push(await spawnRedisServer({ args: [...data, '--replicaof', '127.0.0.1', String(primary.port)] }));
       started.push(replicas[i]!);
     }
     const sentinels: SpawnedRedis[] = [];
