@@ -32,7 +32,17 @@ export interface RedisConnectionOptions {
   readonly metrics: RedisMetrics;
   /** Health check interval (ms); default {@link REDIS_HEALTH_INTERVAL_MS}. */
   readonly healthIntervalMs?: number;
+  /**
+   * `--redis-wait-replicas`: when above 0, the replicas the master has (one server or Sentinel) are
+   * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link checkReplicas}).
+   */
+  readonly waitReplicas?: number;
+  /** Default {@link REPLICA_CHECK_INTERVAL_MS}. */
+  readonly replicaCheckIntervalMs?: number;
 }
+
+/** How often the replicas the master has are compared with `--redis-wait-replicas` (ms). */
+export const REPLICA_CHECK_INTERVAL_MS = 30_000;
 
 type Listener = (message: string) => void;
 
@@ -78,6 +88,9 @@ export class RedisConnection {
   private readonly commands: RedisCommands;
   /** Waiting for the link to be ready ({@link connected}). */
   private readyWaiters: (() => void)[] = [];
+  private lastReplicaCheck = Number.NEGATIVE_INFINITY;
+  /** The replica count last logged as differing from `--redis-wait-replicas` ('' when none differs). */
+  private replicasLogged = '';
 
   constructor(private readonly options: RedisConnectionOptions) {
     if (!(options.commandTimeoutMs > 0)) throw new RangeError('RedisConnection: commandTimeoutMs must be > 0');
@@ -239,10 +252,52 @@ export class RedisConnection {
       }
       await this.call('health', (c) => HEALTH.run(c, [this.options.keyspace.key('health')], ['1', String(HEALTH_KEY_TTL_MS)]));
       this.setUp(true);
+      await this.checkReplicas(target);
     } catch (err) {
       this.setUp(false, reasonOf(err));
     } finally {
       this.checking = false;
+    }
+  }
+
+  /**
+   * `WAIT n` protects an acknowledged write from a failover only when every replica that can be
+   * promoted holds it: with fewer, Redis may promote one that missed it (the Sentinel chaos run lost
+   * acknowledged events that way). So the master's replicas are compared with `--redis-wait-replicas`
+   * and a difference is logged once per count: more replicas than `n` (a failover may lose what was
+   * acknowledged), or fewer attached than `n` (nothing can be acknowledged: 503 until they are).
+   * One server and Sentinel only; never changes whether Redis is up.
+   */
+  private async checkReplicas(target: RedisTargetSpec): Promise<void> {
+    const n = this.options.waitReplicas ?? 0;
+    if (n <= 0 || target.kind === 'cluster') return;
+    const now = performance.now();
+    if (now - this.lastReplicaCheck < (this.options.replicaCheckIntervalMs ?? REPLICA_CHECK_INTERVAL_MS)) return;
+    this.lastReplicaCheck = now;
+    let info: string;
+    try {
+      info = String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication'])));
+    } catch {
+      return; // the next check tries again; the health check says whether Redis is usable
+    }
+    const replicas = Number(/^connected_slaves:(\d+)\s*$/m.exec(info)?.[1]);
+    if (!/^role:master\s*$/m.test(info) || !Number.isInteger(replicas)) return;
+    const key = replicas === n ? '' : String(replicas);
+    if (key === this.replicasLogged) return;
+    this.replicasLogged = key;
+    const facts = { waitReplicas: n, replicas };
+    if (replicas > n) {
+      this.options.logger.warn(
+        { event: 'redis_wait_replicas_below_replicas', ...facts },
+        `the Redis master has ${replicas} replicas and --redis-wait-replicas is ${n}: a failover may promote a replica that missed an acknowledged event; set it to ${replicas}`,
+      );
+    } else if (replicas < n) {
+      this.options.logger.warn(
+        { event: 'redis_wait_replicas_unmet', ...facts },
+        `the Redis master has ${replicas} replicas attached, fewer than --redis-wait-replicas ${n}: queue mode and revocations answer 503 until ${n} are`,
+      );
+    } else {
+      this.options.logger.info({ event: 'redis_wait_replicas_met', ...facts }, `the Redis master has the ${n} replicas --redis-wait-replicas asks for`);
     }
   }
 

@@ -44,6 +44,7 @@ export function startSharedState(options: SharedStateOptions): SharedState {
     commandTimeoutMs: redis.commandTimeoutMs,
     logger,
     metrics: createRedisMetrics(options.registry),
+    waitReplicas: redis.waitReplicas,
   });
   const waitTimeoutMs = Math.max(1, redis.commandTimeoutMs - 100);
   const shared: SharedState = {

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/observability/index.js';
-import { RedisError, RedisKeyspace, RedisScript } from '../../src/redis/index.js';
+import { createRedisMetrics, RedisConnection, RedisError, RedisKeyspace, RedisScript } from '../../src/redis/index.js';
+import { createRegistry } from '../../src/observability/registry.js';
 import { adminOn, spawnRedisServer, useTestRedis } from '../helpers/redis.js';
 import { connectionTo, count, single, up } from './room.js';
 
@@ -169,3 +170,50 @@ function makeCertificates(dir: string): { ca: string; caPem: string; cert: strin
   run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'ext.cnf']);
   return { ca: join(dir, 'ca.crt'), caPem: readFileSync(join(dir, 'ca.crt'), 'utf8'), cert: join(dir, 'server.crt'), key: join(dir, 'server.key') };
 }
+
+describe('--redis-wait-replicas against the replicas the master has', () => {
+  it('a master with more replicas than it names is said once (a failover may lose what was acknowledged); fewer attached than it names is said too; matching again is said', async () => {
+    const master = await spawnRedisServer();
+    opened.push({ close: () => master.stop() });
+    const replicaArgs = ['--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(master.port)];
+    const replicas = [await spawnRedisServer({ args: replicaArgs }), await spawnRedisServer({ args: replicaArgs })];
+    for (const r of replicas) opened.push({ close: () => r.stop() });
+    const admin = await adminOn(master.url);
+    const attached = async (): Promise<number> => Number(/connected_slaves:(\d+)/.exec(String(await admin.sendCommand(['INFO', 'replication'])))?.[1]);
+    try {
+      await vi.waitFor(async () => expect(await attached()).toBe(2), { timeout: 20_000 });
+      const { logger, lines } = capturedLogger();
+      const registry = createRegistry({ defaultMetrics: false });
+      const conn = new RedisConnection({
+        target: () => single(master.url),
+        keyspace: new RedisKeyspace('wait:'),
+        commandTimeoutMs: 1000,
+        logger,
+        metrics: createRedisMetrics(registry),
+        healthIntervalMs: 50,
+        waitReplicas: 1,
+        replicaCheckIntervalMs: 50,
+      });
+      opened.push(conn);
+      conn.start();
+      const said = (event: string) => lines.filter((l) => l.event === event);
+      await vi.waitFor(() => expect(said('redis_wait_replicas_below_replicas')).toHaveLength(1), { timeout: 10_000 });
+      expect(said('redis_wait_replicas_below_replicas')[0]).toMatchObject({ level: 'warn', waitReplicas: 1, replicas: 2 });
+      expect(String(said('redis_wait_replicas_below_replicas')[0]!.msg)).toContain('set it to 2');
+
+      // Both replicas gone: nothing can be acknowledged until one is back.
+      await Promise.all(replicas.map((r) => r.stop()));
+      await vi.waitFor(() => expect(said('redis_wait_replicas_unmet')).toHaveLength(1), { timeout: 20_000 });
+      expect(said('redis_wait_replicas_unmet')[0]).toMatchObject({ level: 'warn', waitReplicas: 1, replicas: 0 });
+      // One back: as many as it names.
+      await replicas[0]!.start();
+      await vi.waitFor(() => expect(said('redis_wait_replicas_met')).toHaveLength(1), { timeout: 20_000 });
+      // Said once per change, not at every check.
+      expect(said('redis_wait_replicas_below_replicas')).toHaveLength(1);
+      expect(said('redis_wait_replicas_unmet')).toHaveLength(1);
+      expect(conn.isUp).toBe(true);
+    } finally {
+      admin.destroy();
+    }
+  });
+});
