@@ -44,10 +44,17 @@ redis.call('ZREM', KEYS[2], ARGV[3])
 return acked
 `);
 
-/** Delivered before (a copy, or a crash after the app's 2xx), or unreadable: drop it. KEYS: events. ARGV: group, entry id. */
+/**
+ * Delivered before (a copy, or a crash after the app's 2xx), or unreadable: drop it. KEYS: events,
+ * born. ARGV: group, entry id, event id ('' for an unreadable entry). A copy delivered before also
+ * leaves `born`: after a failover the entry can come back with its id in `born` while the delivered
+ * marker says the app had it, and a member left there would count as waiting for ever (depth,
+ * oldest age, the queue-old alert).
+ */
 export const DROP = new RedisScript(`
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+if ARGV[3] ~= '' then redis.call('ZREM', KEYS[2], ARGV[3]) end
 return acked
 `);
 

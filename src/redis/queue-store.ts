@@ -116,8 +116,8 @@ export class RedisQueueStore implements QueueStore {
     await this.connection.call('queue_delivered', (c) => DELIVERED.run(c, [events, born, this.keys.delivered(eventId)], [QUEUE_GROUP, entryId, eventId, String(retentionMs)]));
   }
 
-  async drop(entryId: string): Promise<void> {
-    await this.connection.call('queue_drop', (c) => DROP.run(c, [this.keys.events], [QUEUE_GROUP, entryId]));
+  async drop(entryId: string, eventId?: string): Promise<void> {
+    await this.connection.call('queue_drop', (c) => DROP.run(c, [this.keys.events, this.keys.born], [QUEUE_GROUP, entryId, eventId ?? '']));
   }
 
   async retryLater(entryId: string, dueAt: number, json: string): Promise<boolean> {

@@ -48,7 +48,7 @@ export class QueueDelivery {
   constructor(private readonly o: QueueDeliveryOptions) {}
 
   async dropDelivered(entry: QueueEntry, stored: StoredDelivery): Promise<void> {
-    await this.o.store.drop(entry.entryId);
+    await this.o.store.drop(entry.entryId, stored.id);
     this.o.metrics.forwards.inc({ outcome: 'already_delivered' });
     this.o.logger.info({ event: 'webhook_queue_duplicate', eventId: logId(stored.id), attempts: stored.attempts }, 'queued event delivered before; dropped');
   }

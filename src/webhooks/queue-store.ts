@@ -41,8 +41,11 @@ export interface QueueStore {
   deliveredBefore(eventIds: readonly string[]): Promise<boolean[]>;
   /** The app accepted it: marks the id delivered for `retentionMs` and removes the entry. */
   markDelivered(entryId: string, eventId: string, retentionMs: number): Promise<void>;
-  /** Removes an entry that must not be forwarded (delivered before, or unreadable). */
-  drop(entryId: string): Promise<void>;
+  /**
+   * Removes an entry that must not be forwarded: unreadable, or delivered before (`eventId` given:
+   * the id stops counting as waiting too).
+   */
+  drop(entryId: string, eventId?: string): Promise<void>;
   /** Parks it (as `json`) until `dueAt`; false when the entry was not pending any more. */
   retryLater(entryId: string, dueAt: number, json: string): Promise<boolean>;
   /** Moves it (as `json`) to the dead letters; false when it was not pending any more. */

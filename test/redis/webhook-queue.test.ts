@@ -12,6 +12,7 @@ import {
   QUEUE_BACKOFF_MAX_MS,
   QueueWorker,
   replayDeadLetters,
+  storeDelivery,
   type QueuedEvent,
 } from '../../src/webhooks/index.js';
 import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
@@ -208,6 +209,25 @@ describe('the queue on a real Redis', () => {
     expect(await two.q.enqueue(signed('evt_passthrough'))).toBe('duplicate');
     expect(Number(await fx.admin.sendCommand(['PTTL', one.keys.dedup('evt_once')]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });
+  });
+
+  it('an entry that comes back after its delivery (a failover replayed an older state) is dropped, and its id stops counting as waiting (depth 0)', async () => {
+    const a = await app();
+    const p = prefix();
+    const { q, keys, registry } = await queue(p, a.url);
+    const event = signed('evt_phantom');
+    expect(await q.enqueue(event)).toBe('queued');
+    const forwards = (outcome: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 10_000 });
+    expect(Number(await fx.admin.sendCommand(['ZCARD', keys.born]))).toBe(0);
+    // What a promoted replica can hold: the entry and its id in born again, the delivered marker too.
+    const acceptedAt = Date.now();
+    await fx.admin.sendCommand(['ZADD', keys.born, String(acceptedAt), 'evt_phantom']);
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify(storeDelivery(event.facts, event.body, acceptedAt))]);
+    await vi.waitFor(() => expect(forwards('already_delivered')).resolves.toBe(1), { timeout: 10_000 });
+    expect(Number(await fx.admin.sendCommand(['XLEN', keys.events]))).toBe(0);
+    expect(Number(await fx.admin.sendCommand(['ZCARD', keys.born]))).toBe(0);
+    expect(a.received.filter((r) => r.headers['x-service-event-id'] === 'evt_phantom')).toHaveLength(1);
   });
 
   it('list reads dead letters page by page: all of them, oldest first, across several pages', async () => {
