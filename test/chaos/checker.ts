@@ -13,10 +13,10 @@ export const REDIS_FAULTS: readonly FaultKind[] = ['redis-stall', 'redis-restart
 /**
  * Causes whose duplicates fail the run. Never a failover: what the old master had not yet passed
  * to a replica (a dedup accept, a queue acknowledgement or delivered marker) is gone with it, so
- * an event may reach the app once more; counted and shown. With Sentinel any Redis fault longer
- * than the sentinels' down-after time (1 s here) is a failover too, and a node started again with
- * its old role answers READONLY until the sentinels reconfigure it (each replica then falls back to
- * its own dedup): only a duplicate with no fault near fails that run.
+ * an event may reach the app once more; counted and shown. With Sentinel or a cluster any Redis
+ * fault longer than the failure detection (1 s here) is a failover too, and with Sentinel a node
+ * started again with its old role answers READONLY until the sentinels reconfigure it (each
+ * replica then falls back to its own dedup): only a duplicate with no fault near fails those runs.
  */
 export function failingCauses(topology: Topology): readonly Cause[] {
   return topology === 'single' ? ['redis-stall', 'redis-restart', 'redis-kill', 'none'] : ['none'];

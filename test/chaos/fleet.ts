@@ -52,9 +52,10 @@ export class Fleet {
   ) {}
 
   static async start(mode: Mode, dir: string, topology: Topology = 'single', size = 3): Promise<Fleet> {
-    const redis = await startChaosRedis(topology);
+    const prefix = `chaos-${mode}:`;
+    const redis = await startChaosRedis(topology, prefix);
     const sim = await startSimulator({ apiKey: 'chaos-key' });
-    const fleet = new Fleet(mode, dir, redis, sim, `chaos-${mode}:`);
+    const fleet = new Fleet(mode, dir, redis, sim, prefix);
     try {
       for (let i = 0; i < size; i++) {
         const app = new RecordingApp();

@@ -12,7 +12,7 @@ const CAUSE_LABELS: Record<(typeof CAUSES)[number], string> = {
   'redis-stall': 'a Redis stall',
   'redis-restart': 'a Redis restart',
   'redis-kill': 'a Redis kill (SIGKILL)',
-  'redis-failover': 'a Sentinel failover',
+  'redis-failover': 'a failover',
   'replica-kill': 'a replica kill',
   'app-fail/hang': 'an app failing or hanging',
   'app-late': 'an app slower than the timeout (load)',

@@ -1,6 +1,7 @@
 /**
  * `npm run chaos`: three real `serve` replicas on one real `redis-server` (AOF, `appendfsync
- * always`), or on a master, two replicas and three sentinels (`--topology sentinel`), the simulator as the consent service, a recording app per replica; a sender that
+ * always`), or on a master, two replicas and three sentinels (`--topology sentinel`), or a cluster
+ * of three masters with a replica each (`--topology cluster`), the simulator as the consent service, a recording app per replica; a sender that
  * behaves like the service (signs, delivers to a random replica, sometimes two at once, retries
  * until 200); a seeded nemesis (SIGKILL a replica, restart Redis, SIGKILL Redis, SIGSTOP Redis,
  * with Sentinel a failover, an app failing or hanging); revocations measured until every replica denies; then, once faults stop and
@@ -10,7 +11,7 @@
  * Flags (or variables): --events N (CHAOS_EVENTS, 2000 per mode), --duration-s S
  * (CHAOS_DURATION_S, 60: how long events are sent and faults made), --seed N (CHAOS_SEED, random;
  * printed), --drain-s S (CHAOS_DRAIN_S, 120: the most the drain may take), --modes
- * passthrough,queue (CHAOS_MODES), --topology single|sentinel (CHAOS_TOPOLOGY, single), --dir PATH (CHAOS_DIR: replica logs and timelines; a fresh
+ * passthrough,queue (CHAOS_MODES), --topology single|sentinel|cluster (CHAOS_TOPOLOGY, single), --dir PATH (CHAOS_DIR: replica logs and timelines; a fresh
  * directory under the system's temporary one).
  */
 import { execFileSync } from 'node:child_process';

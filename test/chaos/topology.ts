@@ -1,11 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnRedisServer, spawnSentinels, type SpawnedRedis, type SpawnedSentinels } from '../helpers/redis.js';
+import { adminOn, slotOf, spawnRedisCluster, spawnRedisServer, spawnSentinels, type SpawnedRedis, type SpawnedSentinels } from '../helpers/redis.js';
 import { sleep, until } from './lib.js';
 
-export type Topology = 'single' | 'sentinel';
-export const TOPOLOGIES: readonly Topology[] = ['single', 'sentinel'];
+export type Topology = 'single' | 'sentinel' | 'cluster';
+export const TOPOLOGIES: readonly Topology[] = ['single', 'sentinel', 'cluster'];
 
 /** Every data node keeps what it acknowledged: AOF, fsync before each reply. */
 const AOF = ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''];
@@ -27,15 +27,18 @@ export interface ChaosRedis {
   /** SIGSTOP for `ms`, then SIGCONT (the same node). */
   stall(ms: number): Promise<void>;
   /**
-   * Sentinel only: SIGKILL the master, wait until the sentinels name another, then start the old
-   * one again (the sentinels make it a replica). Null where there is no failover.
+   * Sentinel and cluster: SIGKILL the master, wait until another is named (by the sentinels, or
+   * the cluster for the deployment's slot), then start the old one again (it comes back a
+   * replica). Null where there is no failover.
    */
   readonly failover: (() => Promise<void>) | null;
   close(): Promise<void>;
 }
 
-export async function startChaosRedis(topology: Topology): Promise<ChaosRedis> {
-  return topology === 'single' ? single() : sentinel();
+/** `prefix`: the deployment's key prefix (`--redis-key-prefix`), whose hash tag names the cluster slot. */
+export async function startChaosRedis(topology: Topology, prefix: string): Promise<ChaosRedis> {
+  if (topology === 'single') return single();
+  return topology === 'sentinel' ? sentinel() : cluster(prefix);
 }
 
 async function single(): Promise<ChaosRedis> {
@@ -104,5 +107,58 @@ async function sentinel(): Promise<ChaosRedis> {
       await old.start();
     },
     close: () => s.stop(),
+  };
+}
+
+async function cluster(prefix: string): Promise<ChaosRedis> {
+  // Three shards of a master and one replica: every key of the deployment is in one slot (its hash
+  // tag), so every fault is aimed at the master of that slot.
+  // A replica may take over however long it was cut off (validity factor 0): the nemesis stalls
+  // and restarts masters, and a replica that judged its data too old would leave the slot down.
+  const c = await spawnRedisCluster({ masters: 3, replicasPerMaster: 1, args: [...AOF, '--cluster-replica-validity-factor', '0'] });
+  const slot = slotOf(`{${prefix}}`);
+  const master = (): Promise<SpawnedRedis> => c.masterOf(slot);
+  return {
+    topology: 'cluster',
+    // The shard's one replica holds everything acknowledged: a failover loses none of it.
+    flags: { 'redis-cluster-nodes': c.seeds, 'redis-wait-replicas': '1' },
+    masterUrl: async () => (await master()).url,
+    restart: async () => {
+      const m = await master();
+      await m.stop();
+      await m.start();
+    },
+    kill: async () => {
+      const m = await master();
+      await m.kill();
+      await m.start();
+    },
+    stall: async (ms) => {
+      const m = await master();
+      m.freeze();
+      await sleep(ms);
+      m.thaw();
+    },
+    failover: async () => {
+      const old = await master();
+      await old.kill();
+      const moved = await until(async () => (await master().catch(() => old)).port !== old.port, Date.now() + 30_000, 100);
+      if (!moved) {
+        const views = await Promise.all(
+          c.nodes.filter((n) => n !== old).map(async (n) => {
+            const a = await adminOn(n.url).catch(() => null);
+            if (!a) return `${n.port}: down`;
+            try {
+              return `${n.port}:\n${String(await a.sendCommand(['CLUSTER', 'NODES']))}`;
+            } finally {
+              a.destroy();
+            }
+          }),
+        );
+        throw new Error(`no replica took over slot ${slot} within 30 s of its master (${old.port}) being killed; the nodes say:\n${views.join('\n')}`);
+      }
+      await old.start();
+    },
+    close: () => c.stop(),
   };
 }
