@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { adminOn, slotOf, spawnRedisCluster, spawnRedisServer, spawnSentinels, type SpawnedRedis, type SpawnedSentinels } from '../helpers/redis.js';
+import { adminOn, slotOf, spawnRedisCluster, waitForClusterOk, spawnRedisServer, spawnSentinels, type SpawnedRedis, type SpawnedSentinels } from '../helpers/redis.js';
 import { sleep, until } from './lib.js';
 
 export type Topology = 'single' | 'sentinel' | 'cluster';
@@ -123,21 +123,26 @@ async function cluster(prefix: string): Promise<ChaosRedis> {
     // The shard's one replica holds everything acknowledged: a failover loses none of it.
     flags: { 'redis-cluster-nodes': c.seeds, 'redis-wait-replicas': '1' },
     masterUrl: async () => (await master()).url,
+    // A fault ends when the cluster says it is whole again (cluster_state:ok on every node), not
+    // when the process is back: until then the slot may be down, and what waits is the fault's.
     restart: async () => {
       const m = await master();
       await m.stop();
       await m.start();
+      await waitForClusterOk(c.nodes, 60_000);
     },
     kill: async () => {
       const m = await master();
       await m.kill();
       await m.start();
+      await waitForClusterOk(c.nodes, 60_000);
     },
     stall: async (ms) => {
       const m = await master();
       m.freeze();
       await sleep(ms);
       m.thaw();
+      await waitForClusterOk(c.nodes, 60_000);
     },
     failover: async () => {
       const old = await master();
@@ -158,6 +163,7 @@ async function cluster(prefix: string): Promise<ChaosRedis> {
         throw new Error(`no replica took over slot ${slot} within 30 s of its master (${old.port}) being killed; the nodes say:\n${views.join('\n')}`);
       }
       await old.start();
+      await waitForClusterOk(c.nodes, 60_000);
     },
     close: () => c.stop(),
   };
