@@ -33,7 +33,11 @@ export interface QueueStore {
   enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number): Promise<EnqueueOutcome>;
   /** New entries, now pending with `consumer`. */
   readNew(consumer: string, max: number): Promise<QueueEntry[]>;
-  /** Entries pending with `consumer`, after `afterEntryId` (`0-0` for all): reads whose reply was lost. */
+  /**
+   * Entries still pending with `consumer`, after `afterEntryId` (`0-0` for all): reads whose reply
+   * was lost or came too late. Each one's visibility starts afresh (Redis 7 resets the idle time of
+   * an entry read again by id), which the worker relies on to forward an entry read too late.
+   */
   readPending(consumer: string, max: number, afterEntryId: string): Promise<QueueEntry[]>;
   /** Entries pending with any consumer for at least `minIdleMs`, now `consumer`'s. */
   takeOver(consumer: string, minIdleMs: number, max: number): Promise<QueueEntry[]>;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/index.js';
 import type { Tracing } from '../observability/tracing.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';

@@ -2,7 +2,7 @@ import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
@@ -169,6 +169,29 @@ export async function spawnRedisServer(options: SpawnOptions = {}): Promise<Spaw
     thaw: () => void child?.kill('SIGCONT'),
     output: () => out,
   };
+}
+
+/**
+ * Bytes received and not yet read on the server side of established TCP connections to `port`
+ * (Linux /proc/net/tcp*): with a frozen `redis-server`, proof that a command was sent and waits.
+ */
+export function unreadBytesAt(port: number): number {
+  let unread = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 5 || f[3] !== '01') continue; // 01: ESTABLISHED
+      if (parseInt(f[1]!.split(':')[1]!, 16) !== port) continue;
+      unread += parseInt(f[4]!.split(':')[1]!, 16);
+    }
+  }
+  return unread;
 }
 
 /** Path of `redis-cli` (Debian package `redis-tools`, installed with `redis-server`), or a failure saying so. */

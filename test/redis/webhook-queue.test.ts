@@ -1,5 +1,3 @@
-import { createClient } from '@redis/client';
-import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
@@ -15,7 +13,7 @@ import {
   storeDelivery,
   type QueuedEvent,
 } from '../../src/webhooks/index.js';
-import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { adminOn, spawnRedisServer, unreadBytesAt, useTestRedis } from '../helpers/redis.js';
 import { envelope, SECRET_A, SECRET_B, sign, startApp, type FakeApp } from '../webhooks/helpers.js';
 import { connectionTo, count, single, up } from './room.js';
 
@@ -80,26 +78,6 @@ function signed(id: string, o: { secret?: string; body?: Buffer; timestamp?: num
 
 let n = 0;
 const prefix = (): string => `${fx.redis.prefix()}q${++n}:`;
-
-/** Bytes received and not yet read on the server side of established TCP connections to `port` (Linux /proc/net/tcp*). */
-function unreadBytesAt(port: number): number {
-  let unread = 0;
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text: string;
-    try {
-      text = readFileSync(table, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 5 || f[3] !== '01') continue; // 01: ESTABLISHED
-      if (parseInt(f[1]!.split(':')[1]!, 16) !== port) continue;
-      unread += parseInt(f[4]!.split(':')[1]!, 16);
-    }
-  }
-  return unread;
-}
 
 describe('backoffMs', () => {
   it.each([
@@ -442,13 +420,11 @@ describe('a slow answer is not a fresh one', () => {
     expect(late.length).toBe(1);
     expect(await forwards(A, 'read_too_late')).toBe(1);
     expect(await forwards(B, 'delivered')).toBe(0);
-    const look = createClient({ url: own.url });
-    look.on('error', () => undefined);
-    await look.connect();
+    const look = await adminOn(own.url);
     try {
-      expect(await look.xLen(A.keys.events)).toBe(0);
+      expect(Number(await look.sendCommand(['XLEN', A.keys.events]))).toBe(0);
     } finally {
-      await look.close();
+      look.destroy();
     }
   });
 });
