@@ -63,6 +63,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     revocations: fleet.revocations,
     logger,
     maxRequestBytes: config.decisionApi.maxRequestBytes,
+    upstreamTimeoutMs: config.upstream.timeoutMs,
     decisionLog,
     forwardAuthUserHeader: config.forwardAuth.userHeader,
     tracing,

@@ -15,6 +15,12 @@ function isKeyOf(key: string, userReference: string): boolean {
   return key.startsWith(len) && key.charCodeAt(len.length) === 58 /* ':' */ && key.startsWith(userReference, len.length + 1);
 }
 
+/** A live cached ALLOW, and whether this read is the one that makes it due for a refresh-ahead. */
+export interface CacheHit {
+  readonly answer: Answer;
+  readonly refreshDue: boolean;
+}
+
 /** The only thing the cache stores: an ALLOW of the service, as the strict parser gave it. */
 export type AllowDecision = Extract<ServiceDecision, { kind: 'allow' }>;
 
@@ -48,8 +54,6 @@ export class AllowCache implements RevocationHook {
   private readonly userBuckets: number;
   private gen = 0;
   private readonly refreshAheadMs: number;
-  /** Set by the last {@link get} that found its entry inside the refresh-ahead window for the first time. */
-  private refreshDue = false;
 
   constructor(
     private readonly cfg: CacheConfig,
@@ -81,11 +85,14 @@ export class AllowCache implements RevocationHook {
     return this.gen;
   }
 
-  /** The cached ALLOW answer for `key`, or undefined; a dead entry is deleted, never served. */
-  get(key: string): Answer | undefined {
+  /**
+   * The cached ALLOW answer for `key`, or undefined; a dead entry is deleted, never served.
+   * `refreshDue` is true on the first read that finds the entry inside the refresh-ahead window
+   * (`--cache-refresh-ahead-ms`): that entry is due to be asked again, once.
+   */
+  lookup(key: string): CacheHit | undefined {
     const s = this.s;
     if (s === null) return undefined;
-    this.refreshDue = false;
     const slot = s.slotOf.get(key);
     if (slot === undefined) return undefined;
     const wallLeft = s.wallDeath[slot]! - this.now();
@@ -94,27 +101,17 @@ export class AllowCache implements RevocationHook {
       this.remove(s, slot);
       return undefined;
     }
-    // Refresh-ahead: the first read inside the window says so, once per entry.
+    let refreshDue = false;
     if (this.refreshAheadMs > 0 && s.refreshAsked[slot] === 0 && Math.min(wallLeft, monoLeft) <= this.refreshAheadMs) {
       s.refreshAsked[slot] = 1;
-      this.refreshDue = true;
+      refreshDue = true;
     }
     this.touch(s, slot);
     const id = s.config[slot]!;
     const validUntil = s.validUntil[slot]!;
     const v = String(validUntil);
-    return { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1, validUntil };
-  }
-
-  /**
-   * True once after a {@link get} found its entry inside the refresh-ahead window
-   * (`--cache-refresh-ahead-ms`) for the first time: that entry is due to be asked again. Reading
-   * it clears it.
-   */
-  takeRefreshDue(): boolean {
-    const due = this.refreshDue;
-    this.refreshDue = false;
-    return due;
+    const answer: Answer = { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1, validUntil };
+    return { answer, refreshDue };
   }
 
   /**

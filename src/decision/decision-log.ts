@@ -42,9 +42,11 @@ export interface DecisionLogLine {
   readonly status: number;
   /** Why it is not an ALLOW: `evaluated`, the pre-evaluation reason, or the fail-closed cause. */
   readonly cause?: string;
-  /** `forward_auth` when a proxy asked (`/sidecar/forward-auth`); absent for the check. */
-  readonly route?: 'forward_auth';
+  /** The route that answered (`forward_auth`, `batch`, `ext_authz_grpc`); absent for the check. */
+  readonly route?: Exclude<DecisionRoute, 'check'>;
   readonly userRefHash: string;
+  /** The answer's id, as sent in `x-consent-decision-id` (or the batch item's `decisionId`). */
+  readonly decisionId?: string;
 }
 
 /**
@@ -78,9 +80,9 @@ export class DecisionLog {
   }
 
   /** Writes (or samples out, or drops) the line of one decision. */
-  record(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check'): void {
+  record(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check', decisionId?: string): void {
     if (this.config.sampleRate < 1 && this.random() >= this.config.sampleRate) return;
-    const line = `${JSON.stringify(this.lineOf(req, answer, route))}\n`;
+    const line = `${JSON.stringify(this.lineOf(req, answer, route, decisionId))}\n`;
     if (this.broken || this.sink.writableLength + line.length > this.config.bufferBytes) {
       this.deps.dropped.inc();
       return;
@@ -88,7 +90,7 @@ export class DecisionLog {
     this.sink.write(line);
   }
 
-  lineOf(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check'): DecisionLogLine {
+  lineOf(req: CheckRequest, answer: Answer, route: DecisionRoute = 'check', decisionId?: string): DecisionLogLine {
     const key = this.config.hashKey?.current() ?? this.fallbackKey!;
     const userRefHash = createHmac('sha256', key).update(req.userReference, 'utf8').digest('hex').slice(0, 32);
     let cause: string | undefined;
@@ -104,8 +106,9 @@ export class DecisionLog {
       source: answer.source,
       status: answer.status,
       ...(cause !== undefined ? { cause } : {}),
-      ...(route === 'forward_auth' ? { route } : {}),
+      ...(route === 'check' ? {} : { route }),
       userRefHash,
+      ...(decisionId === undefined ? {} : { decisionId }),
     };
   }
 

@@ -1,4 +1,4 @@
-export { AllowCache, cacheKey, SWEEP_BUDGET, type AllowDecision } from './allow-cache.js';
+export { AllowCache, cacheKey, SWEEP_BUDGET, type AllowDecision, type CacheHit } from './allow-cache.js';
 export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
 export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions } from './breaker.js';
@@ -10,7 +10,7 @@ export { Passthrough } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
 export { cacheRevocationHook } from './revocation-seam.js';
 export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
-export { DecisionService, type CheckTransport, type DecisionServiceOptions } from './service.js';
+export { DecisionService, type CheckTransport, type DecideOptions, type DecisionServiceOptions } from './service.js';
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export {

@@ -21,7 +21,7 @@ const SOURCE_LABEL: Record<DecisionSource, string> = {
 };
 
 /** Which route of the decision listener gave an answer (`route` label of the decisions counter). */
-export const DECISION_ROUTES = ['check', 'forward_auth'] as const;
+export const DECISION_ROUTES = ['check', 'batch', 'forward_auth', 'ext_authz_grpc'] as const;
 export type DecisionRoute = (typeof DECISION_ROUTES)[number];
 
 type Inc = { inc(n?: number): void };
@@ -78,7 +78,7 @@ export class DecisionMetrics {
     const sources = Object.keys(SOURCE_LABEL) as DecisionSource[];
     this.decisions = new FastCounter(
       `${METRIC_PREFIX}decisions_total`,
-      'Answers given to the application (check) or to a proxy (forward_auth), by decision, source and route.',
+      'Answers given to the application (check, each batch item) or to a proxy (forward_auth, ext_authz_grpc), by decision, source and route.',
       ['decision', 'source', 'route'],
       decisions.flatMap((d) => sources.flatMap((s) => DECISION_ROUTES.map((r) => [d, SOURCE_LABEL[s], r]))),
       registry,
@@ -130,7 +130,7 @@ export class DecisionMetrics {
     this.refreshes.labels(outcome).inc();
   }
 
-  /** Counts one answer given to the app (`check`) or to a proxy (`forward_auth`). */
+  /** Counts one answer given to the app (`check`, a `batch` item) or to a proxy (`forward_auth`, `ext_authz_grpc`). */
   answered(answer: Answer, route: DecisionRoute = 'check'): void {
     this.decisions.inc(this.decisionIndex[answer.decision][answer.source][route]);
   }

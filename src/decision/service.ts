@@ -17,6 +17,15 @@ export interface CheckTransport {
   check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
 }
 
+/** How {@link DecisionService.decide} treats the cache, and the request's trace. */
+export interface DecideOptions {
+  /** Skip the cache (`Cache-Control: no-cache`): neither read nor joined, only refreshed. */
+  readonly noCache?: boolean;
+  /** The caller just found no live entry: do not read the cache again. */
+  readonly cacheMissed?: boolean;
+  readonly trace?: RequestTrace | null;
+}
+
 export interface DecisionServiceOptions {
   readonly transport: CheckTransport;
   readonly cache: AllowCache;
@@ -82,9 +91,10 @@ export class DecisionService {
    */
   cached(req: CheckRequest): Answer | undefined {
     const key = cacheKey(req);
-    const hit = this.o.cache.get(key);
-    if (hit !== undefined && this.o.cache.takeRefreshDue()) this.refresh(req, key);
-    return hit;
+    const hit = this.o.cache.lookup(key);
+    if (hit === undefined) return undefined;
+    if (hit.refreshDue) this.refresh(req, key);
+    return hit.answer;
   }
 
   /**
@@ -116,19 +126,20 @@ export class DecisionService {
   }
 
   /**
-   * A decision for `req`. With `noCache` the cache is neither read nor joined, only refreshed.
-   * `cacheMissed`: the caller has just read the cache ({@link cached}) and found nothing, so it is
-   * not read again (a flight in progress is still joined).
-   * `trace`: the request's trace, when it has one (its call to the service carries it).
+   * A decision for `req`. Options: `noCache`, the cache is neither read nor joined, only
+   * refreshed; `cacheMissed`, the caller has just read the cache ({@link cached}) and found
+   * nothing, so it is not read again (a flight in progress is still joined); `trace`, the
+   * request's trace, when it has one (its call to the service carries it).
    * @throws DecisionError when no decision could be had.
    */
-  decide(req: CheckRequest, noCache = false, cacheMissed = false, trace: RequestTrace | null = null): Promise<Answer> {
+  decide(req: CheckRequest, options: DecideOptions = {}): Promise<Answer> {
+    const { noCache = false, cacheMissed = false, trace = null } = options;
     const key = cacheKey(req);
     if (!noCache && !cacheMissed) {
-      const hit = this.o.cache.get(key);
+      const hit = this.o.cache.lookup(key);
       if (hit) {
-        if (this.o.cache.takeRefreshDue()) this.refresh(req, key);
-        return Promise.resolve(hit);
+        if (hit.refreshDue) this.refresh(req, key);
+        return Promise.resolve(hit.answer);
       }
     }
     const generation = this.o.cache.generation;

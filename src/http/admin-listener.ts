@@ -1,24 +1,41 @@
-import { createServer, type Server } from 'node:http';
-import express from 'express';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { Readiness } from '../observability/index.js';
+import { pathOf, routeTable } from './route-table.js';
 
-/** `0.0.0.0:7702`: `/metrics` for Prometheus, `/healthz` (alive) and `/readyz` for kubelet. */
+function json(res: ServerResponse, status: number, body: object): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(text)), 'cache-control', 'no-store']).end(text);
+}
+
+/** `0.0.0.0:7702`: `/metrics` for Prometheus, `/healthz` (alive) and `/readyz` for kubelet; one route table on node:http. */
 export function createAdminListener(o: { registry: Registry; readiness: Readiness }): Server {
-  const app = express();
-  app.disable('x-powered-by');
-  app.get('/metrics', async (_req, res) => {
-    res.set('content-type', o.registry.contentType).send(await o.registry.metrics());
-  });
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.get('/readyz', (_req, res) => {
-    if (o.readiness.ready) res.json({ status: 'ready' });
-    else res.status(503).json({ status: 'not_ready', reasons: o.readiness.reasons });
-  });
-  app.use((req, res) => {
-    res.status(404).json({ error: 'not_found', detail: `no route for ${req.method} ${req.path}` });
-  });
-  return createServer(app);
+  const get = ['GET', 'HEAD'];
+  const dispatch = routeTable(
+    [
+      {
+        path: '/metrics',
+        match: 'path',
+        methods: get,
+        handle: (_req, res) => {
+          o.registry.metrics().then(
+            (text) => res.writeHead(200, ['content-type', o.registry.contentType, 'content-length', String(Buffer.byteLength(text))]).end(text),
+            (err: unknown) => json(res, 500, { error: 'metrics_failed', detail: (err as Error)?.message ?? String(err) }),
+          );
+        },
+      },
+      { path: '/healthz', match: 'path', methods: get, handle: (_req, res) => json(res, 200, { status: 'ok' }) },
+      {
+        path: '/readyz',
+        match: 'path',
+        methods: get,
+        handle: (_req, res) => (o.readiness.ready ? json(res, 200, { status: 'ready' }) : json(res, 503, { status: 'not_ready', reasons: o.readiness.reasons })),
+      },
+    ],
+    (req, res) => {
+      req.resume();
+      json(res, 404, { error: 'not_found', detail: `no route for ${req.method} ${pathOf(req.url ?? '')}` });
+    },
+  );
+  return createServer(dispatch);
 }

@@ -1,66 +1,83 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
-import { isInvalidRequest, parseCheckRequest, rejectedAnswer, type Answer, type DecisionLog, type DecisionMetrics, type DecisionService } from '../decision/index.js';
-import type { RequestTrace } from '../lib/trace.js';
-import type { RateLimiter } from '../observability/index.js';
+import { isInvalidRequest, parseCheckRequest, rejectedAnswer, type Answer, type DecisionService } from '../decision/index.js';
 import type { Tracing } from '../observability/tracing.js';
-import { failClosedAnswerFor, lastResort } from './fail-closed.js';
+import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
 import { CHECK_PATH } from './request-target.js';
 
-const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
 export const SOURCE_HEADER = 'x-consent-decision-source';
 /** A `no-cache` directive in one Cache-Control field value (several fields: any of them). */
 const NO_CACHE = /(?:^|,)\s*no-cache\s*(?:,|$)/i;
 
+const LAST_RESORT_BODY = Buffer.from(JSON.stringify({ decision: 'DENY', error: 'internal_error' }));
+const LAST_RESORT_HEADERS = {
+  'content-type': 'application/json',
+  'content-length': LAST_RESORT_BODY.length,
+  'cache-control': 'no-store',
+  [SOURCE_HEADER]: 'fail-closed',
+};
+
+/** Writes a JSON answer of the decision listener with its source and decision id. */
+export function writeJsonAnswer(res: ServerResponse, a: Answer, decisionId: string): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(a.status, [
+    'content-type', 'application/json',
+    'content-length', String(a.bodyBytes),
+    'cache-control', 'no-store',
+    SOURCE_HEADER, a.source,
+    DECISION_ID_HEADER, decisionId,
+  ]);
+  res.end(a.body);
+}
+
+/** A fixed 503 with nothing that could throw again; the connection cut if even that cannot be written. */
+export function jsonLastResort(res: ServerResponse): void {
+  try {
+    if (res.headersSent) res.destroy();
+    else res.writeHead(503, LAST_RESORT_HEADERS).end(LAST_RESORT_BODY);
+  } catch {
+    res.destroy();
+  }
+}
+
+/** The check route's answers: JSON, through the decision boundary (counted once, with an id). */
+export function checkBoundary(boundary: DecisionBoundary): RouteBoundary<ServerResponse> {
+  return boundary.route('check', writeJsonAnswer, jsonLastResort);
+}
+
 export interface CheckRouteOptions {
   readonly service: DecisionService;
-  readonly metrics: DecisionMetrics;
-  readonly logger: Logger;
-  /** Shared with forward-auth: one rate for the listener's fail-closed log lines. */
-  readonly failLog: RateLimiter;
+  readonly answers: RouteBoundary<ServerResponse>;
   readonly maxRequestBytes: number;
-  readonly decisionLog: Pick<DecisionLog, 'record'> | null;
   /** Spans, or only the app's `traceparent` passed on to the service (off). */
   readonly tracing: Tracing;
 }
 
-export interface CheckRoute {
-  /** `POST /v1/authorization/check`: the hot path, on bare node:http. */
-  check(req: IncomingMessage, res: ServerResponse): void;
-  /** Writes an answer with the listener's headers and counts it; `t0` (performance.now() at arrival) times it. */
-  send(res: ServerResponse, a: Answer, close?: boolean, t0?: number): void;
-}
-
-/** The listener's answer writer: counts, times (from `t0`, performance.now() at arrival) and writes. */
-export function answerWriter(metrics: DecisionMetrics): CheckRoute['send'] {
-  return (res, a, close = false, t0) => {
-    metrics.answered(a);
-    if (t0 !== undefined) metrics.answeredIn(a, (performance.now() - t0) / 1000);
-    if (res.headersSent || res.destroyed) return;
-    const headers = [
-      'content-type', 'application/json',
-      'content-length', String(a.bodyBytes),
-      'cache-control', 'no-store',
-      SOURCE_HEADER, a.source,
-    ];
-    if (close) headers.push('connection', 'close');
-    res.writeHead(a.status, headers);
-    res.end(a.body);
-  };
-}
-
 /**
- * The check route: reads the body with no per-request machinery it does not use, answers a hit
- * from the cache at once, and decides the rest ({@link createDecide}).
+ * `POST /v1/authorization/check`, the hot path on bare node:http: reads the body with no
+ * per-request machinery it does not use, answers a hit from the cache at once, and decides the
+ * rest. Every outcome, an exception included, is answered by the decision boundary.
  */
-export function createCheckRoute(o: CheckRouteOptions): CheckRoute {
-  const send = answerWriter(o.metrics);
-  const decide = createDecide(o, send);
-  const tracing = o.tracing;
+export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const { service, answers, tracing } = o;
   const max = o.maxRequestBytes;
   const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
 
-  const check = (req: IncomingMessage, res: ServerResponse): void => {
+  const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number, trace: ReturnType<Tracing['request']>): void => {
+    try {
+      const req = parseCheckRequest(body);
+      if (isInvalidRequest(req)) return answers.answer(res, rejectedAnswer(req), t0, undefined, trace);
+      if (!noCache) {
+        const hit = service.cached(req);
+        if (hit) return answers.answer(res, hit, t0, req, trace);
+      }
+      // Without no-cache the cache was just read above: the service does not read it again.
+      answers.settle(res, service.decide(req, { noCache, cacheMissed: !noCache, trace }), t0, req, trace);
+    } catch (err) {
+      answers.fail(res, err, t0, undefined, trace);
+    }
+  };
+
+  return (req, res) => {
     const t0 = performance.now();
     // The raw header list, not `req.headers`, which node builds lazily on first read: a hit
     // pays for no object it does not use.
@@ -81,19 +98,22 @@ export function createCheckRoute(o: CheckRouteOptions): CheckRoute {
     // Off and no traceparent (the common case): nothing is made.
     const trace = traceparent === undefined && !tracing.on ? null : tracing.request('check', 'POST', CHECK_PATH, traceparent, tracestate);
     if (declared > max) {
-      send(res, oversize, true, t0);
-      trace?.end(oversize);
+      res.shouldKeepAlive = false;
+      answers.answer(res, oversize, t0, undefined, trace);
       req.resume();
       return;
     }
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
+      const before = size;
       size += chunk.length;
       if (size > max) {
-        if (!res.headersSent) {
-          send(res, oversize, true, t0);
-          trace?.end(oversize);
+        // Refused once, on the chunk that crossed the limit; the rest flows to nowhere.
+        if (before <= max) {
+          chunks.length = 0;
+          res.shouldKeepAlive = false;
+          answers.answer(res, oversize, t0, undefined, trace);
         }
         return;
       }
@@ -104,82 +124,5 @@ export function createCheckRoute(o: CheckRouteOptions): CheckRoute {
       decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache, t0, trace);
     });
     req.on('error', () => undefined);
-  };
-
-  return { check, send };
-}
-
-/**
- * Decides one parsed body. This is the one place where an error, known or not, becomes a 503 DENY,
- * and where that fails too, a last-resort DENY written by hand.
- */
-function createDecide(o: CheckRouteOptions, send: CheckRoute['send']): (res: ServerResponse, body: string, noCache: boolean, t0: number, trace: RequestTrace | null) => void {
-  const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog: o.failLog, route: 'check' });
-  const LAST_RESORT = {
-    logger: o.logger,
-    route: 'check' as const,
-    headers: { 'content-type': 'application/json', 'content-length': LAST_RESORT_BODY.length, 'cache-control': 'no-store', [SOURCE_HEADER]: 'fail-closed' },
-    body: LAST_RESORT_BODY,
-  };
-  const failClosed = (res: ServerResponse, err: unknown, t0?: number): Answer => {
-    const answer = answerFor(err);
-    send(res, answer, false, t0);
-    return answer;
-  };
-  const failClosedOrLastResort = (res: ServerResponse, err: unknown, t0: number, trace: RequestTrace | null): void => {
-    try {
-      // Not `trace?.end(failClosed(…))`: with no trace, optional chaining would skip the answer too.
-      const answer = failClosed(res, err, t0);
-      trace?.end(answer);
-    } catch (again) {
-      lastResort(res, again, LAST_RESORT);
-    }
-  };
-  const log = o.decisionLog;
-
-  return (res, body, noCache, t0, trace) => {
-    try {
-      const req = parseCheckRequest(body);
-      if (isInvalidRequest(req)) {
-        const rejected = rejectedAnswer(req);
-        send(res, rejected, false, t0);
-        trace?.end(rejected);
-        return;
-      }
-      if (!noCache) {
-        const hit = o.service.cached(req);
-        if (hit) {
-          send(res, hit, false, t0);
-          log?.record(req, hit);
-          trace?.end(hit, req.configKey);
-          return;
-        }
-      }
-      // One `then`, its handlers guarding themselves (no promise per fallback): if sending
-      // fails (metrics, headers), fail closed; and if that fails too, the last resort.
-      // Without no-cache the cache was just read above: decide() does not read it again.
-      o.service.decide(req, noCache, !noCache, trace).then(
-        (a) => {
-          try {
-            send(res, a, false, t0);
-            log?.record(req, a);
-            trace?.end(a, req.configKey);
-          } catch (err) {
-            failClosedOrLastResort(res, err, t0, trace);
-          }
-        },
-        (err: unknown) => {
-          try {
-            const a = failClosed(res, err, t0);
-            log?.record(req, a);
-            trace?.end(a, req.configKey);
-          } catch (again) {
-            lastResort(res, again, LAST_RESORT);
-          }
-        },
-      );
-    } catch (err) {
-      failClosedOrLastResort(res, err, t0, trace);
-    }
   };
 }

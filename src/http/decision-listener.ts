@@ -1,16 +1,17 @@
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import express from 'express';
 import type { Logger } from 'pino';
 import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
-import { RateLimiter } from '../observability/index.js';
 import { Tracing } from '../observability/tracing.js';
+import { BATCH_PATH, createBatchRoute } from './batch-route.js';
 import { cacheAdminRoute } from './cache-admin-route.js';
-import { createCheckRoute, SOURCE_HEADER } from './check-route.js';
-import { createForwardAuth, isForwardAuthTarget } from './forward-auth.js';
+import { checkBoundary, createCheckRoute, SOURCE_HEADER } from './check-route.js';
+import { DecisionBoundary } from './decision-boundary.js';
+import { createForwardAuth, FORWARD_AUTH_PATH, forwardAuthBoundary } from './forward-auth.js';
 import { passthroughRoute } from './passthrough-route.js';
 import { CHECK_PATH } from './request-target.js';
+import { routeTable, type Handler } from './route-table.js';
 
 export { CHECK_PATH } from './request-target.js';
 export { SOURCE_HEADER } from './check-route.js';
@@ -26,59 +27,64 @@ export interface DecisionListenerOptions {
   /** Lower-case header carrying the user reference on `/sidecar/forward-auth` (default `x-user-reference`). */
   readonly forwardAuthUserHeader?: string;
   readonly maxRequestBytes: number;
+  /** The whole deadline of one check, and of one batch (`--upstream-timeout-ms`). */
+  readonly upstreamTimeoutMs: number;
   /** The optional decision log (`--decision-log`). */
   readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
   /** OpenTelemetry spans, or (off, the default) the app's `traceparent` passed on as it came. */
   readonly tracing?: Tracing;
+  /** The decision routes' fail-closed boundary; one of its own by default. */
+  readonly boundary?: DecisionBoundary;
 }
 
 /**
- * `127.0.0.1:7700`, the app's listener: a router over its routes. `POST /v1/authorization/check`
- * and forward-auth take lean routes on bare node:http (the hot path must not pay for machinery it
- * does not use); the cache purge and everything else go through express.
+ * `127.0.0.1:7700`, the app's listener: one route table on bare node:http. Every decision route
+ * (check, batch, forward-auth) answers through one fail-closed boundary; the cache purge and the
+ * passthrough are routes of their own.
  */
 export function createDecisionListener(o: DecisionListenerOptions): Server {
-  const failLog = new RateLimiter(1000);
-  const decisionLog = o.decisionLog ?? null;
   const tracing = o.tracing ?? Tracing.OFF;
-  const route = createCheckRoute({ service: o.service, metrics: o.metrics, logger: o.logger, failLog, maxRequestBytes: o.maxRequestBytes, decisionLog, tracing });
-  // Bound once: the request handler below reaches the hot path through a local, as before the split.
-  const { check, send } = route;
-  // Forward-auth is routed on the raw target, before express, like the check: a proxy asks per request.
-  const forwardAuth = createForwardAuth({
-    service: o.service,
-    metrics: o.metrics,
-    userHeader: o.forwardAuthUserHeader ?? 'x-user-reference',
-    logger: o.logger,
-    failLog,
-    decisionLog,
-    tracing,
-  });
-
-  const app = express();
-  app.disable('x-powered-by');
-  // Every answer says where it came from, as docs/decision-api.md promises: anything the sidecar answers
-  // itself without a decision (404, 400, the cache purge) is `rejected` unless a route says otherwise.
-  app.use((_req, res, next) => {
-    res.setHeader(SOURCE_HEADER, 'rejected');
-    next();
-  });
-  app.delete('/sidecar/cache', cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger }));
-  app.use(passthroughRoute(o.passthrough, route, tracing));
-
+  const boundary = o.boundary ?? new DecisionBoundary({ metrics: o.metrics, logger: o.logger, decisionLog: o.decisionLog ?? null });
+  const checkAnswers = checkBoundary(boundary);
+  const check = createCheckRoute({ service: o.service, answers: checkAnswers, maxRequestBytes: o.maxRequestBytes, tracing });
+  const rest = passthroughRoute({ passthrough: o.passthrough, check, answers: checkAnswers, logger: o.logger, tracing });
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
-  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    if (req.url === CHECK_PATH && req.method === 'POST') check(req, res);
-    else if (isForwardAuthTarget(req.url)) forwardAuth(req, res);
-    // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service with
-    // our API key added: only origin-form passes, before any route sees it.
-    else if (!req.url?.startsWith('/')) {
-      send(res, notOriginForm);
-      req.resume();
-    } else app(req, res);
-  });
+
+  const dispatch = routeTable(
+    [
+      // The hot path first: one string comparison.
+      { path: CHECK_PATH, methods: ['POST'], handle: check, methodNotAllowed: rest },
+      {
+        path: FORWARD_AUTH_PATH,
+        match: 'subtree',
+        methods: '*',
+        handle: createForwardAuth({ service: o.service, answers: forwardAuthBoundary(boundary), userHeader: o.forwardAuthUserHeader ?? 'x-user-reference', tracing }),
+      },
+      { path: BATCH_PATH, match: 'path', methods: ['POST'], handle: createBatchRoute({ service: o.service, boundary, timeoutMs: o.upstreamTimeoutMs, tracing }), methodNotAllowed: methodNotAllowed('POST') },
+      { path: '/sidecar/cache', match: 'path', methods: ['DELETE'], handle: cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger }), methodNotAllowed: methodNotAllowed('DELETE') },
+    ],
+    (req, res) => {
+      // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service
+      // with our API key added: only origin-form passes, before any route sees it.
+      if (!req.url?.startsWith('/')) {
+        req.resume();
+        return checkAnswers.answer(res, notOriginForm, performance.now(), undefined, null);
+      }
+      rest(req, res);
+    },
+  );
+  const server = createServer({ keepAliveTimeout: 65_000 }, dispatch);
   server.on('clientError', answerClientError);
   return server;
+}
+
+/** 405 for a sidecar route asked with another method, naming the one it takes. */
+function methodNotAllowed(allow: string): Handler {
+  const body = JSON.stringify({ error: 'method_not_allowed', detail: `${allow} only` });
+  return (req, res) => {
+    req.resume();
+    res.writeHead(405, ['allow', allow, 'content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', SOURCE_HEADER, 'rejected']).end(body);
+  };
 }
 
 /**

@@ -1,21 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { singleRaw } from '../lib/headers.js';
-import type { Logger } from 'pino';
-import {
-  MAX_FIELD_LENGTH,
-  rejectedAnswer,
-  type Answer,
-  type CheckRequest,
-  type DecisionLog,
-  type DecisionMetrics,
-  type DecisionService,
-  type InvalidRequest,
-} from '../decision/index.js';
-import type { RequestTrace } from '../lib/trace.js';
-import type { RateLimiter } from '../observability/index.js';
+import { MAX_FIELD_LENGTH, rejectedAnswer, type Answer, type CheckRequest, type DecisionService, type InvalidRequest } from '../decision/index.js';
 import { rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
-import { failClosedAnswerFor, lastResort } from './fail-closed.js';
+import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
 
 /** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
 export const FORWARD_AUTH_PATH = '/sidecar/forward-auth';
@@ -27,14 +15,10 @@ export const DECISION_ERROR_HEADER = 'x-consent-decision-error';
 
 export interface ForwardAuthOptions {
   readonly service: DecisionService;
-  readonly metrics: DecisionMetrics;
+  /** The route's side of the decision boundary ({@link forwardAuthBoundary}). */
+  readonly answers: RouteBoundary<ServerResponse>;
   /** Lower-case name of the header carrying the user reference (`--forward-auth-user-header`). */
   readonly userHeader: string;
-  readonly logger: Logger;
-  /** The decision listener's limiter of fail-closed log lines, shared so both routes count against it. */
-  readonly failLog: RateLimiter;
-  /** The optional decision log (`--decision-log`): decisions only, not 400s, as for the check. */
-  readonly decisionLog?: Pick<DecisionLog, 'record'> | null;
   /** Spans, or only the proxy's `traceparent` passed on to the service (off). */
   readonly tracing?: Tracing;
 }
@@ -47,13 +31,6 @@ interface Rendered {
 }
 
 const BARE_LENGTH = FORWARD_AUTH_PATH.length;
-
-/** True when the raw request target is `/sidecar/forward-auth`, with a query, or a path beneath it. */
-export function isForwardAuthTarget(url: string | undefined): boolean {
-  if (url === undefined || !url.startsWith(FORWARD_AUTH_PATH)) return false;
-  const next = url.charCodeAt(BARE_LENGTH);
-  return Number.isNaN(next) || next === 0x2f /* / */ || next === 0x3f /* ? */;
-}
 
 /** A reason from the service goes into a header only when it is a plain token; else `other`. */
 const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -159,6 +136,28 @@ export function parseForwardAuth(url: string, rawHeaders: readonly string[], use
   return { userReference: userReference as string, configKey: configKey! };
 }
 
+/** Forward-auth's answers, through the decision boundary (counted once, with an id): plain text and headers for a proxy. */
+export function forwardAuthBoundary(boundary: DecisionBoundary): RouteBoundary<ServerResponse> {
+  return boundary.route('forward_auth', writeForProxy, proxyLastResort);
+}
+
+function writeForProxy(res: ServerResponse, a: Answer, decisionId: string): void {
+  if (res.headersSent || res.destroyed) return;
+  const r = rendered(a);
+  res.writeHead(r.status, [...r.headers, DECISION_ID_HEADER, decisionId]);
+  res.end(r.body);
+}
+
+/** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
+function proxyLastResort(res: ServerResponse): void {
+  try {
+    if (res.headersSent) res.destroy();
+    else res.writeHead(503, LAST_RESORT_HEADERS).end(LAST_RESORT_BODY);
+  } catch {
+    res.destroy();
+  }
+}
+
 /**
  * Serves `/sidecar/forward-auth[/…]`, any method: nginx `auth_request`, Envoy `ext_authz` (HTTP),
  * Traefik `ForwardAuth`. Same decision service as the check (cache, coalescing, breaker,
@@ -166,30 +165,11 @@ export function parseForwardAuth(url: string, rawHeaders: readonly string[], use
  * passes the client's headers along and the cache must not be bypassed from outside the pod.
  * Answers: 200 + `x-consent-valid-until` (ALLOW), 403 + `x-consent-deny-reason` (DENY),
  * 503 + `x-consent-decision-error` (no decision), 400 (missing or ambiguous user reference or
- * configKey). A request body, if any, is drained and ignored.
+ * configKey), each with `x-consent-decision-id`. A request body, if any, is drained and ignored.
  */
 export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const log = o.decisionLog ?? null;
-  /** `t0`: performance.now() when the request arrived; `req`: the decision's request, for the log. */
+  const { service, answers } = o;
   const tracing = o.tracing ?? Tracing.OFF;
-  const send = (res: ServerResponse, a: Answer, t0: number, req: CheckRequest | undefined, t: RequestTrace | null): void => {
-    t?.end(a, req?.configKey);
-    o.metrics.answered(a, 'forward_auth');
-    o.metrics.answeredIn(a, (performance.now() - t0) / 1000);
-    if (!res.headersSent && !res.destroyed) {
-      const r = rendered(a);
-      res.writeHead(r.status, r.headers as string[]);
-      res.end(r.body);
-    }
-    // After the answer: the log never delays it or changes it.
-    if (req) log?.record(req, a, 'forward_auth');
-  };
-  // The fail-closed boundary of this route: counted and logged as the check's (same limiter).
-  const answerFor = failClosedAnswerFor({ metrics: o.metrics, logger: o.logger, failLog: o.failLog, route: 'forward_auth' });
-  const failClosed = (res: ServerResponse, err: unknown, t0: number, req: CheckRequest | undefined, t: RequestTrace | null): void => send(res, answerFor(err), t0, req, t);
-  /** A 503 with nothing that could throw again: no metrics, no render, no decision log. */
-  const LAST_RESORT = { logger: o.logger, route: 'forward_auth' as const, headers: LAST_RESORT_HEADERS, body: LAST_RESORT_BODY };
-
   return (req, res) => {
     const t0 = performance.now();
     req.resume();
@@ -197,28 +177,16 @@ export function createForwardAuth(o: ForwardAuthOptions): (req: IncomingMessage,
     // A repeated traceparent is no trace context (W3C): dropped, like a malformed one.
     const tc = rawTraceContext(req.rawHeaders);
     const t = tc.traceparent === undefined && !tracing.on ? null : tracing.request('forward_auth', req.method ?? 'GET', FORWARD_AUTH_PATH, tc.traceparent, tc.tracestate);
-    let parsed: CheckRequest | InvalidRequest | undefined;
+    let asked: CheckRequest | undefined;
     try {
-      parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
-      if ('field' in parsed) return send(res, rejectedAnswer(parsed), t0, undefined, t);
-      const asked = parsed;
-      const hit = o.service.cached(asked);
-      if (hit) return send(res, hit, t0, asked, t);
-      o.service
-        .decide(asked, false, true, t)
-        .then(
-          (a) => send(res, a, t0, asked, t),
-          (err: unknown) => failClosed(res, err, t0, asked, t),
-        )
-        // Answering itself failed (metrics, log, headers): fail closed, and if that fails too, the last resort.
-        .catch((err: unknown) => failClosed(res, err, t0, undefined, null))
-        .catch((err: unknown) => lastResort(res, err, LAST_RESORT));
+      const parsed = parseForwardAuth(req.url!, req.rawHeaders, o.userHeader);
+      if ('field' in parsed) return answers.answer(res, rejectedAnswer(parsed), t0, undefined, t);
+      asked = parsed;
+      const hit = service.cached(asked);
+      if (hit) return answers.answer(res, hit, t0, asked, t);
+      answers.settle(res, service.decide(asked, { cacheMissed: true, trace: t }), t0, asked, t);
     } catch (err) {
-      try {
-        failClosed(res, err, t0, parsed && !('field' in parsed) ? parsed : undefined, t);
-      } catch (again) {
-        lastResort(res, again, LAST_RESORT);
-      }
+      answers.fail(res, err, t0, asked, t);
     }
   };
 }

@@ -8,8 +8,11 @@ export interface RequestTrace {
   upstreamCall(): UpstreamCallTrace;
   /** This request joined a call already in flight (a coalesced miss): its span links to that call. */
   joined(call: UpstreamCallTrace): void;
-  /** The request was answered: its span gets what was answered and ends. Never the user reference. */
-  end(answer: TracedAnswer, configKey?: string): void;
+  /**
+   * The request was answered: its span gets what was answered (and the answer's decision id,
+   * `consent.decision_id`) and ends. Never the user reference.
+   */
+  end(answer: TracedAnswer, configKey?: string, decisionId?: string): void;
 }
 
 /** The call to the service, as traced. */

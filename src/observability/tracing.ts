@@ -61,7 +61,7 @@ class SpanTrace implements RequestTrace {
   joined(call: UpstreamCallTrace): void {
     if (call instanceof CallSpan) this.span.addLink({ context: call.span.spanContext(), attributes: { 'consent.coalesced': true } });
   }
-  end(answer: TracedAnswer, configKey?: string): void {
+  end(answer: TracedAnswer, configKey?: string, decisionId?: string): void {
     const s = this.span;
     s.setAttribute('consent.route', this.route);
     s.setAttribute('consent.decision', answer.decision);
@@ -69,6 +69,7 @@ class SpanTrace implements RequestTrace {
     s.setAttribute('http.response.status_code', answer.status);
     if (answer.cause !== undefined) s.setAttribute('consent.fail_closed.cause', answer.cause);
     if (configKey !== undefined) s.setAttribute('consent.config_key', configKey);
+    if (decisionId !== undefined) s.setAttribute('consent.decision_id', decisionId);
     // Semantic conventions: a server span is in error on 5xx only; error.type says why.
     if (answer.status >= 500) failed(s, answer.cause ?? String(answer.status));
     s.end();

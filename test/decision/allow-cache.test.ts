@@ -43,15 +43,15 @@ describe('AllowCache', () => {
     expect(cache.setAllow(key, 'u', allow('k', T0 + 10_000), T0 + 9_000, cache.generation)).toBe(true);
     for (let i = 0; i < 8; i++) {
       c.advance(1000);
-      expect(cache.get(key)).toBeDefined();
+      expect(cache.lookup(key)).toBeDefined();
     }
     c.set(T0 + 8_999);
-    expect(cache.get(key)).toBeDefined();
+    expect(cache.lookup(key)).toBeDefined();
     c.set(T0 + 9_000);
-    expect(cache.get(key)).toBeUndefined();
+    expect(cache.lookup(key)).toBeUndefined();
     // Once dead it is gone for good, even if the clock went back.
     c.set(T0);
-    expect(cache.get(key)).toBeUndefined();
+    expect(cache.lookup(key)).toBeUndefined();
   });
 
   it('refuses an entry born dead', () => {
@@ -66,7 +66,7 @@ describe('AllowCache', () => {
     const before = cache.generation;
     cache.revokeUser('u');
     expect(cache.setAllow(K('u', 'k'), 'u', allow('k', T0 + 60_000), T0 + 59_000, before)).toBe(false);
-    expect(cache.get(K('u', 'k'))).toBeUndefined();
+    expect(cache.lookup(K('u', 'k'))).toBeUndefined();
   });
 
   it('purges by user, leaving others, and everything with revokeAll', () => {
@@ -76,8 +76,8 @@ describe('AllowCache', () => {
       cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, allow(k, T0 + 60_000), T0 + 59_000, g);
     }
     expect(cache.revokeUser('u1')).toBe(2);
-    expect(cache.get(cacheKey({ userReference: 'u1', configKey: 'a' }))).toBeUndefined();
-    expect(cache.get(cacheKey({ userReference: 'u2', configKey: 'a' }))).toBeDefined();
+    expect(cache.lookup(cacheKey({ userReference: 'u1', configKey: 'a' }))).toBeUndefined();
+    expect(cache.lookup(cacheKey({ userReference: 'u2', configKey: 'a' }))).toBeDefined();
     expect(cache.revokeUser('nobody')).toBe(0);
     expect(cache.revokeAll()).toBe(1);
     expect(cache.size).toBe(0);
@@ -97,7 +97,7 @@ describe('AllowCache', () => {
   it('is off with maxEntries 0', () => {
     const cache = new AllowCache({ ...cfg, maxEntries: 0 }, clock().now);
     expect(cache.setAllow(K('u', 'k'), 'u', allow('k', T0 + 60_000), T0 + 59_000, cache.generation)).toBe(false);
-    expect(cache.get(K('u', 'k'))).toBeUndefined();
+    expect(cache.lookup(K('u', 'k'))).toBeUndefined();
   });
 
   it('sweeps dead entries', () => {
@@ -118,7 +118,7 @@ describe('AllowCache: the compact store', () => {
         const cache = new AllowCache(cfg, clock().now);
         cache.setAllow(K('u', 'key'), 'u', allow(k, validUntil), T0 + 5_000, cache.generation);
         const expected = decisionAnswer(allow(k, validUntil), 'cache');
-        expect(cache.get(K('u', 'key'))).toEqual({ ...expected });
+        expect(cache.lookup(K('u', 'key'))?.answer).toEqual({ ...expected });
       }),
       { numRuns: 300 },
     );
@@ -134,11 +134,11 @@ describe('AllowCache: the compact store', () => {
     const cache = new AllowCache({ ...cfg, maxEntries: 3 }, clock().now);
     const g = cache.generation;
     for (const k of ['a', 'b', 'c']) cache.setAllow(K(k, k), k, allow(k, T0 + 60_000), T0 + 59_000, g);
-    expect(cache.get(K('a', 'a'))).toBeDefined();
+    expect(cache.lookup(K('a', 'a'))).toBeDefined();
     cache.setAllow(K('d', 'd'), 'd', allow('d', T0 + 60_000), T0 + 59_000, g);
     expect(cache.size).toBe(3);
-    expect(cache.get(K('b', 'b'))).toBeUndefined();
-    expect(['a', 'c', 'd'].map((k) => cache.get(K(k, k))?.decision)).toEqual(['allow', 'allow', 'allow']);
+    expect(cache.lookup(K('b', 'b'))).toBeUndefined();
+    expect(['a', 'c', 'd'].map((k) => cache.lookup(K(k, k))?.answer.decision)).toEqual(['allow', 'allow', 'allow']);
   });
 
   it('when full, a dead entry goes before a live least recently used one', () => {
@@ -149,8 +149,8 @@ describe('AllowCache: the compact store', () => {
     cache.setAllow(K('u2', 'short'), 'u2', allow('a', T0 + 3_000), T0 + 2_000, g);
     c.advance(2_000);
     cache.setAllow(K('u3', 'new'), 'u3', allow('a', T0 + 60_000), T0 + 59_000, g);
-    expect(cache.get(K('u1', 'old'))).toBeDefined();
-    expect(cache.get(K('u3', 'new'))).toBeDefined();
+    expect(cache.lookup(K('u1', 'old'))).toBeDefined();
+    expect(cache.lookup(K('u3', 'new'))).toBeDefined();
   });
 
   it('a user purge takes exactly that user, whatever shares its hash bucket (random model check)', () => {
@@ -169,7 +169,7 @@ describe('AllowCache: the compact store', () => {
           }
           const expected = [...model].filter(([, u]) => u === victim).length;
           expect(big.revokeUser(victim)).toBe(expected);
-          for (const [key, u] of model) expect(big.get(key) !== undefined).toBe(u !== victim);
+          for (const [key, u] of model) expect(big.lookup(key) !== undefined).toBe(u !== victim);
           expect(big.size).toBe(model.size - expected);
         },
       ),
@@ -204,7 +204,7 @@ describe('AllowCache: the compact store', () => {
             } else if (o.op === 'get') {
               const m = model.get(key);
               const live = m !== undefined && m.diesAt > c.now();
-              expect(cache.get(key) !== undefined).toBe(live);
+              expect(cache.lookup(key) !== undefined).toBe(live);
               if (!live) model.delete(key);
             } else if (o.op === 'del') {
               cache.delete(key);
@@ -262,10 +262,10 @@ describe('AllowCache: the monotonic budget', () => {
     expect(cache.setAllow(key, 'u', allow('k', T0 + 5_000), T0 + 4_000, cache.generation)).toBe(true);
     c.stepWall(-3_600_000);
     c.elapse(3_999);
-    expect(cache.get(key)).toBeDefined();
+    expect(cache.lookup(key)).toBeDefined();
     c.elapse(1);
     // Wall clock says 59 min 56 s are left; the monotonic budget of 4 s is spent.
-    expect(cache.get(key)).toBeUndefined();
+    expect(cache.lookup(key)).toBeUndefined();
   });
 
   it('sweep drops entries whose monotonic budget is spent', () => {
@@ -285,7 +285,7 @@ describe('AllowCache: the monotonic budget', () => {
     const key = cacheKey({ userReference: 'u', configKey: 'k' });
     cache.setAllow(key, 'u', allow('k', T0 + 60_000), T0 + 59_000, cache.generation);
     c.stepWall(3_600_000);
-    expect(cache.get(key)).toBeUndefined();
+    expect(cache.lookup(key)).toBeUndefined();
   });
 });
 

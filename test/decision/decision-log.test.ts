@@ -52,15 +52,21 @@ describe('decision log', () => {
       { status: 200, body: preDeny('config_not_published') },
       { status: 500, body: {} },
     );
-    await sidecar.check({ userReference: 'alice-secret-ref', configKey: 'k1' });
-    await sidecar.check({ userReference: 'alice-secret-ref', configKey: 'k1' }); // cache hit
-    await sidecar.check({ userReference: 'bob-secret-ref', configKey: 'k2' });
-    await sidecar.check({ userReference: 'carol-secret-ref', configKey: 'k3' });
-    await sidecar.check({ userReference: 'dave-secret-ref', configKey: 'k4' });
+    const answers = [
+      await sidecar.check({ userReference: 'alice-secret-ref', configKey: 'k1' }),
+      await sidecar.check({ userReference: 'alice-secret-ref', configKey: 'k1' }), // cache hit
+      await sidecar.check({ userReference: 'bob-secret-ref', configKey: 'k2' }),
+      await sidecar.check({ userReference: 'carol-secret-ref', configKey: 'k3' }),
+      await sidecar.check({ userReference: 'dave-secret-ref', configKey: 'k4' }),
+    ];
     await sidecar.close();
     const text = readFileSync(file, 'utf8');
     const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines.map(({ time: _t, ...rest }) => rest)).toEqual([
+    // Each line names the decision id its answer carried, and no two answers share one.
+    const ids = answers.map((a) => a.headers['x-consent-decision-id']);
+    expect(lines.map((l) => l.decisionId)).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(lines.map(({ time: _t, decisionId: _d, ...rest }) => rest)).toEqual([
       { event: 'decision', configKey: 'k1', decision: 'allow', source: 'upstream', status: 200, userRefHash: hashOf('alice-secret-ref') },
       { event: 'decision', configKey: 'k1', decision: 'allow', source: 'cache', status: 200, userRefHash: hashOf('alice-secret-ref') },
       { event: 'decision', configKey: 'k2', decision: 'deny', source: 'upstream', status: 200, cause: 'evaluated', userRefHash: hashOf('bob-secret-ref') },

@@ -263,7 +263,8 @@ describe('forward-auth and the operator tools of the check', () => {
     // Computed here with node:crypto, independently of src/decision/decision-log.ts.
     const hashOf = (ref: string): string => createHmac('sha256', hashKey).update(ref).digest('hex').slice(0, 32);
     const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines.map(({ time: _t, ...rest }) => rest)).toEqual([
+    for (const l of lines) expect(l.decisionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(lines.map(({ time: _t, decisionId: _d, ...rest }) => rest)).toEqual([
       { event: 'decision', configKey: KEY, decision: 'allow', source: 'upstream', status: 200, route: 'forward_auth', userRefHash: hashOf('nina-secret-ref') },
       { event: 'decision', configKey: KEY, decision: 'deny', source: 'upstream', status: 200, cause: 'evaluated', route: 'forward_auth', userRefHash: hashOf('otto-secret-ref') },
       { event: 'decision', configKey: KEY, decision: 'deny', source: 'fail-closed', status: 503, cause: 'upstream_5xx', route: 'forward_auth', userRefHash: hashOf('pia-secret-ref') },

@@ -177,12 +177,15 @@ describe('spellings of the check path take the strict route, never the passthrou
 });
 
 describe('x-consent-decision-source on every answer of the decision listener', () => {
-  it('404, 400, the cache purge and passthrough answers carry it too', async () => {
+  // The cache purge is not a decision: it carries no source (it used to say `rejected`, which it is
+  // not); its refusal is one, and says so.
+  it('404, 400, the purge\'s refusal and passthrough answers carry it too; the purge itself carries none', async () => {
     const { s } = await setup({ status: 418, body: 'teapot' });
-    const cases: [string, string, string | undefined, number, string][] = [
+    const cases: [string, string, string | undefined, number, string | undefined][] = [
       ['GET', '/nope', undefined, 404, 'rejected'],
       ['GET', '/v1/%2e%2e/x', undefined, 400, 'rejected'],
-      ['DELETE', '/sidecar/cache', undefined, 200, 'rejected'],
+      ['DELETE', '/sidecar/cache', undefined, 200, undefined],
+      ['DELETE', '/sidecar/cache?userReference=', undefined, 400, 'rejected'],
       ['GET', '/v1/customers/c-1', undefined, 418, 'upstream'],
       ['POST', '/v1/authorization/check', '{"userReference":1}', 400, 'rejected'],
     ];

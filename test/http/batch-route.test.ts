@@ -1,0 +1,140 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { allow, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+
+/**
+ * `POST /sidecar/authorization/check-batch` on the real sidecar in front of a scripted service:
+ * each item decided as a single check, fail closed per item, in request order, one deadline.
+ */
+const PATH = '/sidecar/authorization/check-batch';
+let upstream: ScriptedUpstream | undefined;
+let sidecar: TestSidecar | undefined;
+
+afterEach(async () => {
+  await sidecar?.close();
+  await upstream?.close();
+  sidecar = upstream = undefined;
+});
+
+type Item = Record<string, unknown>;
+async function batch(s: TestSidecar, checks: unknown): Promise<{ status: number; results: Item[]; json: Record<string, unknown> | undefined }> {
+  const r = await s.send('POST', PATH, { body: JSON.stringify({ checks }) });
+  return { status: r.status, results: (r.json?.results as Item[] | undefined) ?? [], json: r.json };
+}
+
+/** The service's answer by user reference, read from the body it received. */
+function byUser(table: Record<string, unknown>): (req: { body: string }) => { body: unknown; status?: number } {
+  return (req) => {
+    const { userReference } = JSON.parse(req.body) as { userReference: string };
+    const v = table[userReference];
+    return v === 500 ? { status: 500, body: {} } : { body: v };
+  };
+}
+
+describe('batch check', () => {
+  it('answers every item as its single check would, in request order, each with source and its own decision id', async () => {
+    const until = Date.now() + 60_000;
+    upstream = await startUpstream(byUser({ ann: allow('k', until), bob: deny('k'), cid: preDeny('customer_not_found'), dan: 500 }));
+    sidecar = await startTestSidecar(upstream.url, { 'breaker-failure-threshold': '1000' });
+    await sidecar.check({ userReference: 'ann', configKey: 'k' }); // now cached
+    const checks = ['ann', 'bob', 'cid', 'dan'].map((u) => ({ userReference: u, configKey: 'k' }));
+    const r = await batch(sidecar, checks);
+    expect(r.status).toBe(200);
+    const stripped = r.results.map(({ decisionId: _id, ...rest }) => rest);
+    expect(stripped).toEqual([
+      { decision: 'ALLOW', configKey: 'k', validUntil: until, source: 'cache' },
+      { decision: 'DENY', configKey: 'k', source: 'upstream' },
+      { decision: 'DENY', reason: 'customer_not_found', source: 'upstream' },
+      { decision: 'DENY', error: 'upstream_5xx', source: 'fail-closed' },
+    ]);
+    const ids = r.results.map((i) => i.decisionId);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set(ids).size).toBe(4);
+    // Counted per item, route batch; the single check before it stays the check's.
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'batch' })).toBe(4);
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'batch', decision: 'allow', source: 'cache' })).toBe(1);
+    expect(await sidecar.metric('consent_sidecar_fail_closed_total', { cause: 'upstream_5xx' })).toBe(1);
+    expect(await sidecar.metric('consent_sidecar_pre_evaluation_denials_total', { reason: 'customer_not_found' })).toBe(1);
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'check' })).toBe(1);
+  });
+
+  it('the same request twice in one batch makes one call; distinct misses are asked together', async () => {
+    let release!: () => void;
+    const held = new Promise((r) => (release = () => r(undefined)));
+    upstream = await startUpstream(() => ({ hold: held, body: allow('k', Date.now() + 60_000) }));
+    sidecar = await startTestSidecar(upstream.url);
+    const checks = [
+      { userReference: 'a', configKey: 'k' },
+      { userReference: 'b', configKey: 'k' },
+      { userReference: 'a', configKey: 'k' },
+      { userReference: 'c', configKey: 'k' },
+    ];
+    const pending = batch(sidecar, checks);
+    // All three distinct requests reach the service before any is answered: not one after another.
+    await upstream.waitForCount(3);
+    release();
+    const r = await pending;
+    expect(r.results.map((i) => i.decision)).toEqual(['ALLOW', 'ALLOW', 'ALLOW', 'ALLOW']);
+    expect(r.results[0]!.decisionId).not.toBe(r.results[2]!.decisionId);
+    expect(upstream.checks).toBe(3);
+  });
+
+  it('one deadline for the whole batch: an item the service never answers is no decision, the others keep theirs', async () => {
+    upstream = await startUpstream((req) => (JSON.parse(req.body).userReference === 'slow' ? { fault: 'hang' } : { body: deny('k') }));
+    sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '300' });
+    const r = await batch(sidecar, [
+      { userReference: 'slow', configKey: 'k' },
+      { userReference: 'quick', configKey: 'k' },
+    ]);
+    expect(r.status).toBe(200);
+    expect(r.results.map(({ decisionId: _d, ...rest }) => rest)).toEqual([
+      { decision: 'DENY', error: 'upstream_timeout', source: 'fail-closed' },
+      { decision: 'DENY', configKey: 'k', source: 'upstream' },
+    ]);
+  });
+
+  it('an ALLOW for another configKey is no decision for that item only', async () => {
+    upstream = await startUpstream((req) => {
+      const { userReference } = JSON.parse(req.body) as { userReference: string };
+      return { body: userReference === 'odd' ? allow('other', Date.now() + 60_000) : allow('k', Date.now() + 60_000) };
+    });
+    sidecar = await startTestSidecar(upstream.url);
+    const r = await batch(sidecar, [
+      { userReference: 'odd', configKey: 'k' },
+      { userReference: 'fine', configKey: 'k' },
+    ]);
+    expect(r.results.map((i) => [i.decision, i.error ?? i.configKey])).toEqual([
+      ['DENY', 'contradictory_response'],
+      ['ALLOW', 'k'],
+    ]);
+  });
+
+  it.each([
+    ['no checks member', {}, 'checks', undefined],
+    ['an empty list', { checks: [] }, 'checks', undefined],
+    ['101 items', { checks: Array.from({ length: 101 }, (_, i) => ({ userReference: `u${i}`, configKey: 'k' })) }, 'checks', undefined],
+    ['an item that is not an object', { checks: [{ userReference: 'a', configKey: 'k' }, 'x'] }, 'checks[1]', 1],
+    ['an item without configKey', { checks: [{ userReference: 'a', configKey: 'k' }, { userReference: 'b', configKey: 'k' }, { userReference: 'c' }] }, 'checks[2].configKey', 2],
+    ['an item with a number as userReference', { checks: [{ userReference: 7, configKey: 'k' }] }, 'checks[0].userReference', 0],
+  ])('%s: 400 naming the limit or the item, and nothing is asked', async (_name, body, field, index) => {
+    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
+    sidecar = await startTestSidecar(upstream.url);
+    const r = await sidecar.send('POST', PATH, { body: JSON.stringify(body) });
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request', field });
+    if (index !== undefined) expect(r.json?.index).toBe(index);
+    expect(r.source).toBe('rejected');
+    expect(upstream.count).toBe(0);
+  });
+
+  it('100 items are accepted; another method is 405', async () => {
+    upstream = await startUpstream({ body: deny('k') });
+    sidecar = await startTestSidecar(upstream.url);
+    const r = await batch(sidecar, Array.from({ length: 100 }, (_, i) => ({ userReference: `u${i}`, configKey: 'k' })));
+    expect(r.results).toHaveLength(100);
+    expect(r.results.every((i) => i.decision === 'DENY' && i.source === 'upstream')).toBe(true);
+    const get = await sidecar.send('GET', PATH);
+    expect(get.status).toBe(405);
+    expect(get.headers.allow).toBe('POST');
+  });
+});
