@@ -2,9 +2,9 @@ import type { Registry } from 'prom-client';
 import type { SidecarConfig } from './config/index.js';
 import type { Logger } from './observability/index.js';
 import type { Tracing } from './observability/tracing.js';
-import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, type DeliverToApp } from './redec/index.js';
+import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, RECONCILED_EVENT_TYPE, type DeliverToApp } from './redec/index.js';
 import { RedisRedecState, type SharedState } from './redis/index.js';
-import { Forwarder } from './webhooks/index.js';
+import type { Webhooks } from './webhooks/index.js';
 
 /** Slack over one page and one forward that a running lease allows before it lapses (ms). */
 const LEASE_SLACK_MS = 10_000;
@@ -12,18 +12,19 @@ const LEASE_SLACK_MS = 10_000;
 /**
  * Part of the composition root: builds the REDEC reconciler from the config, with its bookkeeping in
  * Redis when replicas share it (one replica at a time) and in memory otherwise (each replica alone),
- * and starts it. Returns null when `--redec-reconcile-interval-ms` is 0. Its events go to
- * `--app-webhook-url` over a pool of its own.
+ * and starts it. Returns null when `--redec-reconcile-interval-ms` is 0. Its events go through the
+ * webhook wing's app client, to the route its event type takes (`--app-webhook-route`, else
+ * `--app-webhook-url`); with no webhook wing, or no route for them, nothing is handed over.
  */
 export function startReconciler(
   config: SidecarConfig,
-  deps: { shared: SharedState | null; registry: Registry; logger: Logger; now: () => number; tracing?: Tracing },
+  deps: { shared: SharedState | null; webhooks: Webhooks | null; registry: Registry; logger: Logger; now: () => number; tracing?: Tracing },
 ): { close(): Promise<void> } | null {
   const rc = config.redecReconcile;
   if (!rc) return null;
-  const { shared, now } = deps;
-  const forwarder = config.webhooks ? new Forwarder({ appUrl: config.webhooks.appUrl, timeoutMs: config.webhooks.forwardTimeoutMs, connections: 8 }) : null;
-  const deliver: DeliverToApp | null = forwarder ? (body, headers) => forwarder.forward(body, headers) : null;
+  const { shared, now, webhooks } = deps;
+  const target = webhooks?.routes.pick(RECONCILED_EVENT_TYPE) ?? null;
+  const deliver: DeliverToApp | null = webhooks && target ? (body, headers) => webhooks.app.forward(target.url, body, headers) : null;
   const state = shared
     ? new RedisRedecState({
         connection: shared.connection,
@@ -49,11 +50,6 @@ export function startReconciler(
   });
   reconciler.start();
   const r = reconciler;
-  return {
-    async close() {
-      // Together: destroying the pool ends a forward the app holds, so the run stops at once
-      // instead of keeping the process past --shutdown-timeout-ms for the forward timeout.
-      await Promise.all([r.close(), forwarder?.destroy()]);
-    },
-  };
+  // A hand-over in flight ends when the webhook wing closes its app client, after this.
+  return { close: () => r.close() };
 }

@@ -1,18 +1,19 @@
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { serveSecrets, watchSecrets, type SidecarConfig, type WebhookConfig } from './config/index.js';
+import { serveSecrets, watchSecrets, type SidecarConfig } from './config/index.js';
 import { DecisionLog, type AllowCache } from './decision/index.js';
 import { buildDecisions } from './decision-wiring.js';
-import { startFleet, type Fleet } from './fleet-wiring.js';
+import { startFleet } from './fleet-wiring.js';
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { drainListeners, listenAll, type NamedListener } from './http/listen.js';
-import { createWebhookListener, type WebhookListenerOptions } from './http/webhook-listener.js';
+import { createWebhookListener } from './http/webhook-listener.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
 import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 import { startTracing } from './observability/tracing-sdk.js';
+import { buildWebhooks, type Webhooks } from './webhooks/index.js';
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -48,13 +49,23 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   // OpenTelemetry (the standard OTEL_* variables): off unless an OTLP endpoint is configured.
   const tracing = await startTracing(config.tracing, { upstreamUrl: config.upstream.baseUrl, version: VERSION, logger });
   const decisions = buildDecisions(config, { ...(deps.cache ? { cache: deps.cache } : {}), registry, logger, now });
-  // Several replicas: with Redis, revocations fan out, webhook dedup is shared, queue mode has its queue.
-  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now, tracing }).catch(async (err: unknown) => {
+  // Several replicas: with Redis, revocations fan out and the webhook wing shares its stores.
+  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now }).catch(async (err: unknown) => {
     await decisions.close();
     throw err;
   });
+  let webhooks: Webhooks | null = null;
+  try {
+    webhooks = config.webhooks
+      ? buildWebhooks(config.webhooks, { logger, registry, now, revocations: fleet.revocations, tracer: tracing.webhookTracer, shared: fleet.shared && { claims: fleet.shared.claims, queue: fleet.shared.queue } })
+      : null;
+    await webhooks?.start();
+  } catch (err) {
+    await Promise.allSettled([decisions.close(), webhooks?.close()]);
+    await fleet.close();
+    throw err;
+  }
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
-  const webhooks = config.webhooks ? createWebhookListener({ ...webhookOptions(config, config.webhooks, fleet, { logger, registry, now }), tracing }) : null;
   const decisionServer = createDecisionListener({
     service: decisions.service,
     cache: decisions.cache,
@@ -70,21 +81,21 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   });
   const listeners: NamedListener[] = [
     { name: 'decision', flag: '--listen', address: config.listeners.decision, server: decisionServer },
-    ...(webhooks ? [{ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: webhooks.server }] : []),
+    ...(webhooks ? [{ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: createWebhookListener(webhooks, logger) }] : []),
     { name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) },
   ];
 
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
-  // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
-  const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now, tracing });
+  // REDEC reconciliation: null when --redec-reconcile-interval-ms is 0.
+  const reconciler = startReconciler(config, { shared: fleet.shared, webhooks, registry, logger, now, tracing });
 
-  // Each room closes itself; queueGraceMs is what is left of the shutdown budget for queue
-  // forwards in flight (queue mode). Redis (the fleet) last: the others may still write to it.
+  // Each room closes itself; queueGraceMs is what is left of the shutdown budget for forwards in
+  // flight (queue mode). Together: the webhook wing's app client, closed last within it, ends a
+  // REDEC hand-over the app holds. Redis (the fleet) last: the others may still write to it.
   const release = async (queueGraceMs = 0): Promise<void> => {
     secrets.close();
-    await reconciler?.close();
-    await Promise.allSettled([decisions.close(), webhooks?.close(), decisionLog?.close()]);
-    await fleet.close(queueGraceMs);
+    await Promise.allSettled([reconciler?.close(), decisions.close(), webhooks?.close(queueGraceMs), decisionLog?.close()]);
+    await fleet.close();
     // Last, so the spans of the shutdown's own work go too; at most 1 s, or what is left of the budget.
     await tracing.shutdown(Math.max(100, Math.min(1000, queueGraceMs)));
   };
@@ -113,17 +124,5 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
       })();
       return closing;
     },
-  };
-}
-
-/** The webhook listener's options: the fleet's fan-out, and its shared dedup or queue when there is one. */
-function webhookOptions(config: SidecarConfig, webhooks: WebhookConfig, fleet: Fleet, deps: { logger: Logger; registry: Registry; now: () => number }): WebhookListenerOptions {
-  return {
-    config: webhooks,
-    ...deps,
-    revocations: fleet.revocations,
-    shutdownTimeoutMs: config.shutdownTimeoutMs,
-    ...(fleet.dedup ? { dedup: fleet.dedup } : {}),
-    ...(fleet.queue ? { queue: fleet.queue } : {}),
   };
 }

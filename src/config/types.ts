@@ -53,7 +53,10 @@ export interface RequiredHeader {
 }
 
 export interface WebhookConfig {
-  readonly appUrl: URL;
+  /** `--app-webhook-url`: where events no route takes go; null when only routes are given. */
+  readonly appUrl: URL | null;
+  /** `--app-webhook-route 'GLOB=URL'`, in the order given (first match wins). */
+  readonly routes: readonly { readonly glob: string; readonly url: URL }[];
   readonly path: string;
   /** All accepted secrets, in the order given (rotation). */
   readonly secrets: Secret<readonly string[]>;

@@ -30,7 +30,13 @@ export const WEBHOOK_DELIVERY_MODES = ['passthrough', 'queue'] as const;
 export type WebhookDeliveryMode = (typeof WEBHOOK_DELIVERY_MODES)[number];
 
 export const WEBHOOK_OPTIONS: readonly OptionSpec[] = [
-  { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go (webhook ingress off without it)' },
+  { name: 'app-webhook-url', arg: '<url>', description: 'where verified events go: the default of --app-webhook-route (webhook ingress off without either)' },
+  {
+    name: 'app-webhook-route',
+    arg: "<'GLOB=URL'>",
+    description: 'events whose type matches GLOB (* matches any run of characters) go to URL; repeatable, first match wins; events no route takes go to --app-webhook-url, or are answered 200 unrouted and not forwarded',
+    repeatable: true,
+  },
   { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },
   {
     name: 'webhook-secret',
@@ -120,9 +126,45 @@ export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
   return { value: Object.freeze({ name: name.toLowerCase(), value }) };
 };
 
-/** The ingress's flags; null when it is off (no `--app-webhook-url`) or cannot start. */
+/** What an event type may hold, and `*`: a glob of `--app-webhook-route`. */
+const ROUTE_GLOB = /^[A-Za-z0-9_.:*-]{1,256}$/;
+
+/** `--app-webhook-route 'GLOB=URL'`, each checked; a problem names the flag and the route. */
+function readRoutes(r: Reader): { glob: string; url: URL }[] {
+  const raw = r.list('app-webhook-route');
+  if (!raw) return [];
+  const routes: { glob: string; url: URL }[] = [];
+  for (const value of raw.values) {
+    const eq = value.indexOf('=');
+    const glob = eq > 0 ? value.slice(0, eq).trim() : '';
+    const target = eq > 0 ? value.slice(eq + 1).trim() : '';
+    if (!ROUTE_GLOB.test(glob)) {
+      r.problem(raw.label, `expected 'GLOB=URL' with GLOB made of event type characters and *, got "${value}"`);
+      continue;
+    }
+    if (routes.some((x) => x.glob === glob)) {
+      r.problem(raw.label, `the route "${glob}" is given twice (the first would take every event of the second)`);
+      continue;
+    }
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      r.problem(raw.label, `route "${glob}": "${target}" is not a valid URL`);
+      continue;
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') r.problem(raw.label, `route "${glob}": must be an http:// or https:// URL`);
+    else if (url.username || url.password) r.problem(raw.label, `route "${glob}": the URL must not carry credentials`);
+    else routes.push({ glob, url });
+  }
+  return routes;
+}
+
+/** The ingress's flags; null when it is off (no `--app-webhook-url` nor route) or cannot start. */
 export function readWebhooks(r: Reader): WebhookConfig | null {
   const appUrl = r.url('app-webhook-url', false);
+  const routes = readRoutes(r);
+  const routed = appUrl !== null || routes.length > 0 || r.list('app-webhook-route') !== undefined;
   const path = r.raw('webhook-path');
   const webhookPath = path?.value ?? DEFAULT_WEBHOOK_PATH;
   if (path && !/^\/[\x21-\x7e]*$/.test(webhookPath)) r.problem(path.label, `must start with "/" and hold no spaces, got "${path.value}"`);
@@ -142,18 +184,19 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   }
   const queue = readQueue(r, forwardTimeoutMs);
 
-  if (!appUrl) {
+  if (!routed) {
     if (secrets || requiredHeader) {
-      r.problem('--app-webhook-url', 'is required when webhook secrets or a required header are set (the ingress is off without it)');
+      r.problem('--app-webhook-url', 'is required when webhook secrets or a required header are set (the ingress is off without it, or without --app-webhook-route)');
     }
     return null;
   }
   if (!secrets && !r.problems.some((p) => p.startsWith('--webhook-secret'))) {
-    r.problem('--webhook-secret', 'one of --webhook-secret or --webhook-secret-file is required with --app-webhook-url');
+    r.problem('--webhook-secret', 'one of --webhook-secret or --webhook-secret-file is required with --app-webhook-url or --app-webhook-route');
   }
   if (!secrets) return null;
   return {
     appUrl,
+    routes,
     path: webhookPath,
     secrets,
     toleranceS,

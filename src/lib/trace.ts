@@ -36,5 +36,21 @@ export interface StepTrace {
   step<T>(name: string, work: () => Promise<T>): Promise<T>;
 }
 
+/**
+ * One webhook delivery's span: a root of the sidecar's own until the signature is verified (an
+ * unsigned sender never chooses the trace id, the sampling or the state of the spans exported).
+ */
+export interface DeliveryTrace extends StepTrace {
+  /** The signature verified: the sender's trace context (each header's values) is linked, when well-formed. */
+  verified(traceparent: readonly string[] | undefined, tracestate: readonly string[] | undefined): void;
+  /** The delivery was answered `status` (`reason`: the answer body's reason). */
+  end(status: number, reason?: string): void;
+}
+
+/** What makes a delivery's span (spans on); the webhook wing holds null when they are off. */
+export interface WebhookTracer {
+  webhook(path: string): DeliveryTrace;
+}
+
 /** Steps traced by nobody: the work, run as is. */
 export const UNTRACED_STEPS: StepTrace = { step: (_name, work) => work() };

@@ -1,7 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanContext, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
-import type { RequestTrace, StepTrace, TracedAnswer, UpstreamCallTrace } from '../lib/trace.js';
-import { UNTRACED_STEPS } from '../lib/trace.js';
-import { passedOn, validTraceparent, validTracestate, type RawTraceContext } from './trace-context.js';
+import type { DeliveryTrace, RequestTrace, TracedAnswer, UpstreamCallTrace, WebhookTracer } from '../lib/trace.js';
+import { passedOn, validTraceparent, validTracestate } from './trace-context.js';
 
 /** The sampler, as `OTEL_TRACES_SAMPLER` names it. */
 export type SamplerName = 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
@@ -103,7 +102,7 @@ const setter = { set: (c: string[], k: string, v: string) => void c.push(k, v) }
  * gets is its child), span links from coalesced requests to the one call, a span per webhook with
  * its verify, dedup and forward steps, a span per REDEC run. Never a user reference in a span.
  */
-export class Tracing {
+export class Tracing implements WebhookTracer {
   /** What `serve` runs with when no OTLP endpoint is configured. */
   static readonly OFF = new Tracing(null, null, null);
 
@@ -174,14 +173,22 @@ export class Tracing {
   }
 
   /**
-   * One webhook delivery: a server span (child of the sender's `traceparent` if any) whose steps are
-   * child spans; `end` says how it was answered. Spans off: the steps run as they are.
+   * One webhook delivery: a server span that is a root of the sidecar's own (its sampling, its
+   * trace id), whose steps are child spans. Once the signature is verified, the sender's
+   * well-formed trace context is linked to it, never made its parent: an unsigned sender chooses
+   * nothing of what is exported. `end` says how it was answered. Null when spans are off.
    */
-  webhook(path: string, sender: RawTraceContext): { steps: StepTrace; end(status: number, reason?: string): void } {
-    if (this.tracer === null) return { steps: UNTRACED_STEPS, end: () => undefined };
-    const span = this.tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, this.parentContext(validTraceparent(sender.traceparent), sender.tracestate));
+  webhook(path: string): DeliveryTrace {
+    const span = this.tracer!.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, ROOT_CONTEXT);
     return {
-      steps: { step: (name, work) => this.inSpan(`consent.webhook.${name}`, span, work) },
+      step: (name, work) => this.inSpan(`consent.webhook.${name}`, span, work),
+      verified: (traceparent, tracestate) => {
+        if (traceparent === undefined || traceparent.length !== 1) return;
+        const parent = validTraceparent(traceparent[0]);
+        if (parent === null) return;
+        const linked = trace.getSpanContext(this.parentContext(parent, tracestate?.join(',')));
+        if (linked) span.addLink({ context: linked, attributes: { 'consent.link': 'sender' } });
+      },
       end: (status, reason) => {
         span.setAttribute('http.response.status_code', status);
         if (reason !== undefined) span.setAttribute('consent.webhook.outcome', reason);
@@ -189,6 +196,11 @@ export class Tracing {
         span.end();
       },
     };
+  }
+
+  /** The webhook wing's tracer when spans are on, else null. */
+  get webhookTracer(): (WebhookTracer & Pick<Tracing, 'run'>) | null {
+    return this.tracer === null ? null : this;
   }
 
   /**

@@ -11,8 +11,13 @@ export {
   type WebhookAuthErrorCode,
   type WebhookErrorCode,
 } from './errors.js';
-export { FORWARDED_HEADERS, Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.js';
-export { ROUTE_REJECTIONS, WebhookIngress, type IngressAnswer, type RouteRejection, type WebhookIngressDeps } from './ingress.js';
+export { AppClient, appUrl, FORWARDED_HEADERS, type AppClientOptions, type AppUrl, type ForwardResult } from './app-client.js';
+export { AppRoutes, globMatcher, type AppRouteSpec, type AppTarget } from './app-routes.js';
+export { buildWebhooks, type WebhookPorts, type Webhooks } from './build.js';
+export type { DeliveryMode, DeliveryResult, VerifiedEvent } from './delivery-mode.js';
+export { PassthroughMode, type PassthroughModeOptions } from './passthrough-mode.js';
+export { QueueMode, type QueueModeOptions } from './queue-mode.js';
+export { ROUTE_REJECTIONS, WebhookIngress, type RouteRejection, type WebhookAnswer, type WebhookIngressDeps } from './ingress.js';
 export {
   appHeaders,
   ATTEMPT_HEADER,

@@ -1,21 +1,21 @@
-import { UNTRACED_STEPS, type StepTrace } from '../lib/trace.js';
-import { performance } from 'node:perf_hooks';
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { RateLimiter } from '../observability/rate-limited-log.js';
-import type { RequiredHeader, WebhookConfig } from '../config/index.js';
-import { hasCode } from '../lib/errors.js';
+import type { WebhookConfig } from '../config/index.js';
+import { DeadlineQueue } from '../lib/deadline-queue.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
-import type { DedupStore } from './dedup-store.js';
-import type { EnqueueResult, EventQueue } from './event-queue.js';
+import { UNTRACED_STEPS, type DeliveryTrace, type StepTrace, type WebhookTracer } from '../lib/trace.js';
+import { RateLimiter } from '../observability/rate-limited-log.js';
+import type { AppRoutes } from './app-routes.js';
+import type { DeliveryMode, DeliveryResult } from './delivery-mode.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { logId } from './event-id.js';
-import type { Forwarder } from './forwarder.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
+import { readUnverifiedBody } from './read-unverified-body.js';
 import { revocationOf } from './revocations.js';
-import { SequenceTracker } from './sequence-tracker.js';
-import { appHeaders, deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
-import { checkDeliveryHeaders, type CheckedHeaders, type DeliveryHeaders, type Verified, type VerifyResult } from './verify.js';
+import { deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
+import { UnverifiedBudget } from './unverified-budget.js';
+import { checkDeliveryHeaders, startBodyVerification, type DeliveryHeaders, type Verified } from './verify.js';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
 export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout'] as const;
@@ -24,88 +24,156 @@ export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 /** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
 
-/** What a delivery's log lines say about it. */
-interface LogFields {
-  readonly eventId: string;
-  readonly type: string;
-  readonly sequence: number;
-  readonly deliveryId: string | undefined;
-}
-
-/** What the listener answers the service. */
-export interface IngressAnswer {
-  readonly status: 200 | 400 | 401 | 503;
+/**
+ * The answer to one delivery, and what the listener does with the rest of the request:
+ * `keep` (the body was read), `discard` (let the unread rest flow to nowhere so the sender reads
+ * the answer), `close` (read nothing more and close once answered: a sender refused for load or
+ * slowness gets nothing more from us), `none` (the sender went away: nothing to answer).
+ */
+export interface WebhookAnswer {
+  readonly status: 200 | 400 | 401 | 404 | 405 | 413 | 503;
   readonly outcome: DeliveryOutcome;
   /** Short machine reason for the response body (`timestamp_too_old`, `app_unavailable`, …). */
   readonly reason: string;
+  readonly then: 'keep' | 'discard' | 'close' | 'none';
 }
 
 export interface WebhookIngressDeps {
   readonly config: WebhookConfig;
   readonly logger: Logger;
   readonly metrics: WebhookMetrics;
-  readonly dedup: DedupStore;
-  readonly forwarder: Forwarder;
   /** Where revocations go: this replica's cache, and with several replicas every other one's. */
   readonly revocations: RevocationPublisher;
-  /** Queue mode: accepted events go here instead of to the app (200 once stored). */
-  readonly queue?: EventQueue;
+  readonly mode: DeliveryMode;
+  readonly routes: AppRoutes;
+  /** Spans of each delivery (off: null). */
+  readonly tracer: WebhookTracer | null;
   /** Epoch ms. */
   readonly now: () => number;
 }
 
+/** The headers a delivery is judged on (besides the required one, when configured). */
+const JUDGED = new Set(['x-service-timestamp', 'x-service-signature', 'x-service-delivery-id', 'traceparent', 'tracestate']);
+
 /**
- * The delivery pipeline, in the order the contract fixes: verify (headers, then raw body), check the
- * envelope, purge revoked decisions, deduplicate, forward, answer. Transport-free: the listener
- * reads the body and writes the answer.
+ * The headers the ingress judges a delivery on, each as the list of its values, so one given twice
+ * is seen as such (node would join it into one value). Picked from the raw list in one pass: node's
+ * `headersDistinct` would build an array for every header the sender sent.
+ */
+function deliveryHeaders(raw: readonly string[], required: string | undefined): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!JUDGED.has(name) && name !== required) continue;
+    const values = out[name];
+    if (values === undefined) out[name] = [raw[i + 1]!];
+    else values.push(raw[i + 1]!);
+  }
+  return out;
+}
+
+/**
+ * The delivery pipeline, in the order the contract fixes: the headers, the raw body read under the
+ * HMAC and the unverified budget, the signature, the envelope, the revocation, the route by event
+ * type, then the delivery mode. Every delivery ends in one {@link WebhookAnswer}; nothing throws
+ * out of {@link receive}.
  */
 export class WebhookIngress {
-  private readonly sequences: SequenceTracker;
   /** Unauthenticated senders choose how often they are refused: the logs must not follow them. */
   private readonly rejectionLog: RateLimiter;
   private readonly revocationLog: RateLimiter;
   /** A dead app or a slow store fails every delivery: one line per cause per interval. */
   private readonly failureLog: RateLimiter;
   private readonly outcomes = new Map<DeliveryOutcome, { inc(): void }>();
+  /** Shared by every connection: what an unauthenticated sender can make us hold, in all. */
+  private readonly budget: UnverifiedBudget;
+  /** The bodies being read, by deadline (they all have `config.bodyTimeoutMs`). */
+  private readonly bodyDeadlines = new DeadlineQueue();
 
   constructor(private readonly deps: WebhookIngressDeps) {
-    this.sequences = new SequenceTracker(deps.metrics);
     // On the ingress's own clock, like every other time decision here.
     this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
     this.revocationLog = new RateLimiter(1000, deps.now);
     this.failureLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
+    this.budget = new UnverifiedBudget(deps.config.maxUnverifiedBytes, (n) => deps.metrics.unverifiedBytes.set(n));
   }
 
-  /**
-   * The checks that need no body. A failure is final (401) and counted here, so the listener can
-   * answer without reading a byte of an unauthenticated body. `requiredHeader` is the one the
-   * listener picked `headers` by, read once for both (a rotation in between would refuse the delivery).
-   */
-  checkHeaders(headers: DeliveryHeaders, remoteAddress?: string, requiredHeader: RequiredHeader | null = this.deps.config.requiredHeader?.current() ?? null): CheckedHeaders | IngressAnswer {
-    const { config, now } = this.deps;
-    const checked = checkDeliveryHeaders(headers, { toleranceS: config.toleranceS, nowMs: now(), requiredHeader });
-    if (checked.skewS !== undefined) this.deps.metrics.timestampSkew.observe(checked.skewS);
-    if (checked.ok) return checked;
-    return this.rejectAuth(checked.code, headers, remoteAddress);
+  /** One `POST {path}`: answered whatever happens (an unexpected failure is a 503 the service retries). */
+  async receive(req: IncomingMessage): Promise<WebhookAnswer> {
+    let trace: DeliveryTrace | null = null;
+    let answer: WebhookAnswer;
+    try {
+      trace = this.deps.tracer === null ? null : this.deps.tracer.webhook(this.deps.config.path);
+      answer = await this.pipeline(req, trace);
+    } catch (err) {
+      this.logFailure({ event: 'webhook_internal_error', cause: 'internal_error', err }, 'webhook handler failed', 'error');
+      this.count('failed');
+      answer = { status: 503, outcome: 'failed', reason: 'internal_error', then: 'close' };
+    }
+    trace?.end(answer.status, answer.reason);
+    return answer;
   }
 
-  /** Counts a refusal decided by the listener (route, size, unverified budget, body deadline). */
-  rejectRoute(reason: RouteRejection, remoteAddress?: string): void {
+  /** Counts a refusal decided before the pipeline (route, method) or by it (size, budget, deadline). */
+  refuse(reason: RouteRejection, remoteAddress: string | undefined, status: WebhookAnswer['status'], then: WebhookAnswer['then']): WebhookAnswer {
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
     this.logRejection({ event: 'webhook_rejected', reason, remoteAddress }, 'webhook delivery rejected');
+    return { status, outcome: 'rejected', reason, then };
   }
 
-  /**
-   * Handles a body whose signature was checked as it arrived (`verified`, from
-   * {@link startBodyVerification}): refused unless verified, then envelope, revocation, dedup,
-   * forward. Never throws.
-   */
-  async receiveVerified(headers: DeliveryHeaders, verified: VerifyResult, rawBody: Buffer, remoteAddress?: string, steps: StepTrace = UNTRACED_STEPS): Promise<IngressAnswer> {
-    const { metrics, logger } = this.deps;
-    if (!verified.ok) return this.rejectAuth(verified.code, headers, remoteAddress);
-    metrics.secretMatches.inc({ index: secretIndexLabel(verified.secretIndex) });
+  /** Gives up the body reads still waiting (shutdown). */
+  close(): void {
+    this.bodyDeadlines.clear();
+  }
 
+  private async pipeline(req: IncomingMessage, trace: DeliveryTrace | null): Promise<WebhookAnswer> {
+    const { config, metrics, now } = this.deps;
+    const remote = req.socket.remoteAddress;
+    // Read once: the header picked and the header judged are the same one, even across a rotation.
+    const required = config.requiredHeader?.current() ?? null;
+    const headers = deliveryHeaders(req.rawHeaders, required?.name);
+    const checked = checkDeliveryHeaders(headers, { toleranceS: config.toleranceS, nowMs: now(), requiredHeader: required });
+    if (checked.skewS !== undefined) metrics.timestampSkew.observe(checked.skewS);
+    // Refused on headers alone: the body is never looked at.
+    if (!checked.ok) return this.rejectAuth(checked.code, headers, remote, 'discard');
+
+    const steps = trace ?? UNTRACED_STEPS;
+    // The HMAC runs over the chunks as they arrive; every byte held until the verdict is taken
+    // from the budget shared by all connections.
+    const read = await steps.step('verify', () =>
+      readUnverifiedBody(req, {
+        maxBytes: config.maxBodyBytes,
+        budget: this.budget,
+        timeoutMs: config.bodyTimeoutMs,
+        deadlines: this.bodyDeadlines,
+        verifier: startBodyVerification(checked, config.secrets.current()),
+      }),
+    );
+    if (!read.ok) {
+      switch (read.reason) {
+        case 'aborted':
+          return { status: 400, outcome: 'rejected', reason: 'aborted', then: 'none' };
+        case 'too_large':
+          return this.refuse('body_too_large', remote, 413, 'discard');
+        case 'over_budget':
+          // 503: the service retries later, when the unauthenticated load has gone.
+          return this.refuse('unverified_budget_exhausted', remote, 503, 'close');
+        case 'body_timeout':
+          return this.refuse('body_timeout', remote, 503, 'close');
+      }
+    }
+    const verified = read.verified;
+    if (!verified.ok) return this.rejectAuth(verified.code, headers, remote, 'keep');
+    metrics.secretMatches.inc({ index: secretIndexLabel(verified.secretIndex) });
+    // Only now is anything the sender chose trusted: its trace context may be linked.
+    trace?.verified(headers.traceparent, headers.tracestate);
+    return this.verifiedDelivery(headers, verified, read.body, steps);
+  }
+
+  /** A delivery whose signature verified: envelope, revocation, route, delivery mode. */
+  private async verifiedDelivery(headers: DeliveryHeaders, verified: Verified, rawBody: Buffer, steps: StepTrace): Promise<WebhookAnswer> {
+    const { metrics, logger } = this.deps;
     // Only now may the body be read as JSON: it is authentic.
     const parsed = parseEnvelope(rawBody);
     if (!parsed.ok) {
@@ -115,7 +183,7 @@ export class WebhookIngress {
         { event: 'webhook_rejected', reason: 'invalid_envelope', detail: parsed.detail, deliveryId: deliveryIdOf(headers['x-service-delivery-id']) },
         'verified webhook body is not a valid envelope',
       );
-      return { status: 400, outcome: 'rejected', reason: 'invalid_envelope' };
+      return { status: 400, outcome: 'rejected', reason: 'invalid_envelope', then: 'keep' };
     }
     const envelope = parsed.envelope;
 
@@ -136,7 +204,7 @@ export class WebhookIngress {
         // A revocation that did not reach the cache must come back: refuse, and the service retries.
         logger.error({ event: 'webhook_revocation_failed', eventId: logId(envelope.id), type: envelope.type, err }, 'cache purge failed');
         this.count('failed');
-        return { status: 503, outcome: 'failed', reason: 'revocation_failed' };
+        return { status: 503, outcome: 'failed', reason: 'revocation_failed', then: 'keep' };
       }
       metrics.revocations.inc({ scope: revocation.scope });
       // At most one line per scope a second (a tenant's stream may purge on every fourth event).
@@ -146,108 +214,55 @@ export class WebhookIngress {
       }
     }
 
-    metrics.inFlight.inc();
-    try {
-      const answer = await this.deliver(envelope, verified, headers, rawBody, steps);
-      // The event still went its way (a revocation is also news for the app), but the other
-      // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
-      // a duplicate by then, shares it again before it is answered 200.
-      if (shared !== null && !(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared' };
-      return answer;
-    } catch (err) {
-      // A store that did not answer (Redis slow) means we cannot promise "at most once": the service retries.
-      const slow = hasCode(err, 'ERR_WEBHOOK_DEDUP_UNKNOWN');
-      this.logFailure({ event: 'webhook_failed', eventId: logId(envelope.id), cause: slow ? 'dedup_unknown' : 'internal', ...(slow ? {} : { err }) }, 'webhook not forwarded: dedup could not be decided');
-      this.count('failed');
-      return { status: 503, outcome: 'failed', reason: 'dedup_unavailable' };
-    } finally {
-      metrics.inFlight.dec();
-    }
+    const answer = await this.deliver(envelope, headers, verified, rawBody, steps);
+    // The event still went its way (a revocation is also news for the app), but the other
+    // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
+    // a duplicate by then, shares it again before it is answered 200.
+    if (shared !== null && !(await shared) && answer.status === 200) return { ...answer, status: 503, reason: 'revocation_not_shared' };
+    return answer;
   }
 
-  private async deliver(envelope: WebhookEnvelope, verified: Verified, headers: DeliveryHeaders, rawBody: Buffer, steps: StepTrace): Promise<IngressAnswer> {
-    const { dedup } = this.deps;
+  private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, verified: Verified, rawBody: Buffer, steps: StepTrace): Promise<WebhookAnswer> {
     const deliveryId = deliveryIdOf(headers['x-service-delivery-id']);
+    const target = this.deps.routes.pick(envelope.type);
     // The log fields are built only for a line that is written (most deliveries write none).
-    const log = (): LogFields => ({ eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId });
+    const log = (): Record<string, unknown> => ({ eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId, ...(target ? { route: target.label } : {}) });
+    if (target === null) {
+      this.count('unrouted');
+      if (this.debug()) this.deps.logger.debug({ event: 'webhook_unrouted', ...log() }, 'no --app-webhook-route takes this event type and there is no --app-webhook-url; not forwarded');
+      return { status: 200, outcome: 'unrouted', reason: 'unrouted', then: 'keep' };
+    }
     const facts = (outOfOrder: boolean): DeliveryFacts =>
       deliveryId !== undefined
         ? { eventId: envelope.id, timestamp: verified.timestamp, signature: verified.signature, deliveryId, outOfOrder }
         : { eventId: envelope.id, timestamp: verified.timestamp, signature: verified.signature, outOfOrder };
-    if (this.deps.queue) return this.enqueue(this.deps.queue, envelope, facts, rawBody, log, steps);
-    const claim = await steps.step('dedup', () => dedup.claim(envelope.id));
-
-    if (claim.kind === 'duplicate') return this.duplicate(log);
-    if (claim.kind === 'in_flight') {
-      // Wait for the first copy. If it fails we answer 503 rather than forward again at once: the
-      // app just failed or timed out on this very event, an immediate second try would pile onto
-      // it (and could keep the service waiting two timeouts), and the service retries with backoff.
-      const outcome = await claim.outcome;
-      if (outcome === 'accepted') return this.duplicate(log);
-      this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'first_copy_failed' }, 'webhook copy not accepted', 'info');
-      return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
-    }
-
-    let settled = false;
+    this.deps.metrics.inFlight.inc();
+    let result: DeliveryResult;
     try {
-      const outOfOrder = this.sequences.observe(envelope.sequence);
-      const started = performance.now();
-      const result = await steps.step('forward', () => this.deps.forwarder.forward(rawBody, appHeaders(facts(outOfOrder))));
-      this.deps.metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);
-      if (result.ok) {
-        await dedup.markAccepted(envelope.id, claim.token);
-        settled = true;
-        this.count('accepted');
-        // Debug only: an info line per event costs more than verifying it (issue 14); the
-        // deliveries counter and the forward histogram say the same in aggregate.
-        if (this.debug()) this.deps.logger.debug({ event: 'webhook_accepted', ...log(), outOfOrder, appStatus: result.status }, 'webhook forwarded');
-        return { status: 200, outcome: 'accepted', reason: 'accepted' };
-      }
-      this.deps.metrics.forwardFailures.inc({ cause: result.cause });
-      this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log(), cause: result.cause, detail: result.detail }, 'app did not accept webhook');
-      return { status: 503, outcome: 'failed', reason: 'app_unavailable' };
+      result = await this.deps.mode.deliver({ envelope, facts, rawBody, target }, steps);
     } finally {
-      if (!settled) await dedup.release(envelope.id, claim.token);
+      this.deps.metrics.inFlight.dec();
     }
-  }
-
-  /** Queue mode: accepted once the queue stored it; the queue deduplicates in the same step. */
-  private async enqueue(
-    queue: EventQueue,
-    envelope: WebhookEnvelope,
-    facts: (outOfOrder: boolean) => DeliveryFacts,
-    rawBody: Buffer,
-    log: () => LogFields,
-    steps: StepTrace,
-  ): Promise<IngressAnswer> {
-    const outOfOrder = this.sequences.isBehind(envelope.sequence);
-    let result: EnqueueResult;
-    try {
-      result = await steps.step('enqueue', () => queue.enqueue({ facts: facts(outOfOrder), body: rawBody }));
-    } catch (err) {
-      this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'queue_unavailable', err }, 'webhook not queued');
-      return { status: 503, outcome: 'failed', reason: 'queue_unavailable' };
+    switch (result.kind) {
+      case 'accepted':
+        this.count('accepted');
+        // Debug only: an info line per event costs more than verifying it; the deliveries counter
+        // and the forward histogram say the same in aggregate.
+        if (this.debug()) this.deps.logger.debug({ event: result.reason === 'queued' ? 'webhook_queued' : 'webhook_accepted', ...log(), outOfOrder: result.outOfOrder, appStatus: result.appStatus }, `webhook ${result.reason === 'queued' ? 'queued' : 'forwarded'}`);
+        return { status: 200, outcome: 'accepted', reason: result.reason, then: 'keep' };
+      case 'duplicate':
+        this.count('duplicate');
+        if (this.debug()) this.deps.logger.debug({ event: 'webhook_duplicate', ...log() }, 'duplicate webhook not forwarded');
+        return { status: 200, outcome: 'duplicate', reason: 'duplicate', then: 'keep' };
+      case 'failed':
+        this.count('failed');
+        this.logFailure(
+          { event: 'webhook_failed', ...log(), cause: result.cause, ...(result.detail !== undefined ? { detail: result.detail } : {}), ...(result.err !== undefined ? { err: result.err } : {}) },
+          FAILURE_MESSAGE[result.reason],
+          result.quiet ? 'info' : 'warn',
+        );
+        return { status: 503, outcome: 'failed', reason: result.reason, then: 'keep' };
     }
-    if (result === 'duplicate') return this.duplicate(log);
-    if (result === 'full') {
-      this.count('failed');
-      this.logFailure({ event: 'webhook_failed', ...log(), cause: 'queue_full' }, 'webhook not queued: the queue holds --webhook-queue-max-events');
-      return { status: 503, outcome: 'failed', reason: 'queue_full' };
-    }
-    this.sequences.observe(envelope.sequence);
-    this.count('accepted');
-    // Debug: a line per event would cost more than the event (the deliveries counter says it in aggregate).
-    if (this.debug()) this.deps.logger.debug({ event: 'webhook_queued', ...log(), outOfOrder }, 'webhook queued');
-    return { status: 200, outcome: 'accepted', reason: 'queued' };
-  }
-
-  private duplicate(log: () => LogFields): IngressAnswer {
-    this.count('duplicate');
-    if (this.debug()) this.deps.logger.debug({ event: 'webhook_duplicate', ...log() }, 'duplicate webhook not forwarded');
-    return { status: 200, outcome: 'duplicate', reason: 'duplicate' };
   }
 
   /** Debug lines are built only when they are written: a line per event costs more than the event. */
@@ -255,16 +270,16 @@ export class WebhookIngress {
     return this.deps.logger.isLevelEnabled('debug');
   }
 
-  private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders, remoteAddress?: string): IngressAnswer {
+  private rejectAuth(code: WebhookAuthErrorCode, headers: DeliveryHeaders, remoteAddress: string | undefined, then: WebhookAnswer['then']): WebhookAnswer {
     const reason = reasonLabel(code);
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
     this.logRejection({ event: 'webhook_rejected', reason, code, deliveryId: deliveryIdOf(headers['x-service-delivery-id']), remoteAddress }, 'webhook delivery not authenticated');
-    return { status: 401, outcome: 'rejected', reason };
+    return { status: 401, outcome: 'rejected', reason, then };
   }
 
-  /** One `webhook_failed` line per cause per {@link REJECTION_LOG_INTERVAL_MS}, saying how many were held back. */
-  private logFailure(fields: { cause: string } & Record<string, unknown>, message: string, level: 'warn' | 'info' = 'warn'): void {
+  /** One line per cause per {@link REJECTION_LOG_INTERVAL_MS}, saying how many were held back. */
+  private logFailure(fields: { cause: string } & Record<string, unknown>, message: string, level: 'warn' | 'info' | 'error' = 'warn'): void {
     const suppressed = this.failureLog.admit(fields.cause);
     if (suppressed !== undefined) this.deps.logger[level]({ ...fields, suppressedSinceLast: suppressed }, message);
   }
@@ -281,3 +296,10 @@ export class WebhookIngress {
     c.inc();
   }
 }
+
+const FAILURE_MESSAGE: Record<Extract<DeliveryResult, { kind: 'failed' }>['reason'], string> = {
+  app_unavailable: 'app did not accept webhook',
+  dedup_unavailable: 'webhook not forwarded: dedup could not be decided',
+  queue_unavailable: 'webhook not queued',
+  queue_full: 'webhook not queued: the queue holds --webhook-queue-max-events',
+};

@@ -1,8 +1,11 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 
-/** `outcome` of `consent_sidecar_webhook_deliveries_total` (the contract's closed set). */
-export type DeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'failed';
+/**
+ * `outcome` of `consent_sidecar_webhook_deliveries_total` (the contract's closed set; `unrouted`:
+ * verified, answered 200, and not forwarded because no route takes its type and there is no default).
+ */
+export type DeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'failed' | 'unrouted';
 /** Why the app did not accept a forwarded event. */
 export type ForwardFailureCause = 'status' | 'timeout' | 'network';
 
@@ -16,6 +19,8 @@ export interface WebhookMetrics {
   /** Observed per forward: a FastHistogram (label bound by index, no hashing per event). */
   readonly forwardDuration: FastHistogram<'accepted' | 'failed'>;
   readonly forwardFailures: Counter<'cause'>;
+  /** Forwards by route (`--app-webhook-route` glob, or `default`) and outcome (accepted, failed), both modes. */
+  readonly routeForwards: Counter<'route' | 'outcome'>;
   readonly timestampSkew: Histogram;
   readonly inFlight: Level;
   readonly highestSequence: Level;
@@ -68,7 +73,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
   return {
     deliveries: new Counter({
       name: `${METRIC_PREFIX}webhook_deliveries_total`,
-      help: 'Webhook deliveries by outcome (accepted, duplicate, rejected, failed).',
+      help: 'Webhook deliveries by outcome (accepted, duplicate, rejected, failed, unrouted).',
       labelNames: ['outcome'],
       registers,
     }),
@@ -90,6 +95,12 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       name: `${METRIC_PREFIX}webhook_forward_failures_total`,
       help: 'Forwards the app did not accept, by cause (status, timeout, network).',
       labelNames: ['cause'],
+      registers,
+    }),
+    routeForwards: new Counter({
+      name: `${METRIC_PREFIX}webhook_route_forwards_total`,
+      help: 'Events forwarded to the app, by route (the --app-webhook-route glob, or default) and outcome (accepted, failed), in both delivery modes.',
+      labelNames: ['route', 'outcome'],
       registers,
     }),
     timestampSkew: new Histogram({
@@ -155,7 +166,7 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
 }
 
 /** What a worker did with an event it took: `outcome` label of the queue's forwards counter. */
-export const QUEUE_FORWARD_OUTCOMES = ['delivered', 'retry_scheduled', 'dead_lettered', 'already_delivered', 'signature_mismatch', 'unreadable', 'read_too_late'] as const;
+export const QUEUE_FORWARD_OUTCOMES = ['delivered', 'retry_scheduled', 'dead_lettered', 'already_delivered', 'signature_mismatch', 'unreadable', 'read_too_late', 'unrouted'] as const;
 export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
 
 /** The queue's metrics (contract names for the three gauges), against an injected registry. */
@@ -176,7 +187,7 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable, read_too_late).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable, read_too_late, unrouted).',
     labelNames: ['outcome'],
     registers,
   });

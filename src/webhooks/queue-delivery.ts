@@ -2,7 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { logId } from './event-id.js';
-import type { Forwarder } from './forwarder.js';
+import type { AppClient } from './app-client.js';
+import type { AppRoutes } from './app-routes.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
 import { reverify, type StoredDelivery } from './stored-delivery.js';
@@ -21,13 +22,17 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
 }
 
 /** What became of one entry a worker handled (the forwards counter's outcome). */
-export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late';
+export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late' | 'unrouted';
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
   readonly logger: Logger;
   readonly metrics: QueueMetrics;
-  readonly forwarder: Forwarder;
+  /** The wing's one app client, and the routes by event type it posts to. */
+  readonly app: AppClient;
+  readonly routes: AppRoutes;
+  /** Forwards by route and outcome (shared with passthrough). */
+  readonly routeForwards: { labels(route: string, outcome: string): { inc(): void } };
   readonly secrets: () => readonly string[];
   readonly horizonMs: number;
   readonly deliveredRetentionMs: number;
@@ -71,8 +76,18 @@ export class QueueDelivery {
     const checked = reverify(stored, this.o.secrets());
     if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
     if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
-    const result = await this.o.forwarder.forward(checked.body, checked.headers);
-    const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts };
+    const target = this.o.routes.pick(checked.envelope.type);
+    if (target === null) {
+      // No route takes its type any more (the routes changed since it was queued): as the ingress
+      // does, not forwarded, and never retried.
+      this.o.unrecorded.set(entry.entryId, stored.id);
+      await this.recordOne(entry.entryId, stored.id);
+      metrics.forwards.inc({ outcome: 'unrouted' });
+      return 'unrouted';
+    }
+    const result = await this.o.app.forward(target.url, checked.body, checked.headers);
+    this.o.routeForwards.labels(target.label, result.ok ? 'accepted' : 'failed').inc();
+    const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts, route: target.label };
     if (result.ok) {
       this.o.unrecorded.set(entry.entryId, stored.id);
       await this.recordOne(entry.entryId, stored.id);

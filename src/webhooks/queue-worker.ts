@@ -5,7 +5,8 @@ import type { Logger } from '../observability/index.js';
 import type { Tracing } from '../observability/tracing.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
-import { Forwarder } from './forwarder.js';
+import type { AppClient } from './app-client.js';
+import type { AppRoutes } from './app-routes.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
 import { QueueDelivery, type HandledOutcome } from './queue-delivery.js';
@@ -31,8 +32,11 @@ export interface QueueWorkerOptions {
   readonly metrics: QueueMetrics;
   /** The current webhook secrets (`--webhook-secret[-file]`, rotation followed): every entry is verified again with them. */
   readonly secrets: () => readonly string[];
-  /** The app (`--app-webhook-url`). */
-  readonly appUrl: URL;
+  /** The wing's one app client, and the routes by event type (`--app-webhook-route`, `--app-webhook-url`). */
+  readonly app: AppClient;
+  readonly routes: AppRoutes;
+  /** Forwards by route and outcome (shared with passthrough). */
+  readonly routeForwards: { labels(route: string, outcome: string): { inc(): void } };
   /** `--webhook-forward-timeout-ms`. */
   readonly forwardTimeoutMs: number;
   /**
@@ -79,7 +83,6 @@ export interface QueueWorkerOptions {
 export class QueueWorker implements EventQueue {
   /** This process's consumer name. */
   readonly consumer = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  private readonly forwarder: Forwarder;
   /** Entries being handled here, by entry id. */
   private readonly active = new Map<string, Promise<void>>();
   /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id. */
@@ -107,8 +110,7 @@ export class QueueWorker implements EventQueue {
   constructor(private readonly options: QueueWorkerOptions) {
     if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('QueueWorker: visibilityMs must exceed forwardTimeoutMs');
     if (!(options.horizonMs > 0) || !(options.deliveredRetentionMs > 0)) throw new RangeError('QueueWorker: horizonMs and deliveredRetentionMs must be > 0');
-    this.forwarder = new Forwarder({ appUrl: options.appUrl, timeoutMs: options.forwardTimeoutMs });
-    this.delivery = new QueueDelivery({ ...options, forwarder: this.forwarder, unrecorded: this.unrecorded });
+    this.delivery = new QueueDelivery({ ...options, unrecorded: this.unrecorded });
     this.concurrency = options.concurrency ?? QUEUE_CONCURRENCY;
     this.pollIntervalMs = options.pollIntervalMs ?? QUEUE_POLL_INTERVAL_MS;
   }
@@ -136,7 +138,8 @@ export class QueueWorker implements EventQueue {
 
   /**
    * Stops taking events and gives those in flight up to `graceMs` to finish; what is unfinished
-   * stays pending in the store and is taken over by another replica after `visibilityMs`.
+   * stays pending in the store and is taken over by another replica after `visibilityMs` (the
+   * wing's app client, destroyed after this, cuts the forwards still running).
    */
   async stop(graceMs = 0): Promise<void> {
     this.stopped = true;
@@ -144,7 +147,6 @@ export class QueueWorker implements EventQueue {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.allSettled([...this.active.values()]), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
     clearTimeout(timer);
-    await this.forwarder.destroy();
   }
 
   private kick(): void {

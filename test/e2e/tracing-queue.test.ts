@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
-import { INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
+import { INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver, type OtlpSpan } from '../helpers/otlp.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY } from '../helpers/wait.js';
 import { RecordingApp, ServeProcess, signedEvent } from './replicas.js';
@@ -36,15 +36,18 @@ describe('queue mode, spans on', () => {
     await redis?.stop();
   });
 
-  it('verify and enqueue under the sender\'s trace, then the worker\'s forward as a root span, delivered', async () => {
+  it('verify and enqueue in a root span linked to the sender\'s, then the worker\'s forward as a root span, delivered', async () => {
     const event = signedEvent('evt_traced_queue', 1);
     const [traceId, senderSpan] = [hex(16), hex(8)];
     const res = await fetch(`${serve.urls.webhook}/webhooks`, { method: 'POST', headers: { ...event.headers, traceparent: traceparentOf(traceId, senderSpan) }, body: event.body });
     expect(res.status).toBe(200);
-    await expect.poll(() => otlp.trace(traceId).length, PATIENTLY).toBe(3);
-    const root = otlp.trace(traceId).find((s) => s.kind === SERVER)!;
-    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanId: senderSpan, attributes: { 'http.response.status_code': 200 } });
-    expect(otlp.trace(traceId).filter((s) => s.parentSpanId === root.spanId).map((s) => s.name).sort()).toEqual(['consent.webhook.enqueue', 'consent.webhook.verify']);
+    // A root of the sidecar's own, linked to the sender's span once verified (never its child).
+    const linked = (): OtlpSpan | undefined => otlp.spans.find((s) => s.kind === SERVER && s.links.some((l) => l.traceId === traceId && l.spanId === senderSpan));
+    await expect.poll(() => linked() && otlp.trace(linked()!.traceId).length, PATIENTLY).toBe(3);
+    const root = linked()!;
+    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanId: undefined, attributes: { 'http.response.status_code': 200 } });
+    expect(otlp.trace(root.traceId).filter((s) => s.parentSpanId === root.spanId).map((s) => s.name).sort()).toEqual(['consent.webhook.enqueue', 'consent.webhook.verify']);
+    expect(otlp.trace(traceId)).toEqual([]);
 
     await expect.poll(() => app.count('evt_traced_queue'), PATIENTLY).toBe(1);
     await expect.poll(() => otlp.spans.filter((s) => s.name === 'consent.webhook.queue.forward').length, PATIENTLY).toBe(1);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLIENT, INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
+import { CLIENT, INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver, type OtlpSpan } from '../helpers/otlp.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY, until } from '../helpers/wait.js';
 import { RecordingApp, ServeProcess, signedEvent } from './replicas.js';
@@ -122,27 +122,36 @@ describe('OpenTelemetry spans on (OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
     expect(otlp.trace(traceId).find((s) => s.kind === CLIENT)).toMatchObject({ attributes: { 'consent.upstream.outcome': 'network_error', 'error.type': 'network_error' } });
   });
 
-  it('a webhook: a server span with verify, dedup and forward children, under the sender\'s trace', async () => {
+  // A delivery's span is a root of the sidecar's own (its trace id, its sampling) linked to the
+  // sender's span once the signature verified; it used to be the sender's child, which let an
+  // unsigned sender choose the trace id and the sampling of what the sidecar exports.
+  it('a webhook: a root server span with verify, dedup and forward children, linked to the sender\'s span', async () => {
     const event = signedEvent('evt_traced_1', 1);
     const [traceId, senderSpan] = [hex(16), hex(8)];
     const res = await fetch(`${serve.urls.webhook}/webhooks`, { method: 'POST', headers: { ...event.headers, traceparent: traceparentOf(traceId, senderSpan) }, body: event.body });
     expect(res.status).toBe(200);
-    await expect.poll(() => otlp.trace(traceId).length, PATIENTLY).toBe(4);
-    const root = otlp.trace(traceId).find((s) => s.kind === SERVER)!;
-    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanId: senderSpan, attributes: { 'http.response.status_code': 200, 'consent.webhook.outcome': 'accepted' } });
-    const children = otlp.trace(traceId).filter((s) => s.parentSpanId === root.spanId);
+    const linked = (): OtlpSpan | undefined => otlp.spans.find((s) => s.kind === SERVER && s.links.some((l) => l.traceId === traceId && l.spanId === senderSpan));
+    await expect.poll(() => linked() && otlp.trace(linked()!.traceId).length, PATIENTLY).toBe(4);
+    const root = linked()!;
+    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanId: undefined, attributes: { 'http.response.status_code': 200, 'consent.webhook.outcome': 'accepted' } });
+    expect(root.traceId).not.toBe(traceId);
+    const children = otlp.trace(root.traceId).filter((s) => s.parentSpanId === root.spanId);
     expect(children.map((s) => s.name).sort()).toEqual(['consent.webhook.dedup', 'consent.webhook.forward', 'consent.webhook.verify']);
     expect(children.every((s) => s.kind === INTERNAL)).toBe(true);
+    expect(otlp.trace(traceId)).toEqual([]);
     expect(app.count('evt_traced_1')).toBe(1);
   });
 
-  it('a bad signature: the delivery\'s span says 401, nothing forwarded', async () => {
+  it('a bad signature: the delivery\'s span says 401, nothing forwarded, and nothing is exported under the sender\'s trace', async () => {
     const event = signedEvent('evt_traced_bad', 2);
     const traceId = hex(16);
+    const before = otlp.spans.filter((s) => s.kind === SERVER && s.attributes['http.response.status_code'] === 401).length;
     const res = await fetch(`${serve.urls.webhook}/webhooks`, { method: 'POST', headers: { ...event.headers, 'x-service-signature': 'v1=' + 'A'.repeat(44), traceparent: traceparentOf(traceId, hex(8)) }, body: event.body });
     expect(res.status).toBe(401);
-    await expect.poll(() => otlp.trace(traceId).filter((s) => s.kind === SERVER).length, PATIENTLY).toBe(1);
-    expect(otlp.trace(traceId).find((s) => s.kind === SERVER)).toMatchObject({ attributes: { 'http.response.status_code': 401 } });
+    const refused = (): OtlpSpan[] => otlp.spans.filter((s) => s.kind === SERVER && s.name === 'POST /webhooks' && s.attributes['http.response.status_code'] === 401);
+    await expect.poll(() => refused().length, PATIENTLY).toBe(before + 1);
+    expect(refused().at(-1)!).toMatchObject({ parentSpanId: undefined, links: [] });
+    expect(otlp.trace(traceId)).toEqual([]);
     expect(app.count('evt_traced_bad')).toBe(0);
   });
 });

@@ -3,7 +3,6 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import * as semconv from '@opentelemetry/semantic-conventions';
 import { afterEach, describe, expect, it } from 'vitest';
-import { UNTRACED_STEPS } from '../../src/lib/trace.js';
 import { Tracing } from '../../src/observability/tracing.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -30,7 +29,8 @@ describe('Tracing.OFF (no OTLP endpoint)', () => {
     expect(Tracing.OFF.request('check', 'POST', '/v1/authorization/check', 'garbage', 'a=1')).toBeNull();
     const t = Tracing.OFF.request('check', 'POST', '/v1/authorization/check', PARENT, 'a=1')!;
     expect(t.upstreamCall().headers).toEqual(['traceparent', PARENT, 'tracestate', 'a=1']);
-    expect(Tracing.OFF.webhook('/webhooks', { traceparent: PARENT, tracestate: undefined }).steps).toBe(UNTRACED_STEPS);
+    // Spans off: the webhook wing gets no tracer and runs its steps as they are.
+    expect(Tracing.OFF.webhookTracer).toBeNull();
     await expect(Tracing.OFF.run('consent.redec.reconcile', () => Promise.resolve(7))).resolves.toBe(7);
   });
 });
@@ -93,18 +93,23 @@ describe('Tracing on', () => {
 
   it('a webhook\'s steps are children of its span, and a REDEC run a root of its own', async () => {
     on = tracingOn();
-    const w = on.tracing.webhook('/webhooks', { traceparent: PARENT, tracestate: undefined });
-    await w.steps.step('verify', () => Promise.resolve());
+    const w = on.tracing.webhook('/webhooks');
+    await w.step('verify', () => Promise.resolve());
+    // Verified: the sender's context is linked, never made the parent (it chose none of our spans).
+    w.verified([PARENT], undefined);
     // An error's code names the failure in the span, never its message (it may quote what failed).
     const err = Object.assign(new Error('no such user secret-user-ref-9'), { code: 'ERR_APP_REFUSED' });
-    await expect(w.steps.step('forward', () => Promise.reject(err))).rejects.toBe(err);
+    await expect(w.step('forward', () => Promise.reject(err))).rejects.toBe(err);
     w.end(503, 'app_unavailable');
     await on.tracing.run('consent.redec.reconcile', () => Promise.resolve('timeout'), (outcome) => ({ outcome, failed: outcome !== 'ok' }));
     const [verify, forward, root, redec] = on.spans();
     expect(forward!.attributes).toStrictEqual({ 'error.type': 'ERR_APP_REFUSED' });
     expect(JSON.stringify(on.spans().map((s) => [s.attributes, s.status]))).not.toContain('secret-user-ref');
     expect(redec!.attributes).toStrictEqual({ 'consent.outcome': 'timeout', 'error.type': 'timeout' });
-    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanContext: { spanId: APP_SPAN }, attributes: { 'consent.webhook.outcome': 'app_unavailable', 'error.type': 'app_unavailable' } });
+    // A root of the sidecar's own, linked to the sender's span once verified (it used to be its child,
+    // which let an unsigned sender choose the trace id and the sampling of what is exported).
+    expect(root).toMatchObject({ name: 'POST /webhooks', parentSpanContext: undefined, attributes: { 'consent.webhook.outcome': 'app_unavailable', 'error.type': 'app_unavailable' } });
+    expect(root!.links.map((l) => l.context.spanId)).toEqual([APP_SPAN]);
     expect([verify!.name, forward!.name]).toEqual(['consent.webhook.verify', 'consent.webhook.forward']);
     for (const s of [verify, forward]) expect(s!.parentSpanContext?.spanId).toBe(root!.spanContext().spanId);
     expect(forward!.status.code).toBe(2);

@@ -13,7 +13,7 @@ import {
   type ReconcileLease,
 } from '../../src/redec/index.js';
 import { createRegistry } from '../../src/observability/index.js';
-import { Forwarder } from '../../src/webhooks/index.js';
+import { AppClient, appUrl } from '../../src/webhooks/index.js';
 
 export function upstreamOf(url: string, apiKey: string, timeoutMs = 2000): UpstreamConfig {
   return { baseUrl: new URL(url), apiKey: staticSecret(apiKey, '--api-key'), timeoutMs };
@@ -49,7 +49,8 @@ export function reconcilerFor(o: {
     fields: o.fields ?? { itemsField: null, cursorParam: 'cursor' },
     bounds: o.bounds ?? DEFAULT_LISTING_BOUNDS,
   };
-  const forwarder = o.appUrl ? new Forwarder({ appUrl: new URL(o.appUrl), timeoutMs: o.forwardTimeoutMs ?? 2000 }) : null;
+  const forwarder = o.appUrl ? new AppClient({ timeoutMs: o.forwardTimeoutMs ?? 2000 }) : null;
+  const target = o.appUrl ? appUrl(new URL(o.appUrl)) : null;
   let reconciler: Reconciler | undefined;
   const metrics = createRedecMetrics(registry, () => reconciler?.oldestFirstSeenAt ?? null, o.now);
   reconciler = new Reconciler({
@@ -57,7 +58,7 @@ export function reconcilerFor(o: {
     config,
     ledger: o.ledger ?? new MemoryLedger(),
     lease: o.lease ?? new LocalLease(),
-    deliver: forwarder ? (b, h) => forwarder.forward(b, h) : null,
+    deliver: forwarder && target ? (b, h) => forwarder.forward(target, b, h) : null,
     metrics,
     logger: o.logger,
     now: o.now,
@@ -66,7 +67,7 @@ export function reconcilerFor(o: {
   return {
     reconciler: r,
     registry,
-    // As src/redec-wiring.ts does: both at once, so a forward the app holds ends with the pool.
+    // As serve does: both at once, so a forward the app holds ends with the app client.
     close: () => Promise.all([r.close(), forwarder?.destroy()]).then(() => undefined),
   };
 }

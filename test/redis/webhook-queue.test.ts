@@ -3,8 +3,11 @@ import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import { RedisError, RedisQueueStore } from '../../src/redis/index.js';
 import {
+  AppClient,
+  AppRoutes,
   backoffMs,
   createQueueMetrics,
+  createWebhookMetrics,
   DEAD_LETTER_PAGE,
   listDeadLetters,
   QUEUE_BACKOFF_MAX_MS,
@@ -50,12 +53,16 @@ async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
   const registry = createRegistry({ defaultMetrics: false });
   const store = new RedisQueueStore(c.conn, c.keyspace, o.maxEvents !== undefined ? { maxEvents: o.maxEvents } : {});
   let secrets = o.secrets ?? [SECRET_A];
+  // The app client is the webhook wing's; the worker's stop leaves it to whoever built it.
+  const appClient = new AppClient({ timeoutMs: o.forwardTimeoutMs ?? 1000 });
   const q = new QueueWorker({
     store,
     logger: silentLogger(),
     metrics: createQueueMetrics(registry),
     secrets: () => secrets,
-    appUrl: new URL(appUrl),
+    app: appClient,
+    routes: new AppRoutes([], new URL(appUrl)),
+    routeForwards: createWebhookMetrics(registry).routeForwards,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
     visibilityMs: o.visibilityMs ?? 30_000,
     horizonMs: o.horizonMs ?? 60_000,
@@ -65,7 +72,7 @@ async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
     ...(o.staleConsumerMs === undefined ? {} : { staleConsumerMs: o.staleConsumerMs }),
   });
   await q.start();
-  opened.push({ close: () => q.stop() });
+  opened.push({ close: () => q.stop().then(() => appClient.destroy()) });
   return { q, store, conn: c.conn, redisMetrics: c.metrics, registry, keys: store.keys, setSecrets: (s: readonly string[]) => (secrets = s) };
 }
 
@@ -103,7 +110,9 @@ describe('the queue on a real Redis', () => {
           logger: silentLogger(),
           metrics: createQueueMetrics(createRegistry({ defaultMetrics: false })),
           secrets: () => [SECRET_A],
-          appUrl: new URL('http://127.0.0.1:1/h'),
+          app: new AppClient({ timeoutMs: 1000 }),
+          routes: new AppRoutes([], new URL('http://127.0.0.1:1/h')),
+          routeForwards: createWebhookMetrics(createRegistry({ defaultMetrics: false })).routeForwards,
           forwardTimeoutMs: 1000,
           visibilityMs: 1000,
           horizonMs: 1,

@@ -6,7 +6,9 @@ import { request } from 'undici';
 import type { Registry } from 'prom-client';
 import { staticSecret, type RequiredHeader, type Secret, type WebhookConfig } from '../../src/config/index.js';
 import { createWebhookListener } from '../../src/http/webhook-listener.js';
-import { baseUrlOf, listen } from '../../src/http/listen.js';
+import { buildWebhooks, type WebhookPorts } from '../../src/webhooks/index.js';
+import type { Logger } from '../../src/observability/index.js';
+import { baseUrlOf, closeGracefully, listen } from '../../src/http/listen.js';
 import type { Revocation, RevocationHook, RevocationPublisher } from '../../src/lib/revocation-hook.js';
 import { createRegistry, silentLogger } from '../../src/observability/index.js';
 
@@ -137,6 +139,7 @@ export interface SidecarOptions {
 export function webhookConfig(o: SidecarOptions): WebhookConfig {
   return {
     appUrl: new URL(o.appUrl),
+    routes: [],
     path: '/webhooks',
     secrets: staticSecret(o.secrets ?? [SECRET_A], '--webhook-secret'),
     toleranceS: o.toleranceS ?? 300,
@@ -154,18 +157,35 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
   };
 }
 
+/** The webhook wing (`buildWebhooks`) behind its real listener on loopback, as `serve` builds them. */
+export async function startWebhookListener(o: {
+  config: WebhookConfig;
+  logger?: Logger;
+  registry: Registry;
+  revocations: RevocationPublisher;
+  now?: () => number;
+  shared?: WebhookPorts['shared'];
+}): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const logger = o.logger ?? silentLogger();
+  const wing = buildWebhooks(o.config, { logger, registry: o.registry, revocations: o.revocations, now: o.now ?? Date.now, tracer: null, shared: o.shared ?? null });
+  await wing.start();
+  const server = createWebhookListener(wing, logger);
+  const info = await listen(server, { host: '127.0.0.1', port: 0 });
+  return {
+    url: `${baseUrlOf(info)}${o.config.path}`,
+    port: info.port,
+    close: async () => {
+      await closeGracefully(server, 1000);
+      await wing.close();
+    },
+  };
+}
+
 export async function startSidecar(o: SidecarOptions): Promise<SidecarUnderTest> {
   const registry = createRegistry({ defaultMetrics: false });
   const revocations = o.revocations ?? new RecordingRevocations();
-  const listener = createWebhookListener({
-    config: webhookConfig(o),
-    logger: silentLogger(),
-    registry,
-    revocations,
-    ...(o.now ? { now: o.now } : {}),
-  });
-  const info = await listen(listener.server, { host: '127.0.0.1', port: 0 });
-  return { url: `${baseUrlOf(info)}/webhooks`, registry, revocations, close: () => listener.close() };
+  const hooks = await startWebhookListener({ config: webhookConfig(o), registry, revocations, ...(o.now ? { now: o.now } : {}) });
+  return { url: hooks.url, registry, revocations, close: () => hooks.close() };
 }
 
 export interface Reply {

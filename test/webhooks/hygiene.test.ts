@@ -1,8 +1,6 @@
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Secret } from '../../src/config/index.js';
-import { createWebhookListener } from '../../src/http/webhook-listener.js';
-import { baseUrlOf, listen } from '../../src/http/listen.js';
 import { createLogger, createRegistry } from '../../src/observability/index.js';
 import {
   deliveryHeaders,
@@ -12,6 +10,7 @@ import {
   SECRET_A,
   SECRET_B,
   startApp,
+  startWebhookListener,
   VECTOR_TS,
   webhookConfig,
   type FakeApp,
@@ -33,15 +32,14 @@ async function start(secrets: Secret<readonly string[]>, revocations = new Recor
     },
   });
   const registry = createRegistry({ defaultMetrics: false });
-  const listener = createWebhookListener({
+  const listener = await startWebhookListener({
     config: { ...webhookConfig({ appUrl: app.url, requiredHeader: { name: 'x-tenant-auth', value: 'tenant-token-1' } }), secrets },
     logger: createLogger('debug', sink),
     registry,
     revocations,
     now: () => VECTOR_TS * 1000,
   });
-  const url = `${baseUrlOf(await listen(listener.server, { host: '127.0.0.1', port: 0 }))}/webhooks`;
-  return { url, registry, logs: () => logs, close: () => listener.close() };
+  return { url: listener.url, registry, logs: () => logs, close: () => listener.close() };
 }
 
 const fixed = (value: readonly string[]): Secret<readonly string[]> & { value: readonly string[] } => {

@@ -1,10 +1,8 @@
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { staticSecret } from '../../src/config/index.js';
-import { createWebhookListener } from '../../src/http/webhook-listener.js';
-import { baseUrlOf, listen } from '../../src/http/listen.js';
 import { createLogger, createRegistry } from '../../src/observability/index.js';
-import { deliveryHeaders, envelope, metricValue, post, RecordingRevocations, SECRET_A, startApp, VECTOR_TS, webhookConfig, type FakeApp } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, VECTOR_TS, webhookConfig, type FakeApp } from './helpers.js';
 
 // Issue 14: at the default level (info) a delivery writes no line of its own; purges are logged
 // at most once a second per scope, saying how many were held back. Counters keep every event.
@@ -26,14 +24,14 @@ describe('webhook log volume at --log-level info', () => {
     });
     const registry = createRegistry({ defaultMetrics: false });
     const revocations = new RecordingRevocations();
-    const listener = createWebhookListener({
+    const listener = await startWebhookListener({
       config: { ...webhookConfig({ appUrl: app.url }), secrets: staticSecret([SECRET_A], 'test') },
       logger: createLogger('info', sink),
       registry,
       revocations,
       now: () => VECTOR_TS * 1000,
     });
-    const url = `${baseUrlOf(await listen(listener.server, { host: '127.0.0.1', port: 0 }))}/webhooks`;
+    const url = listener.url;
     try {
       for (let i = 0; i < 20; i++) {
         const plain = envelope({ id: `evt_p${i}`, sequence: i + 1 });

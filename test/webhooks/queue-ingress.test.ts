@@ -1,26 +1,50 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { baseUrlOf, listen } from '../../src/http/listen.js';
-import { createWebhookListener } from '../../src/http/webhook-listener.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import { appHeaders, type EnqueueResult, type EventQueue, type QueuedEvent } from '../../src/webhooks/index.js';
-import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, webhookConfig, type FakeApp } from './helpers.js';
+import { appHeaders, buildWebhooks, decodeStored, type EnqueueOutcome, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from './helpers.js';
 
 /**
  * The ingress in queue mode, through the real listener: what it hands the queue, and what it answers
- * when the queue does not take the event. The queue here is a recording seam (the Redis one is tested
- * in test/redis/webhook-queue.test.ts and test/e2e/queue-mode.test.ts).
+ * when the queue does not take the event. The queue's store here is a recording stand-in that
+ * stores and hands nothing back, so its workers never forward (the Redis one is tested in
+ * test/redis/webhook-queue.test.ts and test/e2e/queue-mode.test.ts).
  */
-class RecordingQueue implements EventQueue {
+class RecordingQueue implements QueueStore {
+  /** What was enqueued, read back as the worker would decode it. */
   readonly events: QueuedEvent[] = [];
   failing = false;
-  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
+  async enqueue(eventId: string, json: string): Promise<EnqueueOutcome> {
     if (this.failing) throw new Error('Redis is not connected');
-    if (this.events.some((e) => e.facts.eventId === event.facts.eventId)) return 'duplicate';
-    this.events.push(event);
+    if (this.events.some((e) => e.facts.eventId === eventId)) return 'duplicate';
+    const stored = decodeStored(json)!;
+    const { id, timestamp, signature, deliveryId, outOfOrder } = stored;
+    this.events.push({
+      facts: { eventId: id, timestamp, signature, ...(deliveryId !== undefined ? { deliveryId } : {}), ...(outOfOrder !== undefined ? { outOfOrder } : {}) },
+      body: Buffer.from(stored.body, 'base64'),
+    });
     return 'queued';
   }
+  readNew = async (): Promise<QueueEntry[]> => [];
+  readPending = async (): Promise<QueueEntry[]> => [];
+  takeOver = async (): Promise<QueueEntry[]> => [];
+  deliveredBefore = async (ids: readonly string[]): Promise<boolean[]> => ids.map(() => false);
+  markDelivered = async (): Promise<void> => undefined;
+  drop = async (): Promise<void> => undefined;
+  retryLater = async (): Promise<boolean> => true;
+  deadLetter = async (): Promise<boolean> => true;
+  promoteDue = async (): Promise<number> => 0;
+  stats = async (): Promise<QueueStats> => ({ depth: this.events.length, oldestAcceptedAt: null, deadLetters: 0 });
+  sweepConsumers = async (): Promise<void> => undefined;
+  listDead = async (): Promise<QueueEntry[]> => [];
+  replayDead = async (): Promise<boolean> => false;
+  exists = async (): Promise<boolean> => true;
+  onWake = async (): Promise<void> => undefined;
+  onRestored = (): void => undefined;
 }
+
+/** Shared dedup is not used in queue mode; a claim store that is never called. */
+const NO_CLAIMS = {} as never;
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -31,15 +55,15 @@ async function start(queue: RecordingQueue): Promise<{ url: string; app: FakeApp
   const app = await startApp();
   const registry = createRegistry({ defaultMetrics: false });
   const revocations = new RecordingRevocations();
-  const listener = createWebhookListener({ config: { ...webhookConfig({ appUrl: app.url }), delivery: 'queue' }, logger: silentLogger(), registry, revocations, queue });
-  const info = await listen(listener.server, { host: '127.0.0.1', port: 0 });
+  const listener = await startWebhookListener({ config: { ...webhookConfig({ appUrl: app.url }), delivery: 'queue' }, registry, revocations, shared: { claims: NO_CLAIMS, queue } });
   closers.push(() => listener.close(), () => app.close());
-  return { url: `${baseUrlOf(info)}/webhooks`, app, registry, revocations };
+  return { url: listener.url, app, registry, revocations };
 }
 
 describe('webhook ingress, queue mode', () => {
   it('refuses to build in queue mode without a queue', () => {
-    expect(() => createWebhookListener({ config: { ...webhookConfig({ appUrl: 'http://127.0.0.1:1/h' }), delivery: 'queue' }, logger: silentLogger(), registry: createRegistry({ defaultMetrics: false }), revocations: new RecordingRevocations() })).toThrow(/needs a queue/);
+    const ports = { logger: silentLogger(), registry: createRegistry({ defaultMetrics: false }), revocations: new RecordingRevocations(), now: Date.now, tracer: null, shared: null };
+    expect(() => buildWebhooks({ ...webhookConfig({ appUrl: 'http://127.0.0.1:1/h' }), delivery: 'queue' }, ports)).toThrow(/needs a queue/);
   });
 
   it('a verified event is queued with the passthrough headers and the raw body, answered 200 queued, never forwarded by the ingress; a copy the queue calls a duplicate is answered so', async () => {

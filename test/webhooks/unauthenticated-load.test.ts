@@ -2,10 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { WebhookConfig } from '../../src/config/index.js';
-import { createWebhookListener } from '../../src/http/webhook-listener.js';
-import { baseUrlOf, listen } from '../../src/http/listen.js';
 import { createRegistry } from '../../src/observability/index.js';
-import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, webhookConfig, type FakeApp } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from './helpers.js';
 
 // Issue 8, item 3: what an unauthenticated sender can make the ingress hold, and for how long.
 
@@ -24,15 +22,14 @@ async function start(overrides: Partial<WebhookConfig> & { maxBodyBytes?: number
   const logs: Record<string, unknown>[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
   const registry = createRegistry({ defaultMetrics: false });
-  const listener = createWebhookListener({
+  const listener = await startWebhookListener({
     config: { ...webhookConfig({ appUrl: app.url, maxBodyBytes: 4096 }), ...overrides },
     logger,
     registry,
     revocations: new RecordingRevocations(),
   });
-  const info = await listen(listener.server, { host: '127.0.0.1', port: 0 });
   closeListener = () => listener.close();
-  return { url: `${baseUrlOf(info)}/webhooks`, port: info.port, registry, logs };
+  return { url: listener.url, port: listener.port, registry, logs };
 }
 
 /** A hostile delivery: fresh timestamp, made-up signature, `declared` bytes announced, `sent` pushed. */

@@ -63,7 +63,7 @@ any template uses the values.
 {{- else if not (or $s.apiKey.existingSecret $s.apiKey.value) -}}
 {{- $p = append $p "secrets.apiKey: the API key is required: set secrets.apiKey.existingSecret (a Secret with key secrets.apiKey.key) or secrets.apiKey.value" -}}
 {{- end -}}
-{{- if $v.config.appWebhookUrl -}}
+{{- if or $v.config.appWebhookUrl $v.config.appWebhookRoute -}}
 {{- if and $s.webhookSecrets.existingSecret $s.webhookSecrets.values -}}
 {{- $p = append $p "secrets.webhookSecrets: set existingSecret or values, not both" -}}
 {{- else if not (or $s.webhookSecrets.existingSecret $s.webhookSecrets.values) -}}
@@ -84,8 +84,8 @@ any template uses the values.
 {{- if and $v.deployment.enabled (not $v.deployment.app.image) -}}
 {{- $p = append $p "deployment.app.image is required: your application's image (or set deployment.enabled: false and include the named templates in your own chart)" -}}
 {{- end -}}
-{{- if and $v.ingress $v.ingress.enabled (not (and $v.deployment.enabled $v.service.enabled $v.config.appWebhookUrl)) -}}
-{{- $p = append $p "ingress.enabled: the Ingress routes to this chart's Service's consent-webhook port, which needs deployment.enabled, service.enabled and config.appWebhookUrl" -}}
+{{- if and $v.ingress $v.ingress.enabled (not (and $v.deployment.enabled $v.service.enabled (or $v.config.appWebhookUrl $v.config.appWebhookRoute))) -}}
+{{- $p = append $p "ingress.enabled: the Ingress routes to this chart's Service's consent-webhook port, which needs deployment.enabled, service.enabled and config.appWebhookUrl (or config.appWebhookRoute)" -}}
 {{- end -}}
 {{- $sm := $v.monitoring.serviceMonitor -}}
 {{- if and $sm.enabled (not $sm.selector) (include "consent-sidecar.monitoringOn" .) (not (and $v.deployment.enabled $v.service.enabled $v.service.metrics)) -}}
@@ -173,9 +173,9 @@ for ever), classic otherwise.
 {{- end -}}
 {{- end -}}
 
-{{/* "true" when the webhook ingress is on (config.appWebhookUrl set). */}}
+{{/* "true" when the webhook ingress is on (config.appWebhookUrl or config.appWebhookRoute set). */}}
 {{- define "consent-sidecar.webhookEnabled" -}}
-{{- if .v.config.appWebhookUrl -}}true{{- end -}}
+{{- if or .v.config.appWebhookUrl .v.config.appWebhookRoute -}}true{{- end -}}
 {{- end -}}
 
 {{/* host:port with brackets around an IPv6 host. */}}
@@ -349,7 +349,12 @@ their files are re-read live when the Secret rotates.
     {{- range $key, $value := $v.config }}
     {{- if and (ne $key "upstreamUrl") (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
     - name: {{ printf "CONSENT_SIDECAR_%s" ($key | snakecase | upper) }}
+      {{- if kindIs "slice" $value }}
+      {{- /* A repeatable flag: one value per line. */}}
+      value: {{ join "\n" $value | quote }}
+      {{- else }}
       value: {{ include "consent-sidecar.scalar" $value | quote }}
+      {{- end }}
     {{- end }}
     {{- end }}
     {{- with $v.tracing }}

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { Pool, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import type { ForwardFailureCause } from './metrics.js';
 
@@ -16,62 +16,63 @@ export type ForwardResult =
   | { readonly ok: true; readonly status: number }
   | { readonly ok: false; readonly cause: ForwardFailureCause; readonly status?: number; readonly detail: string };
 
-export interface ForwarderOptions {
-  /** Where verified events go, e.g. `http://127.0.0.1:8080/webhooks`. */
-  readonly appUrl: URL;
-  /** Whole exchange with the app, connect to last body byte (ms). */
+export interface AppClientOptions {
+  /** Whole exchange with the app, connect to last body byte (ms), `--webhook-forward-timeout-ms`. */
   readonly timeoutMs: number;
-  /** Keep-alive connections to the app. */
+  /** Keep-alive connections per app origin. */
   readonly connections?: number;
 }
 
-/** Keep-alive connections to the app; enough for a burst of retries after an outage. */
+/** Keep-alive connections per app origin; enough for a burst of retries after an outage. */
 const DEFAULT_APP_CONNECTIONS = 128;
 
-/** Posts verified events to the app over a keep-alive pool. */
-export class Forwarder {
-  private readonly pool: Pool;
-  private readonly path: string;
+/**
+ * The one client of the application's webhook endpoints: passthrough forwards, the queue's workers
+ * and the REDEC hand-over all post through it (one pool per app origin, kept alive).
+ */
+export class AppClient {
+  private readonly agent: Agent;
   private readonly timeoutMs: number;
   private readonly deadlines = new DeadlineQueue();
 
-  constructor(options: ForwarderOptions) {
-    if (options.appUrl.protocol !== 'http:' && options.appUrl.protocol !== 'https:') {
-      throw new RangeError(`Forwarder: appUrl must be http(s), got ${options.appUrl.protocol}`);
-    }
-    this.pool = new Pool(options.appUrl.origin, {
-      connections: options.connections ?? DEFAULT_APP_CONNECTIONS,
-      keepAliveTimeout: 4000,
-      connectTimeout: options.timeoutMs,
-    });
-    this.path = `${options.appUrl.pathname}${options.appUrl.search}`;
+  constructor(options: AppClientOptions) {
     this.timeoutMs = options.timeoutMs;
+    this.agent = new Agent({ connections: options.connections ?? DEFAULT_APP_CONNECTIONS, keepAliveTimeout: 4000, connectTimeout: options.timeoutMs });
   }
 
   /**
-   * POSTs `rawBody` unchanged; ok only on a 2xx answer within the timeout, which covers the whole
-   * exchange (waiting for a pooled connection included). Uses undici's handler API rather than
-   * `request()`: no response stream or promise per event, which is most of the forwarding cost.
+   * POSTs `rawBody` unchanged to `url` (http or https); ok only on a 2xx answer within the timeout,
+   * which covers the whole exchange (waiting for a pooled connection included). Uses undici's
+   * handler API rather than `request()`: no response stream or promise per event, which is most of
+   * the forwarding cost.
    */
-  forward(rawBody: Buffer, headers: Record<string, string>): Promise<ForwardResult> {
+  forward(url: AppUrl, rawBody: Buffer | string, headers: Record<string, string>): Promise<ForwardResult> {
     return new Promise((resolve) => {
       // One timer for every forward (they all have the same timeout): see DeadlineQueue.
       const call = new ForwardCall(this.timeoutMs, this.deadlines, resolve);
       this.deadlines.add(call);
-      this.pool.dispatch({ path: this.path, method: 'POST', headers, body: rawBody }, call);
+      this.agent.dispatch({ origin: url.origin, path: url.path, method: 'POST', headers, body: rawBody }, call);
     });
   }
 
-  async close(): Promise<void> {
-    await this.pool.close();
-    this.deadlines.clear();
-  }
-
-  /** Aborts forwards still in flight and closes every connection (shutdown past its budget). */
+  /** Aborts forwards still in flight and closes every connection. */
   async destroy(): Promise<void> {
-    await this.pool.destroy();
+    await this.agent.destroy();
     this.deadlines.clear();
   }
+}
+
+/** An app endpoint, split once: where to connect and what to ask for. */
+export interface AppUrl {
+  readonly origin: string;
+  /** Path and query. */
+  readonly path: string;
+}
+
+/** `url` as the app client posts to it; only http and https. */
+export function appUrl(url: URL): AppUrl {
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RangeError(`app URL must be http(s), got ${url.protocol}`);
+  return Object.freeze({ origin: url.origin, path: `${url.pathname}${url.search}` });
 }
 
 /**
