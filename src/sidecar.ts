@@ -7,6 +7,7 @@ import { startFleet } from './fleet-wiring.js';
 import { createAdminListener } from './http/admin-listener.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { drainListeners, listenAll, type NamedListener } from './http/listen.js';
+import { bound, createListenerMetrics, type ListenerName } from './http/listener-bounds.js';
 import { createWebhookListener } from './http/webhook-listener.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
@@ -77,13 +78,17 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     upstreamTimeoutMs: config.upstream.timeoutMs,
     decisionLog,
     forwardAuthUserHeader: config.forwardAuth.userHeader,
+    allowedHosts: config.listenerBounds.allowedHosts,
     tracing,
   });
+  const listenerMetrics = createListenerMetrics(registry);
   const listeners: NamedListener[] = [
     { name: 'decision', flag: '--listen', address: config.listeners.decision, server: decisionServer },
     ...(webhooks ? [{ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: createWebhookListener(webhooks, logger) }] : []),
     { name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) },
   ];
+
+  for (const l of listeners) bound(l.server, l.name as ListenerName, config.listenerBounds[l.name as ListenerName], listenerMetrics, logger);
 
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation: null when --redec-reconcile-interval-ms is 0.

@@ -6,6 +6,7 @@ import { createRedisMetrics, RedisConnection, RedisError, RedisKeyspace, RedisQu
 import { listDeadLetters, replayDeadLetters, type DeadLetter, type QueueStore } from '../webhooks/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, rawFlags, warnUnknownVariables } from './spec-options.js';
+import { printable } from '../lib/printable.js';
 
 /** The `serve` flags these commands share: where the queue is. */
 const REDIS_OPTION_NAMES = [
@@ -82,7 +83,8 @@ export function formatAge(ms: number): string {
 
 /** A plain table: ID, TYPE, ATTEMPTS, LAST ERROR, AGE (since the event was accepted). */
 export function formatDeadLetters(letters: readonly DeadLetter[], now: number): string {
-  const rows = [['ID', 'TYPE', 'ATTEMPTS', 'LAST ERROR', 'AGE'], ...letters.map((l) => [l.id, l.type, String(l.attempts), l.lastError, formatAge(now - l.acceptedAt)])];
+  // What Redis holds is data from outside (event ids, types, errors): printed with controls escaped.
+  const rows = [['ID', 'TYPE', 'ATTEMPTS', 'LAST ERROR', 'AGE'], ...letters.map((l) => [printable(l.id), printable(l.type), String(l.attempts), printable(l.lastError), formatAge(now - l.acceptedAt)])];
   const widths = rows[0]!.map((_c, k) => Math.max(...rows.map((r) => r[k]!.length)));
   return rows.map((r) => r.map((v, k) => v.padEnd(widths[k]!)).join('  ').trimEnd()).join('\n');
 }

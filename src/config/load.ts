@@ -2,6 +2,7 @@ import { readCache } from './cache.js';
 import { readDecisionApi, readForwardAuth } from './decision-api.js';
 import { ConfigError } from './errors.js';
 import { checkPorts, readListeners } from './listen.js';
+import { readListenerBounds } from './listener-bounds.js';
 import { readDecisionLog, readLogLevel } from './observability.js';
 import { readProcessWide } from './process-wide.js';
 import { readRedecReconcile } from './redec.js';
@@ -48,6 +49,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const decisionLog = readDecisionLog(r);
   const redecReconcile = readRedecReconcile(r);
   const tracing = readTracing(r, env);
+  const listenerBounds = readListenerBounds(r, webhooks?.bodyTimeoutMs ?? 10_000);
   checkQueueHasRedis(r, webhooks, redis);
   checkPorts(r, listeners, webhooks !== null);
 
@@ -55,6 +57,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   return Object.freeze({
     upstream: Object.freeze({ ...upstream, ...pool }),
     listeners,
+    listenerBounds,
     cache,
     decisionApi,
     forwardAuth,

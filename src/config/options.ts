@@ -1,6 +1,7 @@
 import { CACHE_OPTIONS } from './cache.js';
 import { DECISION_API_OPTIONS } from './decision-api.js';
 import { LISTEN_OPTIONS } from './listen.js';
+import { LISTENER_BOUNDS_OPTIONS } from './listener-bounds.js';
 import { DECISION_LOG_OPTIONS, LOG_LEVEL_OPTIONS } from './observability.js';
 import type { OptionSpec } from './option-spec.js';
 import { PROCESS_OPTIONS } from './process-wide.js';
@@ -59,6 +60,7 @@ export { DEFAULT_SECRET_POLL_INTERVAL_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   ...UPSTREAM_OPTIONS,
   ...LISTEN_OPTIONS,
+  ...LISTENER_BOUNDS_OPTIONS,
   ...UPSTREAM_POOL_OPTIONS,
   ...CACHE_OPTIONS,
   ...DECISION_API_OPTIONS,

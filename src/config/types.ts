@@ -1,3 +1,4 @@
+import type { ListenersBoundsConfig } from './listener-bounds.js';
 import type { TracingOptions } from '../observability/tracing.js';
 import type { ListenAddress } from '../lib/listen-address.js';
 import type { LogLevel } from './observability.js';
@@ -70,8 +71,12 @@ export interface WebhookConfig {
   // --- unauthenticated load (issue 8) ---
   /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
   readonly maxUnverifiedBytes: number;
+  /** Of those, what one sender address may hold (`--webhook-peer-max-unverified`). */
+  readonly maxUnverifiedBytesPerPeer: number;
   /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
   readonly bodyTimeoutMs: number;
+  /** Slowest accepted body, in bytes a second after a short grace (`--webhook-min-body-rate-bytes`; 0: off); slower, 503 `body_too_slow`. */
+  readonly minBodyRateBytes: number;
   /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
   readonly dedupLeaseMs: number;
   /** Queue mode: how long an event is retried before it is dead-lettered (ms), `--webhook-queue-horizon-ms`. */
@@ -173,6 +178,8 @@ export interface SidecarConfig {
     readonly webhook: ListenAddress;
     readonly admin: ListenAddress;
   };
+  /** What each listener admits (connections, timeouts) and the decision listener's extra `Host` names. */
+  readonly listenerBounds: ListenersBoundsConfig;
   readonly cache: CacheConfig;
   readonly decisionApi: DecisionApiConfig;
   readonly forwardAuth: ForwardAuthConfig;

@@ -76,7 +76,14 @@ const parseApiKey: SecretParser<string> = (text) => {
 
 /** `--upstream-url`, `--api-key[-file]`, `--upstream-timeout-ms`: null when the service cannot be reached. */
 export function readUpstream(r: Reader): UpstreamConfig | null {
-  const baseUrl = r.url('upstream-url', true);
+  let baseUrl = r.url('upstream-url', true);
+  // Paths are joined below the base URL's path: a query or fragment there would end up in the
+  // middle of every URL built from it (the key sent to `?tenant=/v1/…`).
+  const rawUrl = r.raw('upstream-url');
+  if (baseUrl && rawUrl && /[?#]/.test(rawUrl.value)) {
+    r.problem(rawUrl.label, 'must not carry a query or fragment (give the base URL the service paths go below, e.g. https://consent.example.com/api)');
+    baseUrl = null;
+  }
   const apiKey = r.secret('api-key', parseApiKey);
   if (!apiKey && !r.problems.some((p) => p.startsWith('--api-key'))) {
     r.problem('--api-key', `one of --api-key or --api-key-file is required (or set ${envName('api-key')} / ${envName('api-key-file')})`);

@@ -47,12 +47,13 @@ export {
   type SharedDedupMetrics,
   type WebhookMetrics,
 } from './metrics.js';
-export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
-export { UnverifiedBudget } from './unverified-budget.js';
+export { readUnverifiedBody, SlowBodyWatch, type UnverifiedBodyResult } from './read-unverified-body.js';
+export { UnverifiedBudget, type BudgetHolder } from './unverified-budget.js';
 export { revocationOf } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,
+  parseTimestamp,
   startBodyVerification,
   verifyBodySignature,
   verifyDelivery,

@@ -11,18 +11,20 @@ import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { logId } from './event-id.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-import { readUnverifiedBody } from './read-unverified-body.js';
+import { readUnverifiedBody, SlowBodyWatch } from './read-unverified-body.js';
 import { revocationOf } from './revocations.js';
 import { deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
 import { UnverifiedBudget } from './unverified-budget.js';
 import { checkDeliveryHeaders, startBodyVerification, type DeliveryHeaders, type Verified } from './verify.js';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout'] as const;
+export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout', 'body_too_slow'] as const;
 export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
 /** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
+/** Time a body has before `--webhook-min-body-rate-bytes` applies to it (ms). */
+const MIN_RATE_GRACE_MS = 2000;
 
 /**
  * The answer to one delivery, and what the listener does with the rest of the request:
@@ -89,13 +91,16 @@ export class WebhookIngress {
   private readonly budget: UnverifiedBudget;
   /** The bodies being read, by deadline (they all have `config.bodyTimeoutMs`). */
   private readonly bodyDeadlines = new DeadlineQueue();
+  /** The bodies being read, against the minimum data rate. */
+  private readonly rates: SlowBodyWatch;
 
   constructor(private readonly deps: WebhookIngressDeps) {
     // On the ingress's own clock, like every other time decision here.
     this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
     this.revocationLog = new RateLimiter(1000, deps.now);
     this.failureLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
-    this.budget = new UnverifiedBudget(deps.config.maxUnverifiedBytes, (n) => deps.metrics.unverifiedBytes.set(n));
+    this.budget = new UnverifiedBudget(deps.config.maxUnverifiedBytes, deps.config.maxUnverifiedBytesPerPeer, (n) => deps.metrics.unverifiedBytes.set(n));
+    this.rates = new SlowBodyWatch(deps.config.minBodyRateBytes, MIN_RATE_GRACE_MS);
   }
 
   /** One `POST {path}`: answered whatever happens (an unexpected failure is a 503 the service retries). */
@@ -125,6 +130,7 @@ export class WebhookIngress {
   /** Gives up the body reads still waiting (shutdown). */
   close(): void {
     this.bodyDeadlines.clear();
+    this.rates.close();
   }
 
   private async pipeline(req: IncomingMessage, trace: DeliveryTrace | null): Promise<WebhookAnswer> {
@@ -147,6 +153,7 @@ export class WebhookIngress {
         budget: this.budget,
         timeoutMs: config.bodyTimeoutMs,
         deadlines: this.bodyDeadlines,
+        rates: this.rates,
         verifier: startBodyVerification(checked, config.secrets.current()),
       }),
     );
@@ -161,6 +168,8 @@ export class WebhookIngress {
           return this.refuse('unverified_budget_exhausted', remote, 503, 'close');
         case 'body_timeout':
           return this.refuse('body_timeout', remote, 503, 'close');
+        case 'too_slow':
+          return this.refuse('body_too_slow', remote, 503, 'close');
       }
     }
     const verified = read.verified;
