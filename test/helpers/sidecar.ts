@@ -65,8 +65,8 @@ export const BASE_FLAGS: Readonly<Record<string, string>> = {
   'breaker-cooldown-ms': '200',
   'cache-safety-margin-ms': '1000',
   'shutdown-timeout-ms': '1000',
-  // The REDEC reconciler (on by default) would list the service at start: tests of other
-  // capabilities count the service's calls, so it is off here and tested in test/redec/.
+  // The REDEC reconciler (on by default with --app-webhook-url) would list the service at start:
+  // tests of other capabilities count the service's calls, so it is off here and tested in test/redec/.
   'redec-reconcile-interval-ms': '0',
 };
 
