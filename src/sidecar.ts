@@ -13,6 +13,7 @@ import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger
 import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 import { startTracing } from './observability/tracing-sdk.js';
+import { startUpstreamKeyProbe } from './upstream-key-probe.js';
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -76,12 +77,13 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation (issue 11): null when --redec-reconcile-interval-ms is 0.
   const reconciler = startReconciler(config, { shared: fleet.shared, registry, logger, now, tracing });
+  const keyProbe = startUpstreamKeyProbe(config, { logger, registry, now });
 
   // Each room closes itself; queueGraceMs is what is left of the shutdown budget for queue
   // forwards in flight (queue mode). Redis (the fleet) last: the others may still write to it.
   const release = async (queueGraceMs = 0): Promise<void> => {
     secrets.close();
-    await reconciler?.close();
+    await Promise.all([reconciler?.close(), keyProbe.close()]);
     await Promise.allSettled([decisions.close(), webhooks?.close(), decisionLog?.close()]);
     await fleet.close(queueGraceMs);
     // Last, so the spans of the shutdown's own work go too; at most 1 s, or what is left of the budget.
