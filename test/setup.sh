@@ -3,6 +3,7 @@
 # where it cannot. Part of the README's test command: `bash test/setup.sh && npm ci && npm run test:lines`.
 #
 #   promtool     (Debian: prometheus)    checks the metrics exposition and the chart's alert rules
+#   prometheus   (Debian: prometheus)    the server the dashboard's queries are evaluated on
 #   redis-server (Debian: redis-server)  the shared store of several replicas, spawned per test file
 #                                        on a free port (or set REDIS_URL, or run Docker for testcontainers)
 #   nginx        (Debian: nginx-light)   a real proxy in front of the app for forward-auth
@@ -15,6 +16,7 @@ set -euo pipefail
 # command-or-file to look for → Debian package
 declare -a WANT=(
   "promtool:prometheus"
+  "prometheus:prometheus"
   "redis-server:redis-server"
   "nginx:nginx-light"
   "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1:faketime"
