@@ -7,6 +7,7 @@
 #   redis-server (Debian: redis-server)  the shared store of several replicas, spawned per test file
 #                                        on a free port (or set REDIS_URL, or run Docker for testcontainers)
 #   nginx        (Debian: nginx-light)   a real proxy in front of the app for forward-auth
+#   caddy        (Debian: caddy)         the Caddy forward-auth recipe, run in front of the app
 #   libfaketime  (Debian: faketime)      steps a live process's wall clock
 #   wrk          (Debian: wrk)           load generator of `npm run bench` (optional for the tests)
 #   redis-cli    (Debian: redis-tools)   joins spawned nodes into a Redis Cluster (redis-cli --cluster create)
@@ -19,6 +20,7 @@ declare -a WANT=(
   "prometheus:prometheus"
   "redis-server:redis-server"
   "nginx:nginx-light"
+  "caddy:caddy"
   "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1:faketime"
   "wrk:wrk"
   "redis-cli:redis-tools"
@@ -40,7 +42,7 @@ for entry in "${WANT[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "test/setup.sh: promtool, redis-server, nginx, libfaketime and wrk are installed"
+  echo "test/setup.sh: promtool, prometheus, redis-server, nginx, caddy, libfaketime, wrk, redis-cli and openssl are installed"
   exit 0
 fi
 
