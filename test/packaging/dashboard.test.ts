@@ -13,7 +13,7 @@ import { startPrometheus, type RunningPrometheus } from '../helpers/prometheus.j
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
 import { sampleOf } from '../helpers/sidecar.js';
 import { until } from '../helpers/wait.js';
-import { CHART, mustFind, render } from './helm.js';
+import { CHART, mustFind, render, type K8sObject } from './helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 
 /**
@@ -100,8 +100,8 @@ describe('the dashboard file', () => {
   it('the chart ships it, unchanged, in a ConfigMap for the Grafana sidecar when dashboard.enabled', async () => {
     const s = SCENARIOS.find((x) => x.file === 'monitoring-on-values.yaml')!;
     const objects = await render({ valuesFiles: [valuesPath(s)], apiVersions: [MONITORING_API] });
-    const cm = mustFind(objects, 'ConfigMap', 'shop-consent-sidecar-dashboard') as { metadata: { labels: Record<string, string> }; data: Record<string, string> };
-    expect(cm.metadata.labels.grafana_dashboard).toBe('1');
+    const cm = mustFind(objects, 'ConfigMap', 'shop-consent-sidecar-dashboard') as K8sObject & { data: Record<string, string> };
+    expect(cm.metadata.labels?.grafana_dashboard).toBe('1');
     expect(JSON.parse(cm.data['consent-sidecar.json']!)).toEqual(dashboard);
     const off = await render({ valuesFiles: [valuesPath(SCENARIOS.find((x) => x.file === 'native-values.yaml')!)] });
     expect(off.filter((o) => o.kind === 'ConfigMap')).toEqual([]);
