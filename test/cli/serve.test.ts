@@ -119,8 +119,9 @@ describe('consent-sidecar serve', () => {
       '--upstream-url', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
       '--api-key', 'k',
       '--upstream-timeout-ms', '10000',
-      // The reconciler's listing would be the request this hand-held upstream holds.
+      // The reconciler's listing, or the start-up key check, would be the request this hand-held upstream holds.
       '--redec-reconcile-interval-ms', '0',
+      '--api-key-check', 'off',
       '--listen', `127.0.0.1:${port}`,
       '--admin-listen', `127.0.0.1:${admin}`,
     ]);
