@@ -15,6 +15,7 @@ import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 import { startTracing } from './observability/tracing-sdk.js';
 import { buildWebhooks, type Webhooks } from './webhooks/index.js';
+import { startUpstreamKeyProbe } from './upstream-key-probe.js';
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -93,13 +94,15 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation: null when --redec-reconcile-interval-ms is 0.
   const reconciler = startReconciler(config, { shared: fleet.shared, webhooks, registry, logger, now, tracing });
+  // One cheap authenticated call tells a rejected API key apart from a service out of reach.
+  const keyProbe = startUpstreamKeyProbe(config, { logger, registry, now });
 
   // Each room closes itself; queueGraceMs is what is left of the shutdown budget for forwards in
   // flight (queue mode). Together: the webhook wing's app client, closed last within it, ends a
   // REDEC hand-over the app holds. Redis (the fleet) last: the others may still write to it.
   const release = async (queueGraceMs = 0): Promise<void> => {
     secrets.close();
-    await Promise.allSettled([reconciler?.close(), decisions.close(), webhooks?.close(queueGraceMs), decisionLog?.close()]);
+    await Promise.allSettled([reconciler?.close(), keyProbe.close(), decisions.close(), webhooks?.close(queueGraceMs), decisionLog?.close()]);
     await fleet.close();
     // Last, so the spans of the shutdown's own work go too; at most 1 s, or what is left of the budget.
     await tracing.shutdown(Math.max(100, Math.min(1000, queueGraceMs)));

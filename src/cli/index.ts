@@ -7,6 +7,7 @@ import { CliUsageError, EXIT } from './errors.js';
 import { registerRedec } from './redec.js';
 import { registerServe } from './serve.js';
 import { registerSimulate } from './simulate.js';
+import { refuseRepeatedOptions } from './spec-options.js';
 import { registerWebhook } from './webhook.js';
 
 /** The `consent-sidecar` program with every command registered. */
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   registerRedec(program);
   registerSimulate(program);
   registerDemo(program);
+  refuseRepeatedOptions(program);
   return program;
 }
 

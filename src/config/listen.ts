@@ -9,7 +9,12 @@ export const DEFAULT_WEBHOOK_LISTEN = '0.0.0.0:7701';
 export const DEFAULT_ADMIN_LISTEN = '0.0.0.0:7702';
 
 export const LISTEN_OPTIONS: readonly OptionSpec[] = [
-  { name: 'listen', arg: '<host:port>', description: 'decision API listener', defaultText: DEFAULT_DECISION_LISTEN },
+  {
+    name: 'listen',
+    arg: '<host:port|unix:/path>',
+    description: 'decision API listener: host:port, or unix:/absolute/path.sock for a Unix socket the app reaches through a shared directory',
+    defaultText: DEFAULT_DECISION_LISTEN,
+  },
   { name: 'webhook-listen', arg: '<host:port>', description: 'webhook ingress listener', defaultText: DEFAULT_WEBHOOK_LISTEN },
   { name: 'admin-listen', arg: '<host:port>', description: 'metrics and probes listener', defaultText: DEFAULT_ADMIN_LISTEN },
 ];

@@ -47,7 +47,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const logLevel = readLogLevel(r);
   const processWide = readProcessWide(r);
   const decisionLog = readDecisionLog(r);
-  const redecReconcile = readRedecReconcile(r);
+  const redecReconcile = readRedecReconcile(r, webhooks !== null);
   const tracing = readTracing(r, env);
   const listenerBounds = readListenerBounds(r, webhooks?.bodyTimeoutMs ?? 10_000);
   checkQueueHasRedis(r, webhooks, redis);

@@ -15,6 +15,8 @@ export interface UpstreamConfig {
 }
 
 export interface UpstreamPoolConfig {
+  /** `--api-key-check`: probe the API key once at start (and with backoff until it is accepted). */
+  readonly keyCheck: boolean;
   /** Keep-alive connections to the service. */
   readonly connections: number;
   /** Checks waiting on the service at once before misses are shed (503 `overload`). */

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { validate, ValidationSeverity, type ValidatorSettings } from 'dockerfile-utils';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { docText } from '../helpers/docs.js';
 import { ROOT } from './helm.js';
 
 interface Instruction {
@@ -143,6 +144,19 @@ describe('Dockerfile', () => {
     for (const key of ['title', 'description', 'licenses', 'version', 'revision', 'created', 'source']) {
       expect(labels).toContain(`org.opencontainers.image.${key}=`);
     }
+  });
+
+  it('carries a CycloneDX SBOM of the production tree (npm sbom) at /app/sbom.cdx.json', () => {
+    const froms = all.filter((x) => x.keyword === 'FROM');
+    const depsStage = /--from=(\S+)\s+\S*node_modules/.exec(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args).join('\n'))?.[1];
+    const deps = all.slice(all.findIndex((x) => x.keyword === 'FROM' && new RegExp(`\\bAS\\s+${depsStage}$`, 'i').test(x.args)));
+    const depsRuns = deps.slice(0, deps.findIndex((x, i) => i > 0 && x.keyword === 'FROM')).filter((x) => x.keyword === 'RUN').map((x) => x.args);
+    // After the production-only install, in the same stage: npm describes that tree.
+    expect(depsRuns[0]).toMatch(/^npm ci\b.*--omit=dev/);
+    expect(depsRuns[1]).toMatch(/npm sbom --sbom-format=cyclonedx\b.*> sbom\.cdx\.json$/);
+    expect(froms.length).toBeGreaterThanOrEqual(3);
+    expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContain(`--from=${depsStage} /app/sbom.cdx.json ./sbom.cdx.json`);
+    expect(docText('kubernetes.md')).toContain('/app/sbom.cdx.json');
   });
 
   it('.dockerignore keeps the context to what the build reads', async () => {
