@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConsentClient } from '../../src/client/index.js';
 import { Contract } from '../helpers/openapi-contract.js';
 import { startTestSidecar, type AppResponse, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
@@ -72,6 +73,19 @@ describe.skipIf(pending('batch-route'))('POST /sidecar/authorization/check-batch
     expect(up.checks).toBe(before);
   });
 
+  it('the TypeScript client reads the real batch answer, each item with its decision id', async () => {
+    const client = new ConsentClient({ baseUrl: sidecar.handle.urls.decision });
+    const r = await client.checkBatch([item('alice'), item('bob'), item('nobody'), item('s500')]);
+    await client.close();
+    expect(r.map((x) => [x.allowed, x.kind, x.allowed ? x.configKey : x.cause])).toEqual([
+      [true, 'allow', KEY],
+      [false, 'deny', 'evaluated'],
+      [false, 'deny', 'customer_not_found'],
+      [false, 'no_decision', 'upstream_5xx'],
+    ]);
+    expect(new Set(r.map((x) => x.decisionId)).size).toBe(4);
+  });
+
   it('exercised every entry this file claims', () => {
     expect(CLAIMS['batch-and-ids.contract.test.ts'].filter((e) => !contract.exercised().has(e))).toEqual([]);
   });
@@ -96,5 +110,12 @@ describe.skipIf(pending('decision-ids'))('x-consent-decision-id ⇄ openapi/cons
       ids.push(String(res.headers['x-consent-decision-id']));
     }
     expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('the TypeScript client passes each answer\'s id on', async () => {
+    const client = new ConsentClient({ baseUrl: sidecar.handle.urls.decision });
+    const r = await Promise.all(['alice', 'bob', 's500'].map((u) => client.check(item(u))));
+    await client.close();
+    expect(r.map((x) => typeof x.decisionId)).toEqual(['string', 'string', 'string']);
   });
 });
