@@ -23,7 +23,7 @@ declare -a WANT=(
   "wrk:wrk"
   "redis-cli:redis-tools"
   "openssl:openssl"
-  "python3:python3"
+  "/usr/bin/python3:python3"
   "go:golang-go"
   "javac:default-jdk-headless"
 )

@@ -1,7 +1,7 @@
 // Ask the consent sidecar whether an operation is allowed. Java 17, the JDK only: java.net.http over
 // TCP; over a Unix socket, which java.net.http cannot reach, one HTTP/1.1 exchange on a SocketChannel.
 //
-//   java ConsentCheck.java http://127.0.0.1:7700 alice marketing-email
+//   java ConsentCheck.java http://127.0.0.1:7700 alice marketing-email [timeout_ms]
 //   java ConsentCheck.java unix:/var/run/cs/decision.sock alice marketing-email
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -185,7 +185,7 @@ public final class ConsentCheck {
   }
 
   public static void main(String[] args) {
-    Result r = check(args[0], args[1], args[2], Duration.ofSeconds(2));
+    Result r = check(args[0], args[1], args[2], Duration.ofMillis(args.length > 3 ? Long.parseLong(args[3]) : 2000));
     System.out.println(r.allowed() ? "allowed " + r.validUntil() : "not_allowed " + r.kind() + " " + r.cause());
     System.exit(r.allowed() ? 0 : 1);
   }

@@ -1,6 +1,6 @@
 // Ask the consent sidecar whether an operation is allowed. Go, net/http and the standard library only.
 //
-//	go run consent_check.go http://127.0.0.1:7700 alice marketing-email
+//	go run consent_check.go http://127.0.0.1:7700 alice marketing-email [timeout_ms]
 //	go run consent_check.go unix:/var/run/cs/decision.sock alice marketing-email
 package main
 
@@ -178,7 +178,12 @@ func strictValue(dec *json.Decoder) (interface{}, error) {
 }
 
 func main() {
-	r := NewChecker(os.Args[1], 2*time.Second).Check(os.Args[2], os.Args[3])
+	timeout := 2 * time.Second
+	if len(os.Args) > 4 {
+		ms, _ := strconv.Atoi(os.Args[4])
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	r := NewChecker(os.Args[1], timeout).Check(os.Args[2], os.Args[3])
 	if r.Allowed {
 		fmt.Printf("allowed %d\n", r.ValidUntil)
 		os.Exit(0)

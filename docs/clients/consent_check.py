@@ -1,6 +1,6 @@
 """Ask the consent sidecar whether an operation is allowed. Python 3, standard library only.
 
-    python3 consent_check.py http://127.0.0.1:7700 alice marketing-email
+    python3 consent_check.py http://127.0.0.1:7700 alice marketing-email [timeout_ms]
     python3 consent_check.py unix:/var/run/cs/decision.sock alice marketing-email
 """
 import http.client
@@ -92,6 +92,7 @@ def check(base_url, user_reference, config_key, timeout_s=2.0):
 
 
 if __name__ == "__main__":
-    allowed, kind, cause = check(sys.argv[1], sys.argv[2], sys.argv[3])
+    timeout_s = int(sys.argv[4]) / 1000 if len(sys.argv) > 4 else 2.0
+    allowed, kind, cause = check(sys.argv[1], sys.argv[2], sys.argv[3], timeout_s)
     print("allowed %d" % cause if allowed else "not_allowed %s %s" % (kind, cause))
     sys.exit(0 if allowed else 1)

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostileSidecar, response } from '../client/hostile-sidecar.js';
 import { docText } from '../helpers/docs.js';
 import { freePort } from '../helpers/ports.js';
+import { PATIENCE_MS } from '../helpers/wait.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 
@@ -15,10 +16,12 @@ import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '.
 // answers what no sidecar should.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Debian's interpreter, which test/setup.sh installs, when present: a version manager's shim on PATH costs seconds a run. */
+const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const KEY = 'marketing-email';
 const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java'] as const;
 /** Each toolchain, and the Debian package test/setup.sh installs it from. */
-const TOOLS = { python3: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
+const TOOLS = { [PYTHON]: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
 
 const work = mkdtempSync(join(tmpdir(), 'clients-'));
 let up: ScriptedUpstream;
@@ -28,11 +31,15 @@ const fake = new HostileSidecar();
 const fakeUnix = new HostileSidecar();
 let fakeUrls: string[];
 
+/** Each run's deadline (the functions' timeout argument): a safety net on a busy machine, never what a test waits for. */
+const DEADLINE = String(PATIENCE_MS);
+
 /** How to run each language's file: `<argv…> <baseUrl> <userReference> <configKey>`. */
 const RUNNERS: Record<string, string[]> = {
-  python: ['python3', join(ROOT, SOURCES[0])],
+  python: [PYTHON, join(ROOT, SOURCES[0])],
   go: [join(work, 'consent_check')],
-  java: ['java', '-cp', join(work, 'java'), 'ConsentCheck'],
+  // A short-lived JVM: C1 only and the serial collector start it in about half the time.
+  java: ['java', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-cp', join(work, 'java'), 'ConsentCheck'],
 };
 
 function run(argv: string[]): Promise<{ code: number | null; out: string }> {
@@ -104,7 +111,7 @@ describe('docs/clients.md', () => {
     it.each([['TCP', 0], ['the Unix socket', 1]])('against a real sidecar over %s: ALLOW, DENY, a 503, a dead sidecar', async (_, i) => {
       const base = [tcp.handle.urls.decision, unix.handle.urls.decision][i]!;
       const dead = [`http://127.0.0.1:${await freePort()}`, `unix:${join(work, 'nobody.sock')}`][i]!;
-      const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => run([...RUNNERS[lang]!, url, user, KEY]);
+      const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => run([...RUNNERS[lang]!, url, user, KEY, DEADLINE]);
       const allowed = await ask(base, 'alice');
       expect(allowed.out).toMatch(/^allowed \d{13,}$/);
       expect(allowed.code).toBe(0);
@@ -117,7 +124,7 @@ describe('docs/clients.md', () => {
 
     it.each([['TCP', 0], ['the Unix socket', 1]])('not allowed for a duplicated member, a string or fractional validUntil, an expired or foreign ALLOW, a redirect (%s)', async (_, i) => {
       for (const user of ['twice', 'escaped_twice', 'string_until', 'expired', 'other_key', 'with_reason', 'float_until', 'redirect']) {
-        const r = await run([...RUNNERS[lang]!, fakeUrls[i]!, user, KEY]);
+        const r = await run([...RUNNERS[lang]!, fakeUrls[i]!, user, KEY, DEADLINE]);
         expect([r.code, r.out.startsWith('not_allowed unexpected_answer ')], `${lang} ${user}: ${r.out}`).toEqual([1, true]);
       }
     });
