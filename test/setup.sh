@@ -12,6 +12,8 @@
 #   wrk          (Debian: wrk)           load generator of `npm run bench` (optional for the tests)
 #   redis-cli    (Debian: redis-tools)   joins spawned nodes into a Redis Cluster (redis-cli --cluster create)
 #   openssl      (Debian: openssl)       makes the CA and certificate of the Redis TLS test
+#   python3, go, javac (Debian: python3, golang-go, default-jdk-headless)
+#                                        run the Python, Go and Java clients of docs/clients.md
 set -euo pipefail
 
 # command-or-file to look for → Debian package
@@ -25,6 +27,9 @@ declare -a WANT=(
   "wrk:wrk"
   "redis-cli:redis-tools"
   "openssl:openssl"
+  "/usr/bin/python3:python3"
+  "go:golang-go"
+  "javac:default-jdk-headless"
 )
 
 present() {
@@ -42,7 +47,7 @@ for entry in "${WANT[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "test/setup.sh: promtool, prometheus, redis-server, nginx, caddy, libfaketime, wrk, redis-cli and openssl are installed"
+  echo "test/setup.sh: promtool, prometheus, redis-server, nginx, caddy, libfaketime, wrk, redis-cli, openssl, python3, go and a JDK are installed"
   exit 0
 fi
 

@@ -131,7 +131,9 @@ export async function startTestSidecar(
   );
   const config = loadServeConfig(merged, {});
   const handle = await startSidecar(config, { logger: deps.logger ?? silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
-  const app = new Pool(handle.urls.decision);
+  const decision = handle.urls.decision;
+  // `--listen unix:/path`: the app's pool reaches the socket.
+  const app = decision.startsWith('unix:') ? new Pool('http://localhost', { socketPath: decision.slice('unix:'.length) }) : new Pool(decision);
   const admin = new Pool(handle.urls.admin);
   let closed = false;
   const t: TestSidecar = {
