@@ -50,11 +50,22 @@ const part: fc.Arbitrary<Part> = fc.record({
   attributes: fc.boolean(),
 });
 
-export const hostile: fc.Arbitrary<Hostile> = fc.record({
-  parts: fc.array(part, { minLength: 1, maxLength: 3 }),
+/** The allowed request, plainly: the generator builds on it so that the allowed side is reached too. */
+const ALLOWED_PART: Part = { headers: { 'x-user-reference': USER }, headerMap: undefined, extensions: { configKey: ALLOWED_KEY }, attributes: true };
+
+const unknownFields = {
   unknownTop: fc.option(fc.uint8Array({ maxLength: 64 }), { nil: null }),
   unknownInAttributes: fc.option(fc.uint8Array({ maxLength: 64 }), { nil: null }),
-});
+};
+
+/** Anything, or the allowed request with hostile parts merged into it (before or after). */
+export const hostile: fc.Arbitrary<Hostile> = fc.oneof(
+  fc.record({ parts: fc.array(part, { minLength: 1, maxLength: 3 }), ...unknownFields }),
+  fc.record({
+    parts: fc.tuple(fc.array(part, { maxLength: 2 }), fc.boolean()).map(([extra, first]) => (first ? [ALLOWED_PART, ...extra] : [...extra, ALLOWED_PART])),
+    ...unknownFields,
+  }),
+);
 
 /** A length-delimited field of `field` holding `bytes`. */
 export function lenField(field: number, bytes: Uint8Array): Buffer {
