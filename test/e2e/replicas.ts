@@ -15,7 +15,8 @@ export const SECRET = 'whsec_replicas_secret_0123456789';
 export class ServeProcess {
   private child: ChildProcess | undefined;
   private out = '';
-  urls = { decision: '', webhook: '', admin: '' };
+  /** `grpc`: the grpc-js target, with --grpc-listen. */
+  urls: { decision: string; webhook: string; admin: string; grpc?: string } = { decision: '', webhook: '', admin: '' };
   private pools: Pool[] = [];
 
   /** `env`: variables beside PATH (e.g. the OTEL_* ones); nothing else of this process's environment leaks in. */
@@ -40,7 +41,7 @@ export class ServeProcess {
         if (started) return;
         for (const line of this.out.split('\n')) {
           if (!line.includes('"event":"started"')) continue;
-          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string } };
+          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string; grpc?: string } };
           this.urls = parsed.urls;
           started = true;
           clearTimeout(timer);
