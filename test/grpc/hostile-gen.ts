@@ -85,7 +85,7 @@ export function lenField(field: number, bytes: Uint8Array): Buffer {
 /** The bytes of a hostile request: each part encoded as a CheckRequest, concatenated (protobuf merges them). */
 export function encodeHostile(h: Hostile): Buffer {
   const T = CheckRequestType();
-  const chunks = h.parts.map((p) => {
+  const chunks: Buffer[] = h.parts.map((p): Buffer => {
     if (!p.attributes) return Buffer.alloc(0);
     const http: Record<string, unknown> = { method: 'GET', path: '/' };
     if (p.headers) http.headers = p.headers;
