@@ -7,7 +7,7 @@ import protobuf from 'protobufjs';
 export const PROTO_DIR = fileURLToPath(new URL('../../src/grpc/proto/', import.meta.url));
 export const PROTO_FILES = ['envoy/service/auth/v3/external_auth.proto', 'grpc/health/v1/health.proto'];
 
-const LOAD_OPTIONS = { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] } as const;
+const LOAD_OPTIONS = { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] };
 
 let definition: PackageDefinition | undefined;
 /** The package definition of the sidecar's protos, as a client built from them sees it. */
