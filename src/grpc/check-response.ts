@@ -1,7 +1,7 @@
 import type { Answer } from '../decision/index.js';
 import { DECISION_ID_HEADER } from '../http/decision-boundary.js';
 import { DECISION_ERROR_HEADER, DENY_REASON_HEADER, VALID_UNTIL_HEADER } from '../http/forward-auth.js';
-import { ProtoWriter } from './wire.js';
+import { encodeMessage, type ProtoField } from './wire.js';
 
 /** google.rpc.Code values the sidecar answers with. */
 export const GRPC_CODE = { OK: 0, INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const;
@@ -88,37 +88,33 @@ function verdict(a: Answer): Verdict {
   return v;
 }
 
-function headerOption(name: string, value: string): Buffer {
-  const header = new ProtoWriter().bytes(HEADER_KEY, name).bytes(HEADER_VALUE, value).finish();
-  return new ProtoWriter().bytes(OPTION_HEADER, header).varint(OPTION_APPEND_ACTION, OVERWRITE_IF_EXISTS_OR_ADD).finish();
+function headerOption(field: number, name: string, value: string): ProtoField {
+  return [field, 'm', [[OPTION_HEADER, 'm', [[HEADER_KEY, 's', name], [HEADER_VALUE, 's', value]]], [OPTION_APPEND_ACTION, 'v', OVERWRITE_IF_EXISTS_OR_ADD]]];
 }
 
-function struct(entries: readonly (readonly [string, string | number])[]): Buffer {
-  const w = new ProtoWriter();
-  for (const [k, v] of entries) {
-    const value = typeof v === 'number' ? new ProtoWriter().double(VALUE_NUMBER, v).finish() : new ProtoWriter().bytes(VALUE_STRING, v).finish();
-    w.bytes(STRUCT_FIELDS, new ProtoWriter().bytes(1, k).bytes(2, value).finish());
-  }
-  return w.finish();
+/** google.protobuf.Struct: each entry a map entry {key, Value}, a Value a number or a string. */
+function struct(entries: readonly (readonly [string, string | number])[]): ProtoField[] {
+  return entries.map(([k, v]): ProtoField => [STRUCT_FIELDS, 'm', [[1, 's', k], [2, 'm', [typeof v === 'number' ? [VALUE_NUMBER, 'd', v] : [VALUE_STRING, 's', v]]]]]);
 }
+
+const TEXT_PLAIN = ['content-type', 'text/plain; charset=utf-8'] as const;
 
 function encode(v: Verdict, decisionId: string): Buffer {
-  const status = new ProtoWriter();
-  if (v.code !== 0) status.varint(STATUS_CODE, v.code);
-  status.bytes(STATUS_MESSAGE, v.message);
+  const status: ProtoField[] = v.code === 0 ? [[STATUS_MESSAGE, 's', v.message]] : [[STATUS_CODE, 'v', v.code], [STATUS_MESSAGE, 's', v.message]];
   const headers = [...v.headers, [DECISION_ID_HEADER, decisionId] as const];
-  const w = new ProtoWriter().bytes(RESPONSE_STATUS, status.finish());
-  if (v.httpStatus === 0) {
-    const ok = new ProtoWriter();
-    for (const [k, value] of headers) ok.bytes(OK_HEADERS, headerOption(k, value));
-    w.bytes(RESPONSE_OK, ok.finish());
-  } else {
-    const denied = new ProtoWriter().bytes(DENIED_STATUS, new ProtoWriter().varint(HTTP_STATUS_CODE, v.httpStatus).finish());
-    for (const [k, value] of [['content-type', 'text/plain; charset=utf-8'] as const, ...headers]) denied.bytes(DENIED_HEADERS, headerOption(k, value));
-    denied.bytes(DENIED_BODY, `${v.message}\n`);
-    w.bytes(RESPONSE_DENIED, denied.finish());
-  }
-  return w.bytes(RESPONSE_DYNAMIC_METADATA, struct([...v.metadata, ['decisionId', decisionId]])).finish();
+  const response: ProtoField =
+    v.httpStatus === 0
+      ? [RESPONSE_OK, 'm', headers.map(([k, value]) => headerOption(OK_HEADERS, k, value))]
+      : [
+          RESPONSE_DENIED,
+          'm',
+          [
+            [DENIED_STATUS, 'm', [[HTTP_STATUS_CODE, 'v', v.httpStatus]]],
+            ...[TEXT_PLAIN, ...headers].map(([k, value]) => headerOption(DENIED_HEADERS, k, value)),
+            [DENIED_BODY, 's', `${v.message}\n`],
+          ],
+        ];
+  return encodeMessage([[RESPONSE_STATUS, 'm', status], response, [RESPONSE_DYNAMIC_METADATA, 'm', struct([...v.metadata, ['decisionId', decisionId]])]]);
 }
 
 /**
@@ -133,12 +129,15 @@ export function checkResponseFor(a: Answer, decisionId: string): Buffer {
 }
 
 /** The fixed answer when even building one failed: UNAVAILABLE, 503 `internal_error`, no id. */
-export const LAST_RESORT_RESPONSE: Buffer = (() => {
-  const status = new ProtoWriter().varint(STATUS_CODE, GRPC_CODE.UNAVAILABLE).bytes(STATUS_MESSAGE, 'no decision: internal_error').finish();
-  const denied = new ProtoWriter()
-    .bytes(DENIED_STATUS, new ProtoWriter().varint(HTTP_STATUS_CODE, 503).finish())
-    .bytes(DENIED_HEADERS, headerOption(DECISION_ERROR_HEADER, 'internal_error'))
-    .bytes(DENIED_BODY, 'no decision: internal_error\n')
-    .finish();
-  return new ProtoWriter().bytes(RESPONSE_STATUS, status).bytes(RESPONSE_DENIED, denied).finish();
-})();
+export const LAST_RESORT_RESPONSE: Buffer = encodeMessage([
+  [RESPONSE_STATUS, 'm', [[STATUS_CODE, 'v', GRPC_CODE.UNAVAILABLE], [STATUS_MESSAGE, 's', 'no decision: internal_error']]],
+  [
+    RESPONSE_DENIED,
+    'm',
+    [
+      [DENIED_STATUS, 'm', [[HTTP_STATUS_CODE, 'v', 503]]],
+      headerOption(DENIED_HEADERS, DECISION_ERROR_HEADER, 'internal_error'),
+      [DENIED_BODY, 's', 'no decision: internal_error\n'],
+    ],
+  ],
+]);

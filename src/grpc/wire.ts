@@ -117,47 +117,97 @@ export function utf8At(buf: Uint8Array, start: number, end: number): string | nu
   }
 }
 
-/** Builds a message: fields appended in order, nested messages as finished byte strings. */
-export class ProtoWriter {
-  private readonly parts: Buffer[] = [];
-  private size = 0;
+/**
+ * A message to write, as a tree of fields: `v` a varint (a non-negative integer: an enum, a code),
+ * `s` a string (UTF-8), `b` bytes, `d` a double, `m` a nested message. Sized first, then written
+ * into one buffer: one allocation per message, however deep.
+ */
+export type ProtoField =
+  | readonly [field: number, kind: 'v', value: number]
+  | readonly [field: number, kind: 's', value: string]
+  | readonly [field: number, kind: 'b', value: Uint8Array]
+  | readonly [field: number, kind: 'd', value: number]
+  | readonly [field: number, kind: 'm', value: readonly ProtoField[]];
 
-  private push(b: Buffer): this {
-    this.parts.push(b);
-    this.size += b.length;
-    return this;
+function varintSize(n: number): number {
+  let size = 1;
+  for (let v = n; v >= 0x80; v = Math.floor(v / 128)) size++;
+  return size;
+}
+
+/** The payload size of a length-delimited or fixed field's value, or a varint's encoded size. */
+function valueSize(f: ProtoField, sizes: Map<readonly ProtoField[], number>): number {
+  switch (f[1]) {
+    case 'v':
+      return varintSize(f[2]);
+    case 'd':
+      return 8;
+    case 's':
+      return Buffer.byteLength(f[2], 'utf8');
+    case 'b':
+      return f[2].length;
+    case 'm':
+      return messageSize(f[2], sizes);
   }
+}
 
-  private static varintBytes(n: number): Buffer {
-    const out: number[] = [];
-    let v = n;
-    while (v >= 0x80) {
-      out.push((v % 128) | 0x80);
-      v = Math.floor(v / 128);
+function messageSize(fields: readonly ProtoField[], sizes: Map<readonly ProtoField[], number>): number {
+  let size = 0;
+  for (const f of fields) {
+    const n = valueSize(f, sizes);
+    size += varintSize(f[0] * 8) + (f[1] === 'v' || f[1] === 'd' ? n : varintSize(n) + n);
+  }
+  sizes.set(fields, size);
+  return size;
+}
+
+function writeVarint(buf: Buffer, pos: number, n: number): number {
+  let v = n;
+  while (v >= 0x80) {
+    buf[pos++] = (v % 128) | 0x80;
+    v = Math.floor(v / 128);
+  }
+  buf[pos++] = v;
+  return pos;
+}
+
+function writeFields(buf: Buffer, pos: number, fields: readonly ProtoField[], sizes: Map<readonly ProtoField[], number>): number {
+  let p = pos;
+  for (const f of fields) {
+    switch (f[1]) {
+      case 'v':
+        p = writeVarint(buf, p, f[0] * 8 + WIRE_VARINT);
+        p = writeVarint(buf, p, f[2]);
+        break;
+      case 'd':
+        p = writeVarint(buf, p, f[0] * 8 + WIRE_I64);
+        p = buf.writeDoubleLE(f[2], p);
+        break;
+      case 's':
+        p = writeVarint(buf, p, f[0] * 8 + WIRE_LEN);
+        p = writeVarint(buf, p, Buffer.byteLength(f[2], 'utf8'));
+        p += buf.write(f[2], p, 'utf8');
+        break;
+      case 'b':
+        p = writeVarint(buf, p, f[0] * 8 + WIRE_LEN);
+        p = writeVarint(buf, p, f[2].length);
+        buf.set(f[2], p);
+        p += f[2].length;
+        break;
+      case 'm':
+        p = writeVarint(buf, p, f[0] * 8 + WIRE_LEN);
+        p = writeVarint(buf, p, sizes.get(f[2])!);
+        p = writeFields(buf, p, f[2], sizes);
+        break;
     }
-    out.push(v);
-    return Buffer.from(out);
   }
+  return p;
+}
 
-  /** A varint field (non-negative integers: enums, codes). */
-  varint(field: number, n: number): this {
-    return this.push(Buffer.concat([ProtoWriter.varintBytes(field * 8 + WIRE_VARINT), ProtoWriter.varintBytes(n)]));
-  }
-
-  /** A length-delimited field: bytes, a UTF-8 string or a finished nested message. */
-  bytes(field: number, value: Uint8Array | string): this {
-    const b = typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-    return this.push(Buffer.concat([ProtoWriter.varintBytes(field * 8 + WIRE_LEN), ProtoWriter.varintBytes(b.length), b]));
-  }
-
-  /** A `double` field (little-endian IEEE 754). */
-  double(field: number, n: number): this {
-    const b = Buffer.allocUnsafe(8);
-    b.writeDoubleLE(n, 0);
-    return this.push(Buffer.concat([ProtoWriter.varintBytes(field * 8 + WIRE_I64), b]));
-  }
-
-  finish(): Buffer {
-    return Buffer.concat(this.parts, this.size);
-  }
+/** The bytes of a message given as fields, in their order. */
+export function encodeMessage(fields: readonly ProtoField[]): Buffer {
+  const sizes = new Map<readonly ProtoField[], number>();
+  const buf = Buffer.allocUnsafe(messageSize(fields, sizes));
+  writeFields(buf, 0, fields, sizes);
+  return buf;
 }
