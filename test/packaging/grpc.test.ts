@@ -48,3 +48,18 @@ describe('chart: grpc', () => {
     expect(r.stderr).toMatch(/grpc: Additional property listen is not allowed/);
   });
 });
+
+describe('the .proto files ship', () => {
+  it('npm run build copies src/grpc/proto into dist (the package\'s files, the image\'s COPY), unchanged', async () => {
+    const { readFileSync, readdirSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { ROOT } = await import('./helm.js');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[]; scripts: { build: string } };
+    expect(pkg.files).toContain('dist');
+    expect(pkg.scripts.build).toContain("cpSync('src/grpc/proto', 'dist/grpc/proto'");
+    expect(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+    const files = readdirSync(join(ROOT, 'src/grpc/proto'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.proto'));
+    expect(files.length).toBe(6);
+    for (const f of files) expect(readFileSync(join(ROOT, 'dist/grpc/proto', f), 'utf8'), f).toBe(readFileSync(join(ROOT, 'src/grpc/proto', f), 'utf8'));
+  });
+});
