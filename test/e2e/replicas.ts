@@ -64,6 +64,11 @@ export class ServeProcess {
     return c !== undefined && c.exitCode === null && c.signalCode === null;
   }
 
+  /** Everything the process wrote so far, stdout and stderr. */
+  logsText(): string {
+    return this.out;
+  }
+
   /** Log lines (JSON) written so far. */
   logs(): Record<string, unknown>[] {
     return this.out
