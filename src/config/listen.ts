@@ -1,3 +1,4 @@
+import type { ListenAddress } from '../lib/listen-address.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
 import type { SidecarConfig } from './types.js';
@@ -28,12 +29,13 @@ export function readListeners(r: Reader): SidecarConfig['listeners'] {
 }
 
 /** Two listeners on one port (a wildcard host overlaps every host): the second one named. */
-export function checkPorts(r: Reader, listeners: SidecarConfig['listeners'], webhooksOn: boolean): void {
-  const ports = [
+export function checkPorts(r: Reader, listeners: SidecarConfig['listeners'], webhooksOn: boolean, grpc?: ListenAddress): void {
+  const ports: (readonly [string, ListenAddress])[] = [
     ['--listen', listeners.decision],
     ['--admin-listen', listeners.admin],
     ...(webhooksOn ? ([['--webhook-listen', listeners.webhook]] as const) : []),
-  ] as const;
+    ...(grpc ? ([['--grpc-listen', grpc]] as const) : []),
+  ];
   for (let i = 0; i < ports.length; i++) {
     for (let j = i + 1; j < ports.length; j++) {
       const [a, x] = ports[i]!;

@@ -1,6 +1,7 @@
 import { readCache } from './cache.js';
 import { readDecisionApi, readForwardAuth } from './decision-api.js';
 import { ConfigError } from './errors.js';
+import { readGrpc } from './grpc.js';
 import { checkPorts, readListeners } from './listen.js';
 import { readListenerBounds } from './listener-bounds.js';
 import { readDecisionLog, readLogLevel } from './observability.js';
@@ -42,6 +43,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const cache = readCache(r);
   const decisionApi = readDecisionApi(r);
   const forwardAuth = readForwardAuth(r);
+  const grpc = readGrpc(r);
   const webhooks = readWebhooks(r);
   const redis = readRedis(r);
   const logLevel = readLogLevel(r);
@@ -51,7 +53,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const tracing = readTracing(r, env);
   const listenerBounds = readListenerBounds(r, webhooks?.bodyTimeoutMs ?? 10_000);
   checkQueueHasRedis(r, webhooks, redis);
-  checkPorts(r, listeners, webhooks !== null);
+  checkPorts(r, listeners, webhooks !== null, grpc?.listen);
 
   if (r.problems.length > 0 || !upstream) throw new ConfigError(r.problems);
   return Object.freeze({
@@ -61,6 +63,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     cache,
     decisionApi,
     forwardAuth,
+    grpc,
     webhooks: webhooks ? Object.freeze(webhooks) : null,
     redis: redis ? Object.freeze(redis) : null,
     logLevel,

@@ -43,6 +43,15 @@ export interface DecisionApiConfig {
   readonly preEvaluationLogIntervalMs: number;
 }
 
+/** The gRPC ext_authz listener (`--grpc-listen`). */
+export interface GrpcConfig {
+  readonly listen: ListenAddress;
+  /** Largest CheckRequest decided (bytes). */
+  readonly maxMessageBytes: number;
+  /** Streams one connection may have open at once. */
+  readonly maxConcurrentStreams: number;
+}
+
 /** Forward-auth (`/sidecar/forward-auth`) for a proxy in the pod. */
 export interface ForwardAuthConfig {
   /** Lower-case name of the header the proxy puts the user reference in. */
@@ -185,6 +194,8 @@ export interface SidecarConfig {
   readonly cache: CacheConfig;
   readonly decisionApi: DecisionApiConfig;
   readonly forwardAuth: ForwardAuthConfig;
+  /** `null` without `--grpc-listen`: no gRPC listener. */
+  readonly grpc: GrpcConfig | null;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
   /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */

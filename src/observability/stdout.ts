@@ -52,13 +52,21 @@ export function stdoutSink(): StdoutSink {
       return boom.on(event, listener);
     },
     drain(timeoutMs) {
+      // sonic-boom's flush() with minLength 0 calls back at once, a write still in flight: wait
+      // for the bytes written to be taken instead.
+      if (pending === 0) return Promise.resolve();
       return new Promise((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        timer.unref();
-        boom.flush(() => {
+        const done = (): void => {
           clearTimeout(timer);
+          boom.off('write', check);
           resolve();
-        });
+        };
+        const check = (): void => {
+          if (pending === 0) done();
+        };
+        const timer = setTimeout(done, timeoutMs);
+        timer.unref();
+        boom.on('write', check);
       });
     },
   };

@@ -15,7 +15,8 @@ export const SECRET = 'whsec_replicas_secret_0123456789';
 export class ServeProcess {
   private child: ChildProcess | undefined;
   private out = '';
-  urls = { decision: '', webhook: '', admin: '' };
+  /** `grpc`: the grpc-js target, with --grpc-listen. */
+  urls: { decision: string; webhook: string; admin: string; grpc?: string } = { decision: '', webhook: '', admin: '' };
   private pools: Pool[] = [];
 
   /**
@@ -45,7 +46,7 @@ export class ServeProcess {
         if (started) return;
         for (const line of this.out.split('\n')) {
           if (!line.includes('"event":"started"')) continue;
-          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string } };
+          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string; grpc?: string } };
           this.urls = parsed.urls;
           started = true;
           clearTimeout(timer);
@@ -66,6 +67,11 @@ export class ServeProcess {
   get running(): boolean {
     const c = this.child;
     return c !== undefined && c.exitCode === null && c.signalCode === null;
+  }
+
+  /** Everything the process wrote so far, stdout and stderr. */
+  logsText(): string {
+    return this.out;
   }
 
   /** Log lines (JSON) written so far. */

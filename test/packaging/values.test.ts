@@ -21,6 +21,8 @@ const CHART_OWNED_FLAGS = new Set([
   'listen',
   'webhook-listen',
   'admin-listen',
+  // From grpc.enabled, grpc.bindAddress and grpc.port.
+  'grpc-listen',
   'api-key',
   'api-key-file',
   'webhook-secret',

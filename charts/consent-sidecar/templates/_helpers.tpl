@@ -333,7 +333,7 @@ pod template annotation: a change rolls the pods. Secrets from existingSecret ar
 their files are re-read live when the Secret rotates.
 */}}
 {{- define "consent-sidecar.checksum" -}}
-{{- $in := dict "mode" (include "consent-sidecar.mode" .) "image" .v.image "ports" .v.ports "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
+{{- $in := dict "mode" (include "consent-sidecar.mode" .) "image" .v.image "ports" .v.ports "grpc" .v.grpc "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
 {{- toJson $in | sha256sum -}}
 {{- end -}}
 
@@ -363,6 +363,10 @@ their files are re-read live when the Secret rotates.
       value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.webhook)) | quote }}
     - name: CONSENT_SIDECAR_ADMIN_LISTEN
       value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.admin)) | quote }}
+    {{- if $v.grpc.enabled }}
+    - name: CONSENT_SIDECAR_GRPC_LISTEN
+      value: {{ include "consent-sidecar.hostPort" (dict "host" $v.grpc.bindAddress "port" (include "consent-sidecar.scalar" $v.grpc.port)) | quote }}
+    {{- end }}
     {{- range $f := $files }}
     - name: {{ printf "CONSENT_SIDECAR_%s_FILE" (ternary "WEBHOOK_SECRET" ($f.file | upper | replace "-" "_") (eq $f.file "webhook-secrets")) }}
       value: {{ printf "%s/%s" $mount $f.file | quote }}
@@ -408,6 +412,11 @@ their files are re-read live when the Secret rotates.
     - name: consent-metrics
       containerPort: {{ include "consent-sidecar.scalar" $v.ports.admin }}
       protocol: TCP
+    {{- if $v.grpc.enabled }}
+    - name: consent-grpc
+      containerPort: {{ include "consent-sidecar.scalar" $v.grpc.port }}
+      protocol: TCP
+    {{- end }}
   startupProbe:
     httpGet:
       path: /readyz
