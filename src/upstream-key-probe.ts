@@ -1,5 +1,5 @@
-import { Gauge, type Registry } from 'prom-client';
-import { request } from 'undici';
+import { Gauge, type Registry } from './observability/prom.js';
+import { request } from './lib/undici.js';
 import type { UpstreamConfig } from './config/index.js';
 import { METRIC_PREFIX, type Logger } from './observability/index.js';
 

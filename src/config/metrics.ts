@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import type { Logger } from 'pino';
 import { METRIC_PREFIX } from '../observability/registry.js';
 import { isFileSecret, secretRoleOf, type Secret, type SecretEvent } from './secret.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, type Registry } from '../observability/prom.js';
 import { applyTo, type Revocation, type RevocationHook, type RevocationPublisher } from '../lib/revocation-hook.js';
 import type { Logger } from '../observability/index.js';
 import { METRIC_PREFIX } from '../observability/index.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Pool } from 'undici';
+import { Pool } from '../lib/undici.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { joinPath } from './upstream-client.js';
 

@@ -1,4 +1,5 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import { createServer } from '../lib/node-http.js';
 import type { Registry } from 'prom-client';
 import type { Readiness } from '../observability/index.js';
 import { pathOf, routeTable } from './route-table.js';

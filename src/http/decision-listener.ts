@@ -1,4 +1,5 @@
-import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createServer, STATUS_CODES } from '../lib/node-http.js';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';

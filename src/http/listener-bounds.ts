@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import type { ListenerBounds } from '../config/index.js';
 import { METRIC_PREFIX, RateLimiter, type Logger } from '../observability/index.js';
 

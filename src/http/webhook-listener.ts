@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from '../lib/node-http.js';
 import type { Logger } from '../observability/index.js';
 import type { WebhookAnswer, Webhooks } from '../webhooks/index.js';
 import { routeTable } from './route-table.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { cliEntry } from '../e2e/cli.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/ports.js';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
