@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
 import { createLogger, stdoutSink } from '../observability/index.js';
+import type { SidecarHandle } from '../sidecar.js';
 import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 export function registerServe(program: Command): void {
@@ -11,15 +12,19 @@ export function registerServe(program: Command): void {
       const config = loadServeConfig(rawFlags(cmd, SERVE_OPTIONS));
       const logger = createLogger(config.logLevel);
       for (const msg of unknownVariableWarnings()) logger.warn({ event: 'unknown_variable' }, msg);
-      // The sidecar (express, the listeners, Redis) is loaded when serve runs, not for every command:
-      // a one-shot command (check, redec pending, webhook sign) starts in a fraction of the time.
-      const { startSidecar } = await import('../sidecar.js');
-      const sidecar = await startSidecar(config, { logger });
+      // The signals are ours before the sidecar says it started: a SIGTERM that follows the
+      // 'started' line at once (a rollout, a test) drains and exits 0, never node's default kill.
+      let sidecar: SidecarHandle | undefined;
+      let pending: NodeJS.Signals | undefined;
       let signals = 0;
       const stop = (signal: NodeJS.Signals): void => {
         if (++signals > 1) {
           logger.warn({ event: 'forced_exit', signal }, 'second signal: exiting now');
           process.exit(1);
+        }
+        if (sidecar === undefined) {
+          pending = signal;
+          return;
         }
         logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
         // The last lines go out if stdout takes them within a second; never waited for beyond.
@@ -33,6 +38,13 @@ export function registerServe(program: Command): void {
       };
       process.on('SIGTERM', stop);
       process.on('SIGINT', stop);
+      // The sidecar (the listeners, Redis) is loaded when serve runs, not for every command.
+      const { startSidecar } = await import('../sidecar.js');
+      sidecar = await startSidecar(config, { logger });
+      if (pending !== undefined) {
+        signals--;
+        stop(pending);
+      }
     });
   addSpecOptions(cmd, SERVE_OPTIONS);
 }

@@ -129,7 +129,9 @@ export class ServeProcess {
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => {
+      // 'close', not 'exit': the process can exit before the last of its output is read here, and
+      // what a test reads of its logs after stop() must be all of them.
+      child.once('close', () => {
         clearTimeout(force);
         resolve();
       });
