@@ -6,7 +6,11 @@ import { classify, outcomeOf, reasonOf, RedisError, withDeadline } from './error
 import type { RedisKeyspace } from './keyspace.js';
 import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
+import { ReplicaCheck } from './replica-check.js';
 import { RedisScript } from './script.js';
+import { Subscriptions, type ChannelListener } from './subscriptions.js';
+
+export { REPLICA_CHECK_INTERVAL_MS } from './replica-check.js';
 
 /** How often the connection is checked (ms); `consent_sidecar_redis_up` follows it. */
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
@@ -34,17 +38,12 @@ export interface RedisConnectionOptions {
   readonly healthIntervalMs?: number;
   /**
    * `--redis-wait-replicas`: when above 0, the replicas the master has (one server or Sentinel) are
-   * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link checkReplicas}).
+   * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link ReplicaCheck}).
    */
   readonly waitReplicas?: number;
   /** Default {@link REPLICA_CHECK_INTERVAL_MS}. */
   readonly replicaCheckIntervalMs?: number;
 }
-
-/** How often the replicas the master has are compared with `--redis-wait-replicas` (ms). */
-export const REPLICA_CHECK_INTERVAL_MS = 30_000;
-
-type Listener = (message: string) => void;
 
 /**
  * One link to Redis for the whole process (one server, a cluster or a sentinel-managed master; see
@@ -70,7 +69,7 @@ type Listener = (message: string) => void;
 export class RedisConnection {
   private link: RedisLink | undefined;
   private currentTarget = '';
-  private readonly subscriptions = new Map<string, Set<Listener>>();
+  private readonly subscriptions: Subscriptions;
   private readonly restoredHooks: (() => void)[] = [];
   private healthTimer: NodeJS.Timeout | undefined;
   private up = false;
@@ -88,14 +87,18 @@ export class RedisConnection {
   private readonly commands: RedisCommands;
   /** Waiting for the link to be ready ({@link connected}). */
   private readyWaiters: (() => void)[] = [];
-  private lastReplicaCheck = Number.NEGATIVE_INFINITY;
-  /** The replica count last logged as differing from `--redis-wait-replicas` ('' when none differs). */
-  private replicasLogged = '';
+  private readonly replicas: ReplicaCheck;
 
   constructor(private readonly options: RedisConnectionOptions) {
     if (!(options.commandTimeoutMs > 0)) throw new RangeError('RedisConnection: commandTimeoutMs must be > 0');
     options.metrics.up.set(0);
     this.commands = { sendCommand: (args) => this.link!.send(args) };
+    this.subscriptions = new Subscriptions(options.logger);
+    this.replicas = new ReplicaCheck({
+      waitReplicas: options.waitReplicas ?? 0,
+      logger: options.logger,
+      ...(options.replicaCheckIntervalMs !== undefined ? { intervalMs: options.replicaCheckIntervalMs } : {}),
+    });
   }
 
   /** Connects in the background and starts the health checks; never waits for Redis. */
@@ -166,11 +169,8 @@ export class RedisConnection {
    * stream, the queue polls). Resolves once subscribed, or after the command deadline when Redis
    * does not answer: a Redis that is away never holds up the start.
    */
-  async subscribe(channel: string, listener: Listener): Promise<void> {
-    let set = this.subscriptions.get(channel);
-    const first = !set;
-    if (!set) this.subscriptions.set(channel, (set = new Set()));
-    set.add(listener);
+  async subscribe(channel: string, listener: ChannelListener): Promise<void> {
+    const first = this.subscriptions.add(channel, listener);
     if (!first || this.closed || !this.link) return;
     await this.subscribeOn(this.link, channel);
   }
@@ -208,23 +208,13 @@ export class RedisConnection {
       },
     });
     this.link = link;
-    for (const channel of this.subscriptions.keys()) void this.subscribeOn(link, channel);
+    for (const channel of this.subscriptions.channels()) void this.subscribeOn(link, channel);
     link.connect();
   }
 
   private async subscribeOn(link: RedisLink, channel: string): Promise<void> {
-    const subscribed = link.subscribe(channel, (m) => this.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
+    const subscribed = link.subscribe(channel, (m) => this.subscriptions.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
     await Promise.race([subscribed, sleep(this.options.commandTimeoutMs)]);
-  }
-
-  private dispatch(channel: string, message: string): void {
-    for (const listener of this.subscriptions.get(channel) ?? []) {
-      try {
-        listener(message);
-      } catch (err) {
-        this.options.logger.error({ event: 'redis_listener_failed', err }, 'a Redis message listener threw');
-      }
-    }
   }
 
   private async checkHealth(): Promise<void> {
@@ -252,52 +242,11 @@ export class RedisConnection {
       }
       await this.call('health', (c) => HEALTH.run(c, [this.options.keyspace.key('health')], ['1', String(HEALTH_KEY_TTL_MS)]));
       this.setUp(true);
-      await this.checkReplicas(target);
+      await this.replicas.check(target, async () => String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication']))));
     } catch (err) {
       this.setUp(false, reasonOf(err));
     } finally {
       this.checking = false;
-    }
-  }
-
-  /**
-   * `WAIT n` protects an acknowledged write from a failover only when every replica that can be
-   * promoted holds it: with fewer, Redis may promote one that missed it (the Sentinel chaos run lost
-   * acknowledged events that way). So the master's replicas are compared with `--redis-wait-replicas`
-   * and a difference is logged once per count: more replicas than `n` (a failover may lose what was
-   * acknowledged), or fewer attached than `n` (nothing can be acknowledged: 503 until they are).
-   * One server and Sentinel only; never changes whether Redis is up.
-   */
-  private async checkReplicas(target: RedisTargetSpec): Promise<void> {
-    const n = this.options.waitReplicas ?? 0;
-    if (n <= 0 || target.kind === 'cluster') return;
-    const now = performance.now();
-    if (now - this.lastReplicaCheck < (this.options.replicaCheckIntervalMs ?? REPLICA_CHECK_INTERVAL_MS)) return;
-    this.lastReplicaCheck = now;
-    let info: string;
-    try {
-      info = String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication'])));
-    } catch {
-      return; // the next check tries again; the health check says whether Redis is usable
-    }
-    const replicas = Number(/^connected_slaves:(\d+)\s*$/m.exec(info)?.[1]);
-    if (!/^role:master\s*$/m.test(info) || !Number.isInteger(replicas)) return;
-    const key = replicas === n ? '' : String(replicas);
-    if (key === this.replicasLogged) return;
-    this.replicasLogged = key;
-    const facts = { waitReplicas: n, replicas };
-    if (replicas > n) {
-      this.options.logger.warn(
-        { event: 'redis_wait_replicas_below_replicas', ...facts },
-        `the Redis master has ${replicas} replicas and --redis-wait-replicas is ${n}: a failover may promote a replica that missed an acknowledged event; set it to ${replicas}`,
-      );
-    } else if (replicas < n) {
-      this.options.logger.warn(
-        { event: 'redis_wait_replicas_unmet', ...facts },
-        `the Redis master has ${replicas} replicas attached, fewer than --redis-wait-replicas ${n}: queue mode and revocations answer 503 until ${n} are`,
-      );
-    } else {
-      this.options.logger.info({ event: 'redis_wait_replicas_met', ...facts }, `the Redis master has the ${n} replicas --redis-wait-replicas asks for`);
     }
   }
 
