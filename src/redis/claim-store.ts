@@ -3,6 +3,7 @@ import type { RedisConnection } from './connection.js';
 import { ACCEPT, CLAIM, RELEASE } from './dedup-scripts.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
+import { waitForReplicas, type ReplicaWait } from './replicas.js';
 
 /** Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted"|"released"}`. */
 export const DEDUP_SETTLED_CHANNEL = 'dedup-settled';
@@ -13,6 +14,9 @@ export const DEDUP_KEY_OWNER = 'dedup';
  * {@link ClaimStore} on Redis: one key per event id, moved by token-guarded scripts (see
  * dedup-scripts.ts), settlements announced on a channel. Storage only; the policy (local first,
  * fallback, backfill, what a stall means) is `SharedDedup`'s in src/webhooks/. Replies are checked.
+ * With `--redis-wait-replicas`, a claim and an accept resolve only once that many replicas hold
+ * them (`ERR_REDIS_NOT_REPLICATED` otherwise): a failover then forgets neither, and a claim written
+ * to a master that lost its replicas (one restarted with its old role) is never used.
  */
 export class RedisClaimStore implements ClaimStore {
   private readonly channel: string;
@@ -20,12 +24,17 @@ export class RedisClaimStore implements ClaimStore {
   constructor(
     private readonly connection: RedisConnection,
     private readonly keyspace: RedisKeyspace,
+    private readonly wait: ReplicaWait = {},
   ) {
     this.channel = keyspace.channel(DEDUP_SETTLED_CHANNEL);
   }
 
   async claim(id: string, token: string, leaseMs: number): Promise<SharedClaim> {
-    const reply = await this.connection.call('dedup_claim', (c) => CLAIM.run(c, [this.key(id)], [token, String(leaseMs)]));
+    const reply = await this.connection.call('dedup_claim', async (c) => {
+      const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs)]);
+      if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
+      return r;
+    });
     if (Array.isArray(reply) && typeof reply[1] === 'number') {
       if (reply[0] === 'claimed') return { kind: 'claimed' };
       if (reply[0] === 'duplicate') return { kind: 'duplicate' };
@@ -36,7 +45,11 @@ export class RedisClaimStore implements ClaimStore {
 
   async accept(id: string, token: string, retentionMs: number): Promise<SharedAccept> {
     const message = JSON.stringify({ id, outcome: 'accepted' });
-    const r = await this.connection.call('dedup_accept', (c) => ACCEPT.run(c, [this.key(id)], [token, String(retentionMs), this.channel, message]));
+    const r = await this.connection.call('dedup_accept', async (c) => {
+      const accepted = await ACCEPT.run(c, [this.key(id)], [token, String(retentionMs), this.channel, message]);
+      await waitForReplicas(c, this.wait);
+      return accepted;
+    });
     if (r === 1) return 'held';
     if (r === 2) return 'already';
     if (r === 0) return 'lapsed';

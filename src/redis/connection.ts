@@ -79,7 +79,10 @@ export class RedisConnection {
   private lost = false;
   private closed = false;
   private checking = false;
-  /** performance.now() of the last answer of any kind (a reply error is an answer). */
+  /**
+   * performance.now() of the last answer (a reply error is an answer; one that is not an answer,
+   * `READONLY`, `LOADING`, `MOVED`, `CLUSTERDOWN`…, counts as silence: see {@link RedisError.answered}).
+   */
   private lastAnswerAt = performance.now();
   /** The single-server target is a cluster node (checked once per link). */
   private clusterNodeChecked = false;
@@ -157,7 +160,7 @@ export class RedisConnection {
       return result;
     } catch (err) {
       const e = classify(err, this.closed);
-      if (e.code === 'ERR_REDIS_REPLY') this.lastAnswerAt = performance.now();
+      if (e.answered) this.lastAnswerAt = performance.now();
       end({ outcome: outcomeOf(e.code) });
       throw e;
     }

@@ -10,7 +10,8 @@ export interface ReplicaWait {
 /**
  * `WAIT n timeout` on the connection that just wrote, so a failover (Sentinel or cluster) cannot
  * lose what we are about to acknowledge. No-op when no replicas are asked for.
- * @throws RedisError `ERR_REDIS_REPLY` when fewer replicas acknowledged in time.
+ * @throws RedisError `ERR_REDIS_NOT_REPLICATED` when fewer replicas acknowledged in time (the write is
+ *   on the master: its outcome is unknown).
  */
 export async function waitForReplicas(c: RedisCommands, wait: ReplicaWait): Promise<void> {
   const n = wait.waitReplicas ?? 0;
@@ -18,6 +19,6 @@ export async function waitForReplicas(c: RedisCommands, wait: ReplicaWait): Prom
   const timeoutMs = Math.max(1, wait.waitTimeoutMs ?? 400);
   const acked = await c.sendCommand(['WAIT', String(n), String(timeoutMs)]);
   if (typeof acked !== 'number' || acked < n) {
-    throw new RedisError('ERR_REDIS_REPLY', `only ${String(acked)} of ${n} Redis replicas acknowledged the write within ${timeoutMs} ms`);
+    throw new RedisError('ERR_REDIS_NOT_REPLICATED', `only ${String(acked)} of ${n} Redis replicas acknowledged the write within ${timeoutMs} ms`);
   }
 }

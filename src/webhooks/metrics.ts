@@ -136,7 +136,10 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
 export interface SharedDedupMetrics {
   /** Steps decided by this replica alone because the shared store was known unreachable. */
   readonly fallbacks: Counter<'op'>;
-  /** Claims not decided because the store was slow or away for less than a lease: answered 503, never forwarded on a guess. */
+  /**
+   * Claims not decided, and accepts not known to be recorded, because the store was slow, in a
+   * failover, or away for less than a lease: answered 503, never forwarded on a guess (op: claim, accept).
+   */
   readonly unknownOutcomes: Counter<'op'>;
   /** A holder settled a claim whose lease had lapsed (the lease is too short for the app). */
   readonly leaseLapses: Counter;
@@ -153,7 +156,7 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
     }),
     unknownOutcomes: new Counter({
       name: `${METRIC_PREFIX}webhook_dedup_unknown_outcomes_total`,
-      help: 'Webhook dedup claims not decided because Redis was slow or away for less than a lease (not down): the delivery got 503 and the service retries, by op (claim).',
+      help: 'Webhook dedup claims not decided, or accepts not known to be recorded, because Redis was slow, failing over or away for less than a lease (not down): the delivery got 503 and the service retries, by op (claim, accept).',
       labelNames: ['op'],
       registers,
     }),

@@ -61,7 +61,10 @@ interface Held {
  *   An outage or stall shorter than the lease forwards no event twice;
  * - **down is down**: when the store answers with an error (misconfigured: it will not do it), or
  *   has been silent longer than a lease (past which anything it holds of ours has lapsed), this
- *   replica decides alone, counted; ids accepted meanwhile are written once it answers.
+ *   replica decides alone, counted; ids accepted meanwhile are written once it answers. An answer
+ *   that is not an answer (a replica turned read-only, a node loading, a slot moving: a failover)
+ *   is silence, not a refusal: another replica may be claiming on the new master meanwhile;
+ * - an accept the store did not record for sure (slow, a failover, too few replicas) is no 200.
  */
 export class SharedDedup implements DedupStore {
   private readonly held = new Map<string, Held>();
@@ -149,21 +152,34 @@ export class SharedDedup implements DedupStore {
     return { kind: 'in_flight', outcome };
   }
 
+  /**
+   * Records the accept in the store (and, when it replicates, on its replicas). The app has the
+   * event: that stands, here and, once the store answers, everywhere. When the store is down the
+   * accept is this replica's alone (counted, written later). When it is not known to be recorded
+   * (no answer in time, a failover under way, fewer replicas than asked acknowledged it) it
+   * rejects with `ERR_WEBHOOK_DEDUP_UNKNOWN`: no 200 for an accept a failover could forget.
+   */
   async markAccepted(id: string, token: string): Promise<void> {
     const held = this.take(id, token);
+    const { store, leaseMs } = this.options;
     try {
-      const r = await this.options.store.accept(id, token, this.options.retentionMs);
+      const r = await store.accept(id, token, this.options.retentionMs);
       if (r === 'lapsed' && held?.mode === 'shared') {
         this.options.metrics.leaseLapses.inc();
         this.options.logger.warn({ event: 'webhook_dedup_lease_lapsed', eventId: logId(id) }, 'the claim lapsed before the app answered; raise --webhook-dedup-lease-ms');
       }
     } catch (err) {
-      // The app accepted it: that stands. The other replicas learn it once the store answers.
-      this.fallback('accept', err);
+      // The other replicas learn it once the store answers (written again then, whatever happened).
       this.unshared.delete(id);
       this.unshared.set(id, this.options.now() + this.options.retentionMs);
       if (this.unshared.size > MAX_UNSHARED) this.unshared.delete(this.unshared.keys().next().value!);
       this.retrySoon();
+      if (storeRefused(err) || store.silentForMs() >= leaseMs) {
+        this.fallback('accept', err);
+        return;
+      }
+      this.options.metrics.unknownOutcomes.inc({ op: 'accept' });
+      throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not record the accept (no answer, a failover, or too few replicas); answered 503', { cause: err });
     } finally {
       await this.options.local.markAccepted(id, token);
     }
