@@ -1,11 +1,14 @@
 import type { ClaimStore, InFlightOutcome, SharedAccept, SharedClaim } from '../webhooks/index.js';
 import type { RedisConnection } from './connection.js';
-import { ACCEPT, CLAIM, RELEASE } from './dedup-scripts.js';
+import { ACCEPT, acceptedValue, CLAIM, DEDUP_VALUE_MAX_BYTES, RELEASE } from './dedup-scripts.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { waitForReplicas, type ReplicaWait } from './replicas.js';
 
-/** Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted"|"released"}`. */
+/**
+ * Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted","mac":…}`
+ * or `{"id":…,"outcome":"released"}`.
+ */
 export const DEDUP_SETTLED_CHANNEL = 'dedup-settled';
 /** Owner segment of the dedup keys: `{<prefix>}dedup:<event id>`. */
 export const DEDUP_KEY_OWNER = 'dedup';
@@ -29,24 +32,25 @@ export class RedisClaimStore implements ClaimStore {
     this.channel = keyspace.channel(DEDUP_SETTLED_CHANNEL);
   }
 
-  async claim(id: string, token: string, leaseMs: number): Promise<SharedClaim> {
+  async claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): Promise<SharedClaim> {
     const reply = await this.connection.call('dedup_claim', async (c) => {
-      const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs)]);
+      const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)]);
       if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
       return r;
     });
     if (Array.isArray(reply) && typeof reply[1] === 'number') {
-      if (reply[0] === 'claimed') return { kind: 'claimed' };
+      if (reply[0] === 'claimed') return { kind: 'claimed', displaced: reply[1] === 1 };
       if (reply[0] === 'duplicate') return { kind: 'duplicate' };
       if (reply[0] === 'in_flight') return { kind: 'in_flight', remainingMs: reply[1] };
     }
     throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the dedup claim script');
   }
 
-  async accept(id: string, token: string, retentionMs: number): Promise<SharedAccept> {
-    const message = JSON.stringify({ id, outcome: 'accepted' });
+  async accept(id: string, token: string, retentionMs: number, mac: string, acceptedMacs: readonly string[]): Promise<SharedAccept> {
+    const message = JSON.stringify({ id, outcome: 'accepted', mac });
+    const args = [token, String(retentionMs), this.channel, message, acceptedValue(mac), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)];
     const r = await this.connection.call('dedup_accept', async (c) => {
-      const accepted = await ACCEPT.run(c, [this.key(id)], [token, String(retentionMs), this.channel, message]);
+      const accepted = await ACCEPT.run(c, [this.key(id)], args);
       await waitForReplicas(c, this.wait);
       return accepted;
     });
@@ -62,11 +66,11 @@ export class RedisClaimStore implements ClaimStore {
     return r === 1;
   }
 
-  async backfill(id: string, remainingMs: number): Promise<void> {
-    await this.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), 'accepted', 'PX', String(Math.max(1, Math.round(remainingMs)))]));
+  async backfill(id: string, remainingMs: number, mac: string): Promise<void> {
+    await this.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), acceptedValue(mac), 'PX', String(Math.max(1, Math.round(remainingMs)))]));
   }
 
-  async onSettled(listener: (id: string, outcome: InFlightOutcome) => void): Promise<void> {
+  async onSettled(listener: (id: string, outcome: InFlightOutcome, mac: string | null) => void): Promise<void> {
     await this.connection.subscribe(this.channel, (message) => {
       let parsed: unknown;
       try {
@@ -74,8 +78,8 @@ export class RedisClaimStore implements ClaimStore {
       } catch {
         return;
       }
-      const { id, outcome } = (parsed ?? {}) as { id?: unknown; outcome?: unknown };
-      if (typeof id === 'string' && (outcome === 'accepted' || outcome === 'released')) listener(id, outcome);
+      const { id, outcome, mac } = (parsed ?? {}) as { id?: unknown; outcome?: unknown; mac?: unknown };
+      if (typeof id === 'string' && (outcome === 'accepted' || outcome === 'released')) listener(id, outcome, typeof mac === 'string' ? mac : null);
     });
   }
 

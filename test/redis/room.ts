@@ -45,6 +45,9 @@ export const count = async (
 
 export const single = (url: string): RedisTargetSpec => ({ kind: 'single', url });
 
+/** The webhook secret the markers of the dedup tests are keyed from. */
+export const DEDUP_TEST_SECRET = 'whsec_dedup_test_secret';
+
 /**
  * One replica's shared dedup on `url` under `prefix`: its own connection and memory store (the
  * store's options, `--redis-wait-replicas` among them, passed through).
@@ -55,7 +58,7 @@ export async function dedupReplica(
   o: { opened: { close(): Promise<void> }[]; leaseMs?: number; forwardTimeoutMs?: number; commandTimeoutMs?: number; waitUp?: boolean; waitReplicas?: number },
 ) {
   const { RedisClaimStore } = await import('../../src/redis/index.js');
-  const { createSharedDedupMetrics, MemoryDedupStore, SharedDedup } = await import('../../src/webhooks/index.js');
+  const { createSharedDedupMetrics, MarkerMacs, MemoryDedupStore, SharedDedup } = await import('../../src/webhooks/index.js');
   const c = connectionTo(single(url), { prefix, opened: o.opened, commandTimeoutMs: o.commandTimeoutMs ?? 500 });
   if (o.waitUp ?? true) await up(c);
   const metrics = createSharedDedupMetrics(createRegistry({ defaultMetrics: false }));
@@ -66,6 +69,7 @@ export async function dedupReplica(
     forwardTimeoutMs: o.forwardTimeoutMs ?? 1,
     retentionMs: 60_000,
     metrics,
+    macs: new MarkerMacs(() => [DEDUP_TEST_SECRET]),
     logger: silentLogger(),
     now: Date.now,
   });
