@@ -3,7 +3,7 @@ import type { RedisConnection } from './connection.js';
 import { ACCEPT, acceptedValue, CLAIM, DEDUP_VALUE_MAX_BYTES, RELEASE } from './dedup-scripts.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 
 /**
  * Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted","mac":…}`
@@ -34,6 +34,8 @@ export class RedisClaimStore implements ClaimStore {
 
   async claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): Promise<SharedClaim> {
     const reply = await this.connection.call('dedup_claim', async (c) => {
+      // Not claimed at all when it could not be replicated (nothing to let go afterwards).
+      await replicasInSync(c, this.wait);
       const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)]);
       if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
       return r;
@@ -50,7 +52,9 @@ export class RedisClaimStore implements ClaimStore {
     const message = JSON.stringify({ id, outcome: 'accepted', mac });
     const args = [token, String(retentionMs), this.channel, message, acceptedValue(mac), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)];
     const r = await this.connection.call('dedup_accept', async (c) => {
+      // Written whatever the replicas (the app has the event); acknowledged only once they hold it.
       const accepted = await ACCEPT.run(c, [this.key(id)], args);
+      await replicasInSync(c, this.wait);
       await waitForReplicas(c, this.wait);
       return accepted;
     });

@@ -4,7 +4,7 @@ import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { RedisScript } from './script.js';
 import { compareStreamIds, isStreamId } from './stream-ids.js';
 
@@ -127,6 +127,7 @@ export class RedisInvalidationLog implements InvalidationLog {
   async append(origin: string, revocation: Revocation): Promise<void> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
     await this.connection.call('invalidate_publish', async (c) => {
+      await replicasInSync(c, this.options);
       await APPEND.run(c, this.keys, [origin, revocation.scope, user, String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES), this.channel, randomUUID()]);
       await waitForReplicas(c, this.options);
     });

@@ -7,7 +7,7 @@ import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, LIST_DEAD, PROMOTE, READ, REPLAY, RETRY_LATER, SEEN, STATS } from './queue-scripts.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { isStreamId } from './stream-ids.js';
 
 /** Owner segment of every queue key: `{<prefix>}queue:…` (reserved in {@link RedisKeyspace}). */
@@ -79,6 +79,8 @@ export class RedisQueueStore implements QueueStore {
     const { events, born, wake } = this.keys;
     const args = [json, eventId, String(acceptedAt), wake, String(retentionMs), String(this.maxEvents), acceptedValue(marks.mac), String(DEDUP_VALUE_MAX_BYTES), ...marks.accepted.map(acceptedValue)];
     const reply = await this.connection.call('queue_enqueue', async (c) => {
+      // Nothing is stored that could not be acknowledged (it would be delivered, and retried too).
+      await replicasInSync(c, this.options);
       const r = await ENQUEUE.run(c, [events, born, this.keys.dedup(eventId)], args);
       // A duplicate is waited for too: the first copy's write may not have reached the replicas.
       if (r !== 2) await waitForReplicas(c, this.options);
