@@ -6,8 +6,8 @@ import { classify, outcomeOf, reasonOf, RedisError, withDeadline } from './error
 import type { RedisKeyspace } from './keyspace.js';
 import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
+import { isClusterNode, probeWrite } from './health-probe.js';
 import { ReplicaCheck } from './replica-check.js';
-import { RedisScript } from './script.js';
 import { Subscriptions, type ChannelListener } from './subscriptions.js';
 
 export { REPLICA_CHECK_INTERVAL_MS } from './replica-check.js';
@@ -16,16 +16,6 @@ export { REPLICA_CHECK_INTERVAL_MS } from './replica-check.js';
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
 /** At most one log line per kind of connection error per this interval (ms). */
 const ERROR_LOG_INTERVAL_MS = 30_000;
-/** How long the health probe's key lives (ms): it only proves a write went through. */
-const HEALTH_KEY_TTL_MS = 60_000;
-
-/**
- * The health probe is a write of the kind every user of Redis here makes: a script on a key under
- * the deployment's hash tag. So it fails exactly when they would: MOVED (a cluster node given as
- * one server), CROSSSLOT, READONLY (a replica), NOAUTH or WRONGPASS, OOM. A PING would pass them all.
- */
-const HEALTH = new RedisScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`);
-
 export interface RedisConnectionOptions {
   /** Where Redis is, as now configured; read every health tick, so a rotated Secret is followed. */
   readonly target: () => RedisTargetSpec;
@@ -53,7 +43,7 @@ export interface RedisConnectionOptions {
  *   says whether the command may have run (`outcomeUnknown`): a call refused before it was sent
  *   had no effect, one that timed out or lost its connection may have. Slow is not down;
  * - there is no offline queue: while Redis is away calls fail at once instead of piling up;
- * - a health check each second writes under the hash tag (see {@link HEALTH}), and
+ * - a health check each second writes under the hash tag (see `probeWrite`), and
  *   `consent_sidecar_redis_up` is 1 only while it passes; why it fails is logged once per reason;
  * - {@link onRestored} hooks run when Redis answers again after it did not;
  * - {@link silentForMs} says how long nothing has been heard from Redis, which tells a stall
@@ -139,7 +129,11 @@ export class RedisConnection {
     return this.up;
   }
 
-  /** Milliseconds since Redis last answered anything (on the monotonic clock). */
+  private readonly heard = (): void => {
+    this.lastAnswerAt = performance.now();
+  };
+
+  /** Milliseconds since Redis last answered anything, in time or late (on the monotonic clock). */
   silentForMs(): number {
     return performance.now() - this.lastAnswerAt;
   }
@@ -154,13 +148,15 @@ export class RedisConnection {
     try {
       if (this.closed) throw new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed');
       if (!this.link?.connected) throw new RedisError('ERR_REDIS_UNAVAILABLE', 'Redis is not connected');
-      const result = await withDeadline(work(this.commands), this.options.commandTimeoutMs);
-      this.lastAnswerAt = performance.now();
+      const pending = work(this.commands);
+      // An answer read after the deadline is still an answer: Redis is slow (a WAIT ahead of it on
+      // the connection, a busy machine), not silent, and silence is what decides "down".
+      pending.then(this.heard, (err: unknown) => classify(err, this.closed).answered && this.heard());
+      const result = await withDeadline(pending, this.options.commandTimeoutMs);
       end({ outcome: 'ok' });
       return result;
     } catch (err) {
       const e = classify(err, this.closed);
-      if (e.answered) this.lastAnswerAt = performance.now();
       end({ outcome: outcomeOf(e.code) });
       throw e;
     }
@@ -233,17 +229,15 @@ export class RedisConnection {
         old?.destroy();
         return;
       }
+      const call = <T>(op: string, work: (c: RedisCommands) => Promise<T>): Promise<T> => this.call(op, work);
       if (!this.clusterNodeChecked) {
-        const info = await this.call('health', (c) => c.sendCommand(['INFO', 'cluster']));
-        this.clusterNodeChecked = true;
-        if (/cluster_enabled:1/.test(String(info))) {
-          // Each call would go to this node alone and follow no MOVED: not shared state.
-          this.clusterNodeChecked = false;
+        if (await isClusterNode(call)) {
           this.setUp(false, 'this Redis is a cluster node: give its nodes with --redis-cluster-nodes');
           return;
         }
+        this.clusterNodeChecked = true;
       }
-      await this.call('health', (c) => HEALTH.run(c, [this.options.keyspace.key('health')], ['1', String(HEALTH_KEY_TTL_MS)]));
+      await probeWrite(call, this.options.keyspace.key('health'));
       this.setUp(true);
       await this.replicas.check(target, async () => String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication']))));
     } catch (err) {

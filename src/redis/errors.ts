@@ -47,9 +47,12 @@ export class RedisError extends SidecarError<RedisErrorCode> implements StoreFai
     return this.code === 'ERR_REDIS_REPLY';
   }
 
-  /** Redis answered at all (an error reply, even one in transition, proves the link works but not that Redis serves). */
+  /**
+   * Redis answered: with a refusal, or with fewer replicas than asked for (it serves; its replicas
+   * lag). An answer that is not an answer (`ERR_REDIS_IN_TRANSITION`) is not one.
+   */
   get answered(): boolean {
-    return this.code === 'ERR_REDIS_REPLY';
+    return this.code === 'ERR_REDIS_REPLY' || this.code === 'ERR_REDIS_NOT_REPLICATED';
   }
 }
 
