@@ -71,7 +71,12 @@ export class RedisClaimStore implements ClaimStore {
   }
 
   async backfill(id: string, remainingMs: number, mac: string): Promise<void> {
-    await this.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), acceptedValue(mac), 'PX', String(Math.max(1, Math.round(remainingMs)))]));
+    await this.connection.call('dedup_backfill', async (c) => {
+      // Replicated like an accept: a failover must not forget what the app was given.
+      await replicasInSync(c, this.wait);
+      await c.sendCommand(['SET', this.key(id), acceptedValue(mac), 'PX', String(Math.max(1, Math.round(remainingMs)))]);
+      await waitForReplicas(c, this.wait);
+    });
   }
 
   async onSettled(listener: (id: string, outcome: InFlightOutcome, mac: string | null) => void): Promise<void> {

@@ -102,6 +102,8 @@ export class SharedDedup implements DedupStore {
       // Down is down: refused by a Redis that answers (misconfigured), or silent longer than a lease.
       if (storeRefused(err) || store.silentForMs() >= leaseMs) {
         this.fallback('claim', err);
+        // Per event, at debug: which events this replica decided alone (the counter says how many).
+        this.options.logger.debug({ event: 'webhook_dedup_decided_alone', eventId: logId(id) }, 'webhook dedup decided by this replica alone');
         this.held.set(id, { token, mode: 'local' });
         return { kind: 'claimed', token };
       }
