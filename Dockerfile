@@ -18,6 +18,11 @@ FROM ${NODE_BUILD_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+# What ships, as a CycloneDX SBOM (/app/sbom.cdx.json in the image): npm sbom of the production tree
+# just installed. The devDependencies leave this stage's manifest first, so npm describes the installed
+# tree without counting the dev packages as missing (npm sbom --omit=dev would also drop production
+# packages that a dev package shares, undici and @opentelemetry/api among them).
+RUN npm pkg delete devDependencies && npm sbom --sbom-format=cyclonedx --sbom-type=application > sbom.cdx.json
 
 # Full install and TypeScript compile (tsc -> dist/).
 FROM ${NODE_BUILD_IMAGE} AS build
@@ -48,6 +53,7 @@ WORKDIR /app
 # its version from it.
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
+COPY --from=deps /app/sbom.cdx.json ./sbom.cdx.json
 COPY --from=build /app/dist ./dist
 # 7700 decision API (bound to 127.0.0.1: reachable from the same pod only), 7701 webhook ingress,
 # 7702 admin (/metrics, /healthz, /readyz).

@@ -3,7 +3,7 @@ import type { SidecarConfig } from './config/index.js';
 import type { Logger } from './observability/index.js';
 import type { Tracing } from './observability/tracing.js';
 import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, RECONCILED_EVENT_TYPE, type DeliverToApp } from './redec/index.js';
-import { RedisRedecState, type SharedState } from './redis/index.js';
+import type { SharedState } from './redis/index.js';
 import type { Webhooks } from './webhooks/index.js';
 
 /** Slack over one page and one forward that a running lease allows before it lapses (ms). */
@@ -26,9 +26,7 @@ export function startReconciler(
   const target = webhooks?.routes.pick(RECONCILED_EVENT_TYPE) ?? null;
   const deliver: DeliverToApp | null = webhooks && target ? (body, headers) => webhooks.app.forward(target.url, body, headers) : null;
   const state = shared
-    ? new RedisRedecState({
-        connection: shared.connection,
-        keyspace: shared.keyspace,
+    ? shared.redec({
         leaseMs: config.upstream.timeoutMs + (config.webhooks?.forwardTimeoutMs ?? 0) + LEASE_SLACK_MS,
         // A little under the interval, so the replica that ran finds it free at its next tick.
         holdMs: Math.max(1, Math.floor(rc.intervalMs * 0.9)),

@@ -1,3 +1,4 @@
+import type { Server as HttpServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import { serveSecrets, watchSecrets, type SidecarConfig } from './config/index.js';
@@ -5,8 +6,10 @@ import { DecisionLog, type AllowCache } from './decision/index.js';
 import { buildDecisions } from './decision-wiring.js';
 import { startFleet } from './fleet-wiring.js';
 import { createAdminListener } from './http/admin-listener.js';
+import { DecisionBoundary } from './http/decision-boundary.js';
 import { createDecisionListener } from './http/decision-listener.js';
 import { drainListeners, listenAll, type NamedListener } from './http/listen.js';
+import { bound, createListenerMetrics, type ListenerName } from './http/listener-bounds.js';
 import { createWebhookListener } from './http/webhook-listener.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
@@ -14,6 +17,7 @@ import { startReconciler } from './redec-wiring.js';
 import { VERSION } from './version.js';
 import { startTracing } from './observability/tracing-sdk.js';
 import { buildWebhooks, type Webhooks } from './webhooks/index.js';
+import { startUpstreamKeyProbe } from './upstream-key-probe.js';
 
 export interface SidecarDeps {
   readonly logger?: Logger;
@@ -25,7 +29,8 @@ export interface SidecarDeps {
 }
 
 export interface SidecarHandle {
-  readonly urls: { readonly decision: string; readonly webhook: string | null; readonly admin: string };
+  /** `grpc`: a grpc-js target (`127.0.0.1:7703` or `unix:/path`), null without `--grpc-listen`. */
+  readonly urls: { readonly decision: string; readonly webhook: string | null; readonly admin: string; readonly grpc: string | null };
   readonly registry: Registry;
   readonly readiness: Readiness;
   /** This replica's cache as a revocation seam (purges here only). */
@@ -66,6 +71,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     throw err;
   }
   const decisionLog = config.decisionLog ? new DecisionLog(config.decisionLog, { logger, dropped: decisions.metrics.decisionLogDropped, now }) : null;
+  // One fail-closed boundary for every decision route, HTTP and gRPC: one count, one log rate.
+  const boundary = new DecisionBoundary({ metrics: decisions.metrics, logger, decisionLog });
   const decisionServer = createDecisionListener({
     service: decisions.service,
     cache: decisions.cache,
@@ -77,24 +84,48 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     upstreamTimeoutMs: config.upstream.timeoutMs,
     decisionLog,
     forwardAuthUserHeader: config.forwardAuth.userHeader,
+    allowedHosts: config.listenerBounds.allowedHosts,
     tracing,
+    boundary,
   });
+  // gRPC ext_authz: grpc-js is loaded only when --grpc-listen asks for it.
+  const grpc = config.grpc
+    ? new (await import('./grpc/index.js')).GrpcListener({
+        service: decisions.service,
+        boundary,
+        readiness,
+        userHeader: config.forwardAuth.userHeader,
+        timeoutMs: config.upstream.timeoutMs,
+        maxMessageBytes: config.grpc.maxMessageBytes,
+        maxConcurrentStreams: config.grpc.maxConcurrentStreams,
+      })
+    : null;
+  const listenerMetrics = createListenerMetrics(registry);
   const listeners: NamedListener[] = [
     { name: 'decision', flag: '--listen', address: config.listeners.decision, server: decisionServer },
     ...(webhooks ? [{ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: createWebhookListener(webhooks, logger) }] : []),
+    ...(grpc && config.grpc ? [{ name: 'grpc', flag: '--grpc-listen', address: config.grpc.listen, server: grpc.server, drain: (ms: number) => grpc.drain(ms) }] : []),
     { name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) },
   ];
+
+  // The HTTP listeners; the gRPC one bounds itself (its connection cap, message size and streams).
+  for (const name of ['decision', 'webhook', 'admin'] as const satisfies readonly ListenerName[]) {
+    const l = listeners.find((x) => x.name === name);
+    if (l) bound(l.server as HttpServer, name, config.listenerBounds[name], listenerMetrics, logger);
+  }
 
   const secrets = watchSecrets(serveSecrets(config), { intervalMs: config.secretPollIntervalMs, logger, registry, now });
   // REDEC reconciliation: null when --redec-reconcile-interval-ms is 0.
   const reconciler = startReconciler(config, { shared: fleet.shared, webhooks, registry, logger, now, tracing });
+  // One cheap authenticated call tells a rejected API key apart from a service out of reach.
+  const keyProbe = startUpstreamKeyProbe(config, { logger, registry, now });
 
   // Each room closes itself; queueGraceMs is what is left of the shutdown budget for forwards in
   // flight (queue mode). Together: the webhook wing's app client, closed last within it, ends a
   // REDEC hand-over the app holds. Redis (the fleet) last: the others may still write to it.
   const release = async (queueGraceMs = 0): Promise<void> => {
     secrets.close();
-    await Promise.allSettled([reconciler?.close(), decisions.close(), webhooks?.close(queueGraceMs), decisionLog?.close()]);
+    await Promise.allSettled([reconciler?.close(), keyProbe.close(), decisions.close(), webhooks?.close(queueGraceMs), decisionLog?.close()]);
     await fleet.close();
     // Last, so the spans of the shutdown's own work go too; at most 1 s, or what is left of the budget.
     await tracing.shutdown(Math.max(100, Math.min(1000, queueGraceMs)));
@@ -104,12 +135,14 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     await release();
     throw err;
   });
+  // A grpc-js target, not a URL: host:port, or unix:/path as it is.
+  if (urls.grpc !== undefined) urls.grpc = urls.grpc.replace(/^http:\/\//, '');
   readiness.satisfy('listeners');
   logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null, redis: config.redis !== null }, 'consent-sidecar started');
 
   let closing: Promise<void> | undefined;
   return {
-    urls: { decision: urls.decision!, webhook: urls.webhook ?? null, admin: urls.admin! },
+    urls: { decision: urls.decision!, webhook: urls.webhook ?? null, admin: urls.admin!, grpc: urls.grpc ?? null },
     registry,
     readiness,
     revocations: decisions.local,

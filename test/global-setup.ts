@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,4 +37,6 @@ function build(): void {
   if (existsSync(BUILT) && statSync(BUILT).mtimeMs >= sources) return;
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
   if (tsc.status !== 0) throw new Error(`the build the CLI tests run failed (npm run build):\n${tsc.stdout}${tsc.stderr}`);
+  // As npm run build: the .proto files ship beside the code.
+  cpSync(join(ROOT, 'src/grpc/proto'), join(ROOT, 'dist/grpc/proto'), { recursive: true });
 }

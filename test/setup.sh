@@ -3,24 +3,33 @@
 # where it cannot. Part of the README's test command: `bash test/setup.sh && npm ci && npm run test:lines`.
 #
 #   promtool     (Debian: prometheus)    checks the metrics exposition and the chart's alert rules
+#   prometheus   (Debian: prometheus)    the server the dashboard's queries are evaluated on
 #   redis-server (Debian: redis-server)  the shared store of several replicas, spawned per test file
 #                                        on a free port (or set REDIS_URL, or run Docker for testcontainers)
 #   nginx        (Debian: nginx-light)   a real proxy in front of the app for forward-auth
+#   caddy        (Debian: caddy)         the Caddy forward-auth recipe, run in front of the app
 #   libfaketime  (Debian: faketime)      steps a live process's wall clock
 #   wrk          (Debian: wrk)           load generator of `npm run bench` (optional for the tests)
 #   redis-cli    (Debian: redis-tools)   joins spawned nodes into a Redis Cluster (redis-cli --cluster create)
 #   openssl      (Debian: openssl)       makes the CA and certificate of the Redis TLS test
+#   python3, go, javac (Debian: python3, golang-go, default-jdk-headless)
+#                                        run the Python, Go and Java clients of docs/clients.md
 set -euo pipefail
 
 # command-or-file to look for → Debian package
 declare -a WANT=(
   "promtool:prometheus"
+  "prometheus:prometheus"
   "redis-server:redis-server"
   "nginx:nginx-light"
+  "caddy:caddy"
   "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1:faketime"
   "wrk:wrk"
   "redis-cli:redis-tools"
   "openssl:openssl"
+  "/usr/bin/python3:python3"
+  "go:golang-go"
+  "javac:default-jdk-headless"
 )
 
 present() {
@@ -38,7 +47,7 @@ for entry in "${WANT[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "test/setup.sh: promtool, redis-server, nginx, libfaketime and wrk are installed"
+  echo "test/setup.sh: promtool, prometheus, redis-server, nginx, caddy, libfaketime, wrk, redis-cli, openssl, python3, go and a JDK are installed"
   exit 0
 fi
 

@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
-import { Registry } from 'prom-client';
 import { redisSecrets, resolveRedisConfig, resolveWebhookMaxBodyBytes, resolveWebhookSecrets, SERVE_OPTIONS, type RedisConfig } from '../config/index.js';
 import { silentLogger } from '../observability/index.js';
-import { createRedisMetrics, RedisConnection, RedisError, RedisKeyspace, RedisQueueStore, redisTargetOf } from '../redis/index.js';
+import type { RedisError } from '../redis/index.js';
+import { createRegistry } from '../observability/index.js';
 import { deadLetterBounds, listDeadLetters, replayDeadLetters, type DeadLetter, type QueueStore } from '../webhooks/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, rawFlags, warnUnknownVariables } from './spec-options.js';
+import { printable } from '../lib/printable.js';
 
 /** The `serve` flags these commands share: where the queue is. */
 const REDIS_OPTION_NAMES = [
@@ -42,13 +43,15 @@ const CONNECT_WAIT_MS = 5000;
 const ONE_SHOT_CALL_MS = 5000;
 
 async function withQueue<T>(redis: RedisConfig, work: (store: QueueStore) => Promise<T>): Promise<T> {
+  // The Redis client is loaded by these commands alone, not by every command of the CLI.
+  const { createRedisMetrics, RedisConnection, RedisError, RedisKeyspace, RedisQueueStore, redisTargetOf } = await import('../redis/index.js');
   const keyspace = new RedisKeyspace(redis.keyPrefix);
   const conn = new RedisConnection({
     target: () => redisTargetOf(redis),
     keyspace,
     commandTimeoutMs: Math.max(redis.commandTimeoutMs, ONE_SHOT_CALL_MS),
     logger: silentLogger(),
-    metrics: createRedisMetrics(new Registry()),
+    metrics: createRedisMetrics(createRegistry({ defaultMetrics: false })),
     healthIntervalMs: 100,
   });
   conn.start();
@@ -64,6 +67,11 @@ async function withQueue<T>(redis: RedisConfig, work: (store: QueueStore) => Pro
     for (const s of redisSecrets(redis)) s.close();
     await conn.close();
   }
+}
+
+/** A failure of Redis (its class is not loaded until a command needs Redis). */
+function isRedisError(err: unknown): err is RedisError {
+  return (err as { name?: unknown } | null)?.name === 'RedisError';
 }
 
 class NoQueueError extends Error {
@@ -84,7 +92,8 @@ export function formatAge(ms: number): string {
 
 /** A plain table: ID, TYPE, ATTEMPTS, LAST ERROR, AGE (since the event was accepted). */
 export function formatDeadLetters(letters: readonly DeadLetter[], now: number): string {
-  const rows = [['ID', 'TYPE', 'ATTEMPTS', 'LAST ERROR', 'AGE'], ...letters.map((l) => [l.id, l.type, String(l.attempts), l.lastError, formatAge(now - l.acceptedAt)])];
+  // What Redis holds is data from outside (event ids, types, errors): printed with controls escaped.
+  const rows = [['ID', 'TYPE', 'ATTEMPTS', 'LAST ERROR', 'AGE'], ...letters.map((l) => [printable(l.id), printable(l.type), String(l.attempts), printable(l.lastError), formatAge(now - l.acceptedAt)])];
   const widths = rows[0]!.map((_c, k) => Math.max(...rows.map((r) => r[k]!.length)));
   return rows.map((r) => r.map((v, k) => v.padEnd(widths[k]!)).join('  ').trimEnd()).join('\n');
 }
@@ -95,7 +104,7 @@ function failed(what: string, err: unknown): void {
     process.exitCode = EXIT.failure;
     return;
   }
-  if (!(err instanceof RedisError)) throw err;
+  if (!isRedisError(err)) throw err;
   process.stderr.write(`consent-sidecar: webhook dead-letters ${what}: ${err.message} (${err.code})\n`);
   process.exitCode = EXIT.failure;
 }

@@ -15,8 +15,33 @@ export function cliCommand(argv1: string | undefined = process.argv[1], cwd = pr
   return 'node dist/cli.js';
 }
 
+/**
+ * How long the REDEC story takes, in words: the service's 8 attempts (about an hour of service time,
+ * compressed by `timeScale`), then the grace after the reconciler first saw the obligation, then up
+ * to one interval before the run that hands it.
+ */
+export function redecWait(reconcile: { intervalMs: number; graceMs: number }, timeScale: number): string {
+  const retriesS = Math.round(SERVICE_RETRY_SCHEDULE_MS / timeScale / 1000);
+  const totalS = Math.ceil((Math.max(SERVICE_RETRY_SCHEDULE_MS / timeScale, reconcile.graceMs) + reconcile.intervalMs) / 1000);
+  const about = totalS >= 45 && totalS <= 100 ? 'about a minute' : `about ${totalS} s`;
+  return `${about}: the service retries for ${retriesS} s at this --time-scale, and the obligation is handed at the first run once the app is up and ${reconcile.graceMs / 1000} s have passed`;
+}
+
+/** The service's whole retry schedule (1+2+4+8+15+15+15 minutes) before a delivery is terminal. */
+const SERVICE_RETRY_SCHEDULE_MS = 60 * 60_000;
+
 /** What the demo prints: the URLs and the lines to try, in the form that runs where you are. */
-export function guideFor(decision: string, sim: SimulatorHandle, webhook: string | null, admin: string, appUrl: string, secret: string, webhookUrl: string | null, reconcile: { intervalMs: number; graceMs: number }): string {
+export function guideFor(
+  decision: string,
+  sim: SimulatorHandle,
+  webhook: string | null,
+  admin: string,
+  appUrl: string,
+  secret: string,
+  webhookUrl: string | null,
+  reconcile: { intervalMs: number; graceMs: number },
+  timeScale = 60,
+): string {
   const cli = cliCommand();
   const check = (user: string, key: string): string =>
     `curl -s -i -X POST ${decision}/v1/authorization/check -H 'content-type: application/json' -d '{"userReference":"${user}","configKey":"${key}"}'`;
@@ -47,18 +72,24 @@ export function guideFor(decision: string, sim: SimulatorHandle, webhook: string
     'purges her cached ALLOW, and the next check is DENY:',
     `  ${control('consents/revoke', '{"userReference":"alice","configKey":"marketing-email"}')}`,
     `  ${check('alice', 'marketing-email')}`,
-    'Grant it again (for an hour), and purge the cache by hand:',
+    'Grant it again (for an hour) and ask (ALLOW, now cached); purge the cache by hand (it says {"purged":1})',
+    'and the next answer comes from the service again (x-consent-decision-source: upstream):',
     `  ${control('consents/grant', '{"userReference":"alice","configKey":"marketing-email","ttlMs":3600000}')}`,
+    `  ${check('alice', 'marketing-email')}`,
     `  curl -s -X DELETE '${decision}/sidecar/cache?userReference=alice'`,
-    'Make the service fail for the next 3 checks (the sidecar answers 503, fail-closed):',
+    `  ${check('alice', 'marketing-email')}`,
+    'Make the service fail for the next 3 checks; the check skips the cache (Cache-Control: no-cache), so the',
+    'sidecar has to ask the failing service and answers 503 DENY (fail-closed); a cached ALLOW would still be served:',
     `  curl -s -X PUT ${sim.url}/_simulator/faults -H 'content-type: application/json' -d '{"status":503,"count":3}'`,
+    `  ${check('alice', 'marketing-email').replace(' -X POST ', " -X POST -H 'cache-control: no-cache' ")}`,
     'REDEC obligations the tenant still has to notify (after a credit-report grant or revoke):',
     `  ${control('consents/revoke', '{"userReference":"alice","configKey":"credit-report"}')}`,
     `  ${cli} redec pending --upstream-url ${sim.url} --api-key ${sim.apiKey} --output table`,
     `A lost REDEC notification, recovered by the reconciler (it lists pending obligations every ${reconcile.intervalMs / 1000} s and`,
     `hands the app any still pending ${reconcile.graceMs / 1000} s after it first saw it): take the demo app down, grant a`,
     'REDEC consent (its redec.notification.required deliveries get 503 until the service gives up: watch',
-    `them turn terminal in ${sim.url}/_simulator/deliveries), bring the app up, and wait for a RECONCILED line:`,
+    `them turn terminal in ${sim.url}/_simulator/deliveries), bring the app up, and wait for a RECONCILED line`,
+    `(${redecWait(reconcile, timeScale)}):`,
     `  curl -s -X POST ${new URL(appUrl).origin}/_demo/down`,
     `  ${control('consents/grant', '{"userReference":"carol","configKey":"credit-report","ttlMs":3600000}')}`,
     `  curl -s -X POST ${new URL(appUrl).origin}/_demo/up`,
@@ -74,8 +105,8 @@ export function guideFor(decision: string, sim: SimulatorHandle, webhook: string
       ? [
           'Sign a delivery yourself with the secret above and send it to the sidecar (sign prints the',
           'headers, then the curl line, which the last command runs):',
-          `  echo '{"id":"evt_by_hand","sequence":1,"type":"consent_action.created","occurredAt":${Date.now()},"data":{}}' > event.json`,
-          `  ${cli} webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`,
+          `  f=$(mktemp) && echo '{"id":"evt_by_hand","sequence":1,"type":"consent_action.created","occurredAt":${Date.now()},"data":{}}' > "$f"`,
+          `  ${cli} webhook sign --secret ${secret} --body-file "$f" --curl ${webhookUrl} | tail -n 1 | sh`,
         ]
       : []),
     `Webhook deliveries and their attempts: curl -s ${sim.url}/_simulator/deliveries`,

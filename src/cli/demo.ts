@@ -101,7 +101,7 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
     }
     const webhookUrl = sidecar.urls.webhook ? `${sidecar.urls.webhook}${config.webhooks?.path ?? '/webhooks'}` : null;
     const reconcile = config.redecReconcile ?? { intervalMs: 0, graceMs: 0 };
-    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url, secret, webhookUrl, reconcile);
+    const guide = guideFor(sidecar.urls.decision, simulator, sidecar.urls.webhook, sidecar.urls.admin, app.url, secret, webhookUrl, reconcile, options.timeScale);
     return { simulator, sidecar, appUrl: app.url, received, guide, close };
   } catch (err) {
     await close();

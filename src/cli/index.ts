@@ -1,37 +1,29 @@
-import { Command, CommanderError } from 'commander';
+import { CommanderError, type Command } from 'commander';
 import { ConfigError } from '../config/index.js';
-import { VERSION } from '../version.js';
-import { registerCheck } from './check.js';
-import { registerDemo } from './demo.js';
 import { CliUsageError, EXIT } from './errors.js';
-import { registerRedec } from './redec.js';
+import { newProgram } from './new-program.js';
 import { registerServe } from './serve.js';
-import { registerSimulate } from './simulate.js';
-import { registerWebhook } from './webhook.js';
+import { refuseRepeatedOptions } from './spec-options.js';
 
-/** The `consent-sidecar` program with every command registered. */
-export function buildProgram(): Command {
-  const program = new Command('consent-sidecar')
-    .description('A fail-closed sidecar between an application and a consent service')
-    .version(VERSION)
-    // A short error with commander's "Did you mean" suggestion, not the whole help.
-    .showHelpAfterError('(add --help for usage)')
-    // serve's longest flag leaves its descriptions 34 columns of 80; commander would stop wrapping
-    // below 40 and print 200-column lines. Set before the commands are added: they inherit it.
-    .configureHelp({ minWidthToWrap: 30 })
-    .exitOverride();
-  registerServe(program);
-  registerCheck(program);
-  registerWebhook(program);
-  registerRedec(program);
-  registerSimulate(program);
-  registerDemo(program);
-  return program;
+
+/**
+ * The program for these arguments. `serve` (what a pod runs) gets a program of its own command
+ * alone, so it loads none of the others' modules (the simulator, the demo, the one-shot commands'
+ * clients): a pod pays for what it runs. Anything else gets every command.
+ */
+async function programFor(argv: readonly string[]): Promise<Command> {
+  if (argv[2] === 'serve') {
+    const program = newProgram();
+    registerServe(program);
+    refuseRepeatedOptions(program);
+    return program;
+  }
+  return (await import('./program.js')).buildProgram();
 }
 
 /** Runs the CLI; bad usage or configuration prints a message naming the flag, never a stack trace. */
 export async function main(argv: readonly string[]): Promise<void> {
-  const program = buildProgram();
+  const program = await programFor(argv);
   try {
     await program.parseAsync([...argv]);
   } catch (err) {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
-import { createLogger } from '../observability/index.js';
+import { createLogger, stdoutSink } from '../observability/index.js';
 import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 export function registerServe(program: Command): void {
@@ -22,11 +22,12 @@ export function registerServe(program: Command): void {
           process.exit(1);
         }
         logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+        // The last lines go out if stdout takes them within a second; never waited for beyond.
         sidecar.close().then(
-          () => process.exit(0),
+          () => stdoutSink().drain(1000).then(() => process.exit(0)),
           (err: unknown) => {
             logger.error({ event: 'shutdown_failed', err }, 'shutdown failed');
-            process.exit(1);
+            void stdoutSink().drain(1000).then(() => process.exit(1));
           },
         );
       };

@@ -1,4 +1,4 @@
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { envName, secretFlagWarning, unknownEnvVariables, type OptionSpec, type RawFlags } from '../config/index.js';
 
 export const camel = (name: string): string => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
@@ -44,4 +44,27 @@ export function unknownVariableWarnings(): string[] {
 /** Writes {@link unknownVariableWarnings} to stderr, as the one-shot commands report them. */
 export function warnUnknownVariables(): void {
   for (const msg of unknownVariableWarnings()) process.stderr.write(`consent-sidecar: warning: ${msg}\n`);
+}
+
+/**
+ * Makes every option of `program` and its commands that takes one value refuse a second one:
+ * commander keeps the last of `--listen a --listen b` silently, so the sidecar would bind where the
+ * operator did not look. Options that collect repeats (their own argument parser) are left alone.
+ * Call once, after every command is registered.
+ */
+export function refuseRepeatedOptions(program: Command): void {
+  const walk = (cmd: Command): Command[] => [cmd, ...cmd.commands.flatMap(walk)];
+  for (const cmd of walk(program)) {
+    for (const option of cmd.options) {
+      if (!(option.required || option.optional) || option.variadic || option.parseArg) continue;
+      let first: string | undefined;
+      option.argParser((value: string) => {
+        if (first !== undefined) {
+          throw new InvalidArgumentError(`${option.long ?? option.flags} was given twice ("${first}", then "${value}"); it takes one value: give it once`);
+        }
+        first = value;
+        return value;
+      });
+    }
+  }
 }

@@ -28,7 +28,7 @@ export const DECISION_API_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'forward-auth-user-header',
     arg: '<name>',
-    description: 'forward-auth: the request header that carries the user reference (the proxy sets it; it must strip the client\'s)',
+    description: 'forward-auth and gRPC ext_authz: the request header that carries the user reference (the proxy sets it; it must strip the client\'s)',
     defaultText: DEFAULT_FORWARD_AUTH_USER_HEADER,
   },
 ];

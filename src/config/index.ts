@@ -6,3 +6,4 @@ export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type
 export type * from './types.js';
 export { redisSecrets, serveSecrets } from './types.js';
 export { ENV_PREFIX, unknownEnvVariables, type UnknownVariable } from './unknown-env.js';
+export { LOOPBACK_HOSTS, type ListenerBounds, type ListenersBoundsConfig } from './listener-bounds.js';

@@ -1,3 +1,4 @@
+import type { ListenAddress } from '../lib/listen-address.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
 import type { SidecarConfig } from './types.js';
@@ -9,7 +10,12 @@ export const DEFAULT_WEBHOOK_LISTEN = '0.0.0.0:7701';
 export const DEFAULT_ADMIN_LISTEN = '0.0.0.0:7702';
 
 export const LISTEN_OPTIONS: readonly OptionSpec[] = [
-  { name: 'listen', arg: '<host:port>', description: 'decision API listener', defaultText: DEFAULT_DECISION_LISTEN },
+  {
+    name: 'listen',
+    arg: '<host:port|unix:/path>',
+    description: 'decision API listener: host:port, or unix:/absolute/path.sock for a Unix socket the app reaches through a shared directory',
+    defaultText: DEFAULT_DECISION_LISTEN,
+  },
   { name: 'webhook-listen', arg: '<host:port>', description: 'webhook ingress listener', defaultText: DEFAULT_WEBHOOK_LISTEN },
   { name: 'admin-listen', arg: '<host:port>', description: 'metrics and probes listener', defaultText: DEFAULT_ADMIN_LISTEN },
 ];
@@ -23,12 +29,13 @@ export function readListeners(r: Reader): SidecarConfig['listeners'] {
 }
 
 /** Two listeners on one port (a wildcard host overlaps every host): the second one named. */
-export function checkPorts(r: Reader, listeners: SidecarConfig['listeners'], webhooksOn: boolean): void {
-  const ports = [
+export function checkPorts(r: Reader, listeners: SidecarConfig['listeners'], webhooksOn: boolean, grpc?: ListenAddress): void {
+  const ports: (readonly [string, ListenAddress])[] = [
     ['--listen', listeners.decision],
     ['--admin-listen', listeners.admin],
     ...(webhooksOn ? ([['--webhook-listen', listeners.webhook]] as const) : []),
-  ] as const;
+    ...(grpc ? ([['--grpc-listen', grpc]] as const) : []),
+  ];
   for (let i = 0; i < ports.length; i++) {
     for (let j = i + 1; j < ports.length; j++) {
       const [a, x] = ports[i]!;

@@ -1,7 +1,9 @@
 import { readCache } from './cache.js';
 import { readDecisionApi, readForwardAuth } from './decision-api.js';
 import { ConfigError } from './errors.js';
+import { readGrpc } from './grpc.js';
 import { checkPorts, readListeners } from './listen.js';
+import { readListenerBounds } from './listener-bounds.js';
 import { readDecisionLog, readLogLevel } from './observability.js';
 import { readProcessWide } from './process-wide.js';
 import { readRedecReconcile } from './redec.js';
@@ -41,23 +43,27 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const cache = readCache(r);
   const decisionApi = readDecisionApi(r);
   const forwardAuth = readForwardAuth(r);
+  const grpc = readGrpc(r);
   const webhooks = readWebhooks(r);
   const redis = readRedis(r);
   const logLevel = readLogLevel(r);
   const processWide = readProcessWide(r);
   const decisionLog = readDecisionLog(r);
-  const redecReconcile = readRedecReconcile(r);
+  const redecReconcile = readRedecReconcile(r, webhooks !== null);
   const tracing = readTracing(r, env);
+  const listenerBounds = readListenerBounds(r, webhooks?.bodyTimeoutMs ?? 10_000);
   checkQueueHasRedis(r, webhooks, redis);
-  checkPorts(r, listeners, webhooks !== null);
+  checkPorts(r, listeners, webhooks !== null, grpc?.listen);
 
   if (r.problems.length > 0 || !upstream) throw new ConfigError(r.problems);
   return Object.freeze({
     upstream: Object.freeze({ ...upstream, ...pool }),
     listeners,
+    listenerBounds,
     cache,
     decisionApi,
     forwardAuth,
+    grpc,
     webhooks: webhooks ? Object.freeze(webhooks) : null,
     redis: redis ? Object.freeze(redis) : null,
     logLevel,

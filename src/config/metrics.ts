@@ -1,4 +1,6 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import type { Logger } from 'pino';
 import { METRIC_PREFIX } from '../observability/registry.js';
 import { isFileSecret, secretRoleOf, type Secret, type SecretEvent } from './secret.js';
@@ -37,6 +39,19 @@ export interface SecretWatch {
 }
 
 /**
+ * Whether every user of the machine may read the secret at `path`. A Kubernetes Secret volume (its
+ * `..data` beside the file) is mounted only into the containers that name it: not said for it.
+ */
+function worldReadable(path: string): boolean {
+  try {
+    if (existsSync(join(dirname(path), '..data'))) return false;
+    return (statSync(path).mode & 0o004) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Starts following every file-backed secret: logs each reload and failure and counts them.
  * Closing the watch closes every secret given (file-backed or not).
  */
@@ -57,6 +72,12 @@ export function watchSecrets(
   for (const s of secrets) {
     if (!isFileSecret(s)) continue;
     const secret = secretRoleOf(s.origin);
+    if (s.path !== undefined && worldReadable(s.path)) {
+      options.logger.warn(
+        { event: 'secret_file_world_readable', origin: s.origin, role: secret },
+        `${s.origin}: the file is readable by every user of this machine (chmod o-r, or mount it as a Kubernetes Secret volume)`,
+      );
+    }
     // The series exist from the start, so increase() sees the first failure.
     metrics.reloadFailures.inc({ secret }, 0);
     metrics.lastReload.set({ secret }, options.now() / 1000);

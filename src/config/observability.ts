@@ -1,3 +1,4 @@
+import { lstatSync } from 'node:fs';
 import { LOG_LEVELS, type LogLevel } from '../observability/log-levels.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
@@ -53,6 +54,14 @@ const parseHashKey: SecretParser<string> = (text) => {
   return key.length >= 16 ? { value: key } : { error: 'the decision log hash key must be at least 16 characters' };
 };
 
+function isSymbolicLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /** `--decision-log*`: null when off. */
 export function readDecisionLog(r: Reader): DecisionLogConfig | null {
   const raw = r.raw('decision-log');
@@ -70,5 +79,7 @@ export function readDecisionLog(r: Reader): DecisionLogConfig | null {
     hashKey?.close();
     return null;
   }
+  // A symbolic link planted at the path would send decisions wherever it points: never followed.
+  if (destination !== 'stdout' && isSymbolicLink(destination)) r.problem(raw!.label, 'a symbolic link is there; it is not followed (give the file itself)');
   return Object.freeze({ destination, sampleRate, hashKey, bufferBytes });
 }

@@ -1,6 +1,8 @@
 import { CACHE_OPTIONS } from './cache.js';
 import { DECISION_API_OPTIONS } from './decision-api.js';
+import { GRPC_OPTIONS } from './grpc.js';
 import { LISTEN_OPTIONS } from './listen.js';
+import { LISTENER_BOUNDS_OPTIONS } from './listener-bounds.js';
 import { DECISION_LOG_OPTIONS, LOG_LEVEL_OPTIONS } from './observability.js';
 import type { OptionSpec } from './option-spec.js';
 import { PROCESS_OPTIONS } from './process-wide.js';
@@ -26,6 +28,7 @@ export {
 } from './upstream.js';
 export { DEFAULT_ADMIN_LISTEN, DEFAULT_DECISION_LISTEN, DEFAULT_WEBHOOK_LISTEN } from './listen.js';
 export { DEFAULT_CACHE_MAX_ENTRIES, DEFAULT_CACHE_MAX_TTL_MS, DEFAULT_CACHE_REFRESH_AHEAD_MS, DEFAULT_CACHE_SAFETY_MARGIN_MS } from './cache.js';
+export { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, DEFAULT_GRPC_MAX_MESSAGE_BYTES, GRPC_OPTIONS } from './grpc.js';
 export { DEFAULT_FORWARD_AUTH_USER_HEADER, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PRE_EVALUATION_LOG_INTERVAL_MS } from './decision-api.js';
 export {
   DEFAULT_WEBHOOK_BODY_TIMEOUT_MS,
@@ -59,9 +62,11 @@ export { DEFAULT_SECRET_POLL_INTERVAL_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   ...UPSTREAM_OPTIONS,
   ...LISTEN_OPTIONS,
+  ...LISTENER_BOUNDS_OPTIONS,
   ...UPSTREAM_POOL_OPTIONS,
   ...CACHE_OPTIONS,
   ...DECISION_API_OPTIONS,
+  ...GRPC_OPTIONS,
   ...WEBHOOK_OPTIONS,
   ...REDIS_OPTIONS,
   ...QUEUE_OPTIONS,

@@ -5,7 +5,10 @@ import type { RawEnv, RawFlags, RedecListingBounds, RedecListingFields, RedecRec
 
 // REDEC (issue 11): the listing's field names and bounds (`serve` and `redec pending`), and the reconciler.
 
-/** How often the pending REDEC obligations are listed (ms); 0 turns the reconciler off. */
+/**
+ * How often the pending REDEC obligations are listed (ms) when the reconciler is on by default, that
+ * is with `--app-webhook-url` (where obligations are handed); without it the default is off (0).
+ */
 export const DEFAULT_REDEC_RECONCILE_INTERVAL_MS = 300_000;
 /** An obligation still pending this long after it was first seen is handed to the app (ms). */
 export const DEFAULT_REDEC_RECONCILE_GRACE_MS = 7_200_000;
@@ -54,7 +57,7 @@ export const REDEC_RECONCILE_OPTIONS: readonly OptionSpec[] = [
     name: 'redec-reconcile-interval-ms',
     arg: '<ms>',
     description: 'how often pending REDEC obligations are listed; 0 turns the reconciler off',
-    defaultText: String(DEFAULT_REDEC_RECONCILE_INTERVAL_MS),
+    defaultText: `${DEFAULT_REDEC_RECONCILE_INTERVAL_MS} with --app-webhook-url, else 0 (off)`,
   },
   {
     name: 'redec-reconcile-grace-ms',
@@ -98,9 +101,16 @@ function readRedecBounds(r: Reader): RedecListingBounds {
   return Object.freeze({ maxPageBytes, maxRecords, maxListingBytes });
 }
 
-/** `--redec-reconcile-*` with the listing's fields and bounds; null when the reconciler is off. */
-export function readRedecReconcile(r: Reader): RedecReconcileConfig | null {
-  const intervalMs = r.int('redec-reconcile-interval-ms', DEFAULT_REDEC_RECONCILE_INTERVAL_MS, 0, 7 * 86_400_000);
+/**
+ * `--redec-reconcile-*` with the listing's fields and bounds; null when the reconciler is off.
+ *
+ * The reconciler hands obligations to the app at `--app-webhook-url`, so that is where REDEC is in
+ * use: with it the reconciler is on by default ({@link DEFAULT_REDEC_RECONCILE_INTERVAL_MS}); without
+ * it the default is off, and a plain `serve` neither lists the service nor warns about it. An interval
+ * given explicitly is honoured either way (listing without an app measures the obligations only).
+ */
+export function readRedecReconcile(r: Reader, appWebhooks: boolean): RedecReconcileConfig | null {
+  const intervalMs = r.int('redec-reconcile-interval-ms', appWebhooks ? DEFAULT_REDEC_RECONCILE_INTERVAL_MS : 0, 0, 7 * 86_400_000);
   const graceMs = r.int('redec-reconcile-grace-ms', DEFAULT_REDEC_RECONCILE_GRACE_MS, 0, 30 * 86_400_000);
   const repeatMs = r.int('redec-reconcile-repeat-ms', DEFAULT_REDEC_RECONCILE_REPEAT_MS, 1, 30 * 86_400_000);
   const pageLimit = r.int('redec-reconcile-page-limit', DEFAULT_REDEC_RECONCILE_PAGE_LIMIT, 1, 10_000);

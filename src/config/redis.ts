@@ -71,7 +71,8 @@ export const parseRedisUrl: SecretParser<URL> = (text) => {
   } catch {
     return { error: 'is not a valid URL (expected redis://[user:password@]host:port or rediss://…)' };
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: `must be a redis:// or rediss:// URL, got "${url.protocol}"` };
+  // Not quoted: without `//` what looks like a scheme may be a user name (`user:password@host`).
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: 'must be a redis:// or rediss:// URL (the value is not quoted: it may hold credentials)' };
   // What the Redis client would refuse only when it connects, after start (issue 20).
   if (url.hostname === '') return { error: 'must name a host (redis://host:port)' };
   if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,5}$/.test(url.pathname)) {

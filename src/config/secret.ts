@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFileSync, statSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 
 /** Parses a secret's text; returns the value or an error message. */
 export type SecretParser<T> = (text: string) => { value: T } | { error: string };
@@ -21,6 +21,8 @@ export interface Secret<T> {
   current(): T;
   /** `--flag` or `--flag-file (path)`, for messages; never the value. */
   readonly origin: string;
+  /** The file it follows (`--*-file`), or undefined for a value. */
+  readonly path?: string;
   /** Starts polling (files only); idempotent. */
   watch(intervalMs: number, onEvent: (event: SecretEvent) => void): void;
   /** Stops polling. */
@@ -43,6 +45,9 @@ export function staticSecret<T>(value: T, origin: string): Secret<T> {
 export function fileSecret<T>(path: string, origin: string, parse: SecretParser<T>): Secret<T> | string {
   let text: string;
   try {
+    // A named pipe (or a device) would block the read, or hand over whatever its writer chooses.
+    const kind = statSync(path);
+    if (!kind.isFile()) return `${path}: is not a regular file (${kind.isFIFO() ? 'a named pipe' : kind.isDirectory() ? 'a directory' : 'a special file'}); a secret is read from a file`;
     text = readFileSync(path, 'utf8');
   } catch (err) {
     return `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`;
@@ -52,25 +57,36 @@ export function fileSecret<T>(path: string, origin: string, parse: SecretParser<
 
   let value = first.value;
   let lastText = text;
+  /** What the last failed re-read found (the text, or the error code): said once, not every poll. */
+  let lastFailure: string | undefined;
   let timer: NodeJS.Timeout | undefined;
   let reading = false;
+
+  const failed = (found: string, detail: string, onEvent: (event: SecretEvent) => void): void => {
+    if (found === lastFailure) return;
+    lastFailure = found;
+    onEvent({ kind: 'reload_failed', origin, detail });
+  };
 
   const poll = async (onEvent: (event: SecretEvent) => void): Promise<void> => {
     if (reading) return;
     reading = true;
     try {
+      if (!(await stat(path)).isFile()) return failed('\0not a file', 'is not a regular file', onEvent);
       const next = await readFile(path, 'utf8');
-      if (next === lastText) return;
-      const parsed = parse(next);
-      if ('error' in parsed) {
-        onEvent({ kind: 'reload_failed', origin, detail: parsed.error });
+      if (next === lastText) {
+        lastFailure = undefined;
         return;
       }
+      const parsed = parse(next);
+      if ('error' in parsed) return failed(next, parsed.error, onEvent);
       lastText = next;
+      lastFailure = undefined;
       value = parsed.value;
       onEvent({ kind: 'reloaded', origin });
     } catch (err) {
-      onEvent({ kind: 'reload_failed', origin, detail: (err as NodeJS.ErrnoException).code ?? 'read error' });
+      const code = (err as NodeJS.ErrnoException).code ?? 'read error';
+      failed(`\0${code}`, code, onEvent);
     } finally {
       reading = false;
     }
@@ -79,6 +95,7 @@ export function fileSecret<T>(path: string, origin: string, parse: SecretParser<
   return {
     current: () => value,
     origin,
+    path,
     watch(intervalMs, onEvent) {
       if (timer) return;
       timer = setInterval(() => void poll(onEvent), intervalMs);

@@ -1,3 +1,4 @@
+import type { ListenersBoundsConfig } from './listener-bounds.js';
 import type { TracingOptions } from '../observability/tracing.js';
 import type { ListenAddress } from '../lib/listen-address.js';
 import type { LogLevel } from './observability.js';
@@ -14,6 +15,8 @@ export interface UpstreamConfig {
 }
 
 export interface UpstreamPoolConfig {
+  /** `--api-key-check`: probe the API key once at start (and with backoff until it is accepted). */
+  readonly keyCheck: boolean;
   /** Keep-alive connections to the service. */
   readonly connections: number;
   /** Checks waiting on the service at once before misses are shed (503 `overload`). */
@@ -38,6 +41,15 @@ export interface CacheConfig {
 export interface DecisionApiConfig {
   readonly maxRequestBytes: number;
   readonly preEvaluationLogIntervalMs: number;
+}
+
+/** The gRPC ext_authz listener (`--grpc-listen`). */
+export interface GrpcConfig {
+  readonly listen: ListenAddress;
+  /** Largest CheckRequest decided (bytes). */
+  readonly maxMessageBytes: number;
+  /** Streams one connection may have open at once. */
+  readonly maxConcurrentStreams: number;
 }
 
 /** Forward-auth (`/sidecar/forward-auth`) for a proxy in the pod. */
@@ -70,8 +82,12 @@ export interface WebhookConfig {
   // --- unauthenticated load (issue 8) ---
   /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
   readonly maxUnverifiedBytes: number;
+  /** Of those, what one sender address may hold (`--webhook-peer-max-unverified`). */
+  readonly maxUnverifiedBytesPerPeer: number;
   /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
   readonly bodyTimeoutMs: number;
+  /** Slowest accepted body, in bytes a second after a short grace (`--webhook-min-body-rate-bytes`; 0: off); slower, 503 `body_too_slow`. */
+  readonly minBodyRateBytes: number;
   /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
   readonly dedupLeaseMs: number;
   /** Queue mode: how long an event is retried before it is dead-lettered (ms), `--webhook-queue-horizon-ms`. */
@@ -181,9 +197,13 @@ export interface SidecarConfig {
     readonly webhook: ListenAddress;
     readonly admin: ListenAddress;
   };
+  /** What each listener admits (connections, timeouts) and the decision listener's extra `Host` names. */
+  readonly listenerBounds: ListenersBoundsConfig;
   readonly cache: CacheConfig;
   readonly decisionApi: DecisionApiConfig;
   readonly forwardAuth: ForwardAuthConfig;
+  /** `null` without `--grpc-listen`: no gRPC listener. */
+  readonly grpc: GrpcConfig | null;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
   /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */

@@ -33,8 +33,18 @@ export const UPSTREAM_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
-/** `serve` alone: the pool, the in-flight bound, the passthrough and the breaker. */
+/** Whether `serve` checks the API key with one call at start (`--api-key-check`). */
+export const DEFAULT_API_KEY_CHECK = 'on';
+
+/** `serve` alone: the key check, the pool, the in-flight bound, the passthrough and the breaker. */
 export const UPSTREAM_POOL_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'api-key-check',
+    arg: '<on|off>',
+    description:
+      'at start, one check call tells a rejected API key (401/403: error upstream_rejects_api_key naming the key\'s flag, gauge consent_sidecar_upstream_api_key_rejected) from a service that cannot be reached; repeated with backoff until the key is accepted; readiness does not depend on it',
+    defaultText: DEFAULT_API_KEY_CHECK,
+  },
   {
     name: 'upstream-connections',
     arg: '<n>',
@@ -76,7 +86,14 @@ const parseApiKey: SecretParser<string> = (text) => {
 
 /** `--upstream-url`, `--api-key[-file]`, `--upstream-timeout-ms`: null when the service cannot be reached. */
 export function readUpstream(r: Reader): UpstreamConfig | null {
-  const baseUrl = r.url('upstream-url', true);
+  let baseUrl = r.url('upstream-url', true);
+  // Paths are joined below the base URL's path: a query or fragment there would end up in the
+  // middle of every URL built from it (the key sent to `?tenant=/v1/…`).
+  const rawUrl = r.raw('upstream-url');
+  if (baseUrl && rawUrl && /[?#]/.test(rawUrl.value)) {
+    r.problem(rawUrl.label, 'must not carry a query or fragment (give the base URL the service paths go below, e.g. https://consent.example.com/api)');
+    baseUrl = null;
+  }
   const apiKey = r.secret('api-key', parseApiKey);
   if (!apiKey && !r.problems.some((p) => p.startsWith('--api-key'))) {
     r.problem('--api-key', `one of --api-key or --api-key-file is required (or set ${envName('api-key')} / ${envName('api-key-file')})`);
@@ -93,7 +110,8 @@ export function readUpstreamPool(r: Reader): Omit<SidecarConfig['upstream'], key
   const passthroughTimeoutMs = r.int('passthrough-timeout-ms', DEFAULT_PASSTHROUGH_TIMEOUT_MS, 1, 600_000);
   const failureThreshold = r.int('breaker-failure-threshold', DEFAULT_BREAKER_FAILURE_THRESHOLD, 1, 10_000);
   const cooldownMs = r.int('breaker-cooldown-ms', DEFAULT_BREAKER_COOLDOWN_MS, 1, 3_600_000);
-  return { connections, maxInFlight, passthroughTimeoutMs, breaker: Object.freeze({ failureThreshold, cooldownMs }) };
+  const keyCheck = r.oneOf('api-key-check', ['on', 'off'], DEFAULT_API_KEY_CHECK) === 'on';
+  return { keyCheck, connections, maxInFlight, passthroughTimeoutMs, breaker: Object.freeze({ failureThreshold, cooldownMs }) };
 }
 
 /**

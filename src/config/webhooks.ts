@@ -20,6 +20,8 @@ export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
 export const DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES = 16_777_216;
 /** Time a delivery's body has to arrive once its headers passed (ms); beyond it, 503 `body_timeout`. */
 export const DEFAULT_WEBHOOK_BODY_TIMEOUT_MS = 10_000;
+/** Slowest accepted unverified body (bytes a second, after a 2 s grace); slower senders are cut. */
+export const DEFAULT_WEBHOOK_MIN_BODY_RATE_BYTES = 4096;
 /** Time the app has to accept one forwarded event (ms). */
 export const DEFAULT_WEBHOOK_FORWARD_TIMEOUT_MS = 10_000;
 /** How long an accepted event id is remembered (ms); the service retries for about an hour. */
@@ -69,6 +71,18 @@ export const WEBHOOK_OPTIONS: readonly OptionSpec[] = [
     arg: '<ms>',
     description: "time a delivery's body has to arrive once its headers passed; beyond, 503",
     defaultText: String(DEFAULT_WEBHOOK_BODY_TIMEOUT_MS),
+  },
+  {
+    name: 'webhook-peer-max-unverified',
+    arg: '<bytes>',
+    description: 'of --webhook-max-unverified-bytes, what one sender address may hold (behind an ingress every delivery may come from one address)',
+    defaultText: 'a quarter of --webhook-max-unverified-bytes, at least --webhook-max-body-bytes',
+  },
+  {
+    name: 'webhook-min-body-rate-bytes',
+    arg: '<bytes>',
+    description: 'slowest accepted delivery body, in bytes a second after a 2 s grace (0: off); slower, 503 and the connection is cut',
+    defaultText: String(DEFAULT_WEBHOOK_MIN_BODY_RATE_BYTES),
   },
   { name: 'webhook-required-header', arg: '<"Name: value">', description: 'header every delivery must carry (not forwarded)', secret: true },
   { name: 'webhook-required-header-file', arg: '<path>', description: 'file holding "Name: value"; re-read when it changes' },
@@ -120,7 +134,8 @@ export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
   if (colon <= 0) return { error: 'expected "Name: value"' };
   const name = line.slice(0, colon).trim();
   const value = line.slice(colon + 1).trim();
-  if (!HEADER_NAME.test(name)) return { error: `"${name}" is not a valid header name` };
+  // Not quoted: a value written without its name ("Bearer abc: …") would be echoed into the logs.
+  if (!HEADER_NAME.test(name)) return { error: 'what precedes ":" is not a valid header name (not quoted: it may hold the secret)' };
   if (FORBIDDEN_REQUIRED_HEADER.test(name)) return { error: `"${name}" cannot be a custom header (the service forbids it)` };
   if (value === '') return { error: 'the header value is empty' };
   return { value: Object.freeze({ name: name.toLowerCase(), value }) };
@@ -179,8 +194,17 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   // Unauthenticated load (issue 8).
   const maxUnverifiedBytes = r.int('webhook-max-unverified-bytes', DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES, 1024, 4 * 1024 * 1024 * 1024);
   const bodyTimeoutMs = r.int('webhook-body-timeout-ms', DEFAULT_WEBHOOK_BODY_TIMEOUT_MS, 1, 600_000);
+  const minBodyRateBytes = r.int('webhook-min-body-rate-bytes', DEFAULT_WEBHOOK_MIN_BODY_RATE_BYTES, 0, 1_073_741_824);
+  const peerDefault = Math.min(maxUnverifiedBytes, Math.max(maxBodyBytes, Math.floor(maxUnverifiedBytes / 4)));
+  const maxUnverifiedBytesPerPeer = r.int('webhook-peer-max-unverified', peerDefault, 1024, 4 * 1024 * 1024 * 1024);
+  if (maxUnverifiedBytesPerPeer > maxUnverifiedBytes) r.problem('--webhook-peer-max-unverified', `must be at most --webhook-max-unverified-bytes (${maxUnverifiedBytes})`);
+  else if (maxUnverifiedBytesPerPeer < maxBodyBytes) r.problem('--webhook-peer-max-unverified', `must be at least --webhook-max-body-bytes (${maxBodyBytes}), or no delivery of the largest size could ever be read`);
   if (maxUnverifiedBytes < maxBodyBytes) {
     r.problem('--webhook-max-unverified-bytes', `must be at least --webhook-max-body-bytes (${maxBodyBytes}), or no delivery of the largest size could ever be read`);
+  }
+  // A replay inside the tolerance window must still find the id remembered: twice the window, at least.
+  if (dedupRetentionMs < 2 * toleranceS * 1000) {
+    r.problem('--webhook-dedup-retention-ms', `must be at least twice --webhook-tolerance-s (${2 * toleranceS * 1000} ms): a delivery replayed inside the window would otherwise reach the app twice`);
   }
   const queue = readQueue(r, forwardTimeoutMs);
 
@@ -207,7 +231,9 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
     dedupRetentionMs,
     dedupMaxEntries,
     maxUnverifiedBytes,
+    maxUnverifiedBytesPerPeer,
     bodyTimeoutMs,
+    minBodyRateBytes,
     ...queue,
   };
 }

@@ -51,6 +51,11 @@ export function rejectedAnswer(invalid: InvalidRequest): Answer {
   });
 }
 
+/** 405 for a method a route does not take, naming what it takes. */
+export function methodNotAllowedAnswer(detail: string): Answer {
+  return answer(405, 'deny', 'rejected', { decision: 'DENY', error: 'invalid_request', field: 'method', detail });
+}
+
 /** 405 for anything but POST on the check path. */
 export const METHOD_NOT_ALLOWED_ANSWER = answer(405, 'deny', 'rejected', {
   decision: 'DENY',

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { constants, createWriteStream, openSync } from 'node:fs';
+import { stdoutSink } from '../observability/stdout.js';
 import type { Logger } from 'pino';
 import type { DecisionLogConfig } from '../config/index.js';
 import type { DecisionRoute } from './metrics.js';
@@ -11,6 +12,15 @@ import type { Answer, CheckRequest } from './types.js';
  * file's asynchronous open coincides with that bind.
  */
 const DECISION_LOG_FILE_MODE = 0o644;
+
+/**
+ * An append-only file stream that never follows a symbolic link at `path` (one planted there would
+ * send decisions to whatever file it points at).
+ */
+function openLogFile(path: string): DecisionLogSink {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, DECISION_LOG_FILE_MODE);
+  return createWriteStream('', { fd });
+}
 
 /** Where lines go: stdout or an append-only file stream (anything with write and a buffered length). */
 export interface DecisionLogSink {
@@ -72,7 +82,7 @@ export class DecisionLog {
     if (!config.hashKey) {
       deps.logger.warn({ event: 'decision_log_random_key' }, 'decision log: no --decision-log-hash-key, so hashes are per process and cannot be correlated across restarts or replicas');
     }
-    this.sink = deps.sink ?? (config.destination === 'stdout' ? process.stdout : createWriteStream(config.destination, { flags: 'a', mode: DECISION_LOG_FILE_MODE }));
+    this.sink = deps.sink ?? (config.destination === 'stdout' ? stdoutSink() : openLogFile(config.destination));
     this.sink.on?.('error', (err: Error) => {
       if (!this.broken) deps.logger.error({ event: 'decision_log_failed', code: (err as NodeJS.ErrnoException).code }, 'decision log cannot be written; lines are dropped');
       this.broken = true;
@@ -115,7 +125,7 @@ export class DecisionLog {
   /** Flushes and closes a file sink (stdout stays open). */
   close(): Promise<void> {
     const sink = this.sink;
-    if (sink === process.stdout || !sink.end) return Promise.resolve();
+    if (!sink.end) return Promise.resolve();
     return new Promise((resolve) => sink.end!(() => resolve()));
   }
 }

@@ -1,4 +1,4 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import { METRIC_PREFIX } from '../observability/index.js';
 
 /** Why a replica purged its whole cache instead of catching up (`cause` label). */

@@ -1,4 +1,4 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import { FastCounter, FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 import { BREAKER_STATES, type BreakerState } from './breaker.js';
 import { FAIL_CLOSED_CAUSES, type FailClosedCause } from './errors.js';

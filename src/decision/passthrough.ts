@@ -1,34 +1,26 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Pool } from 'undici';
+import { Pool } from '../lib/undici.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { joinPath } from './upstream-client.js';
 
-/** Connection-level headers that must not cross a proxy (RFC 9110 §7.6.1), plus those we own. */
-const DROP_REQUEST = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'host',
-  'authorization',
-  'proxy-authorization',
-  'expect',
-]);
-const DROP_RESPONSE = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  // Replaced by `no-store`: a passthrough answer is never cached (issue 20).
-  'cache-control',
-  'expires',
-]);
+/** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), either way. */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'];
+/** Beside those, never sent to the service: ours to set (`host`, the key) or not the app's to ask for. */
+const DROP_REQUEST = new Set([...HOP_BY_HOP, 'host', 'authorization', 'proxy-authorization', 'expect']);
+/** Beside those, never passed back: replaced by `no-store` (a passthrough answer is never cached). */
+const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'cache-control', 'expires']);
+/** The sidecar's own headers (`x-consent-decision-source`, …): never taken from the service. */
+const OWN_PREFIX = 'x-consent-';
+
+/** Methods passed through; any other (TRACE, TRACK, CONNECT, …) is refused before anything is sent. */
+export const PASSTHROUGH_METHODS: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** The header names a `Connection` field lists (lower case): hop-by-hop for this message. */
+function connectionListed(value: string | string[] | undefined): Set<string> {
+  const out = new Set<string>();
+  for (const v of ([] as string[]).concat(value ?? [])) for (const name of v.split(',')) if (name.trim() !== '') out.add(name.trim().toLowerCase());
+  return out;
+}
 
 /**
  * Forwards any other `/v1/*` request to the service with the API key injected and returns the
@@ -51,8 +43,9 @@ export class Passthrough {
    */
   async forward(req: IncomingMessage, res: ServerResponse, target: string, traceHeaders?: readonly string[]): Promise<void> {
     const headers: Record<string, string | string[]> = {};
+    const listed = connectionListed(req.headers.connection);
     for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined && !DROP_REQUEST.has(name)) headers[name] = value;
+      if (value !== undefined && !DROP_REQUEST.has(name) && !listed.has(name)) headers[name] = value;
     }
     if (traceHeaders !== undefined) {
       // The W3C headers the route judged (spans on: the sidecar's call span; off: the app's own,
@@ -74,8 +67,9 @@ export class Passthrough {
         signal,
       });
       const out: Record<string, string | string[]> = {};
+      const back = connectionListed(upstream.headers.connection);
       for (const [name, value] of Object.entries(upstream.headers)) {
-        if (value !== undefined && !DROP_RESPONSE.has(name)) out[name] = value;
+        if (value !== undefined && !DROP_RESPONSE.has(name) && !back.has(name) && !name.startsWith(OWN_PREFIX)) out[name] = value;
       }
       // Whatever the service said: an answer through the sidecar is never stored by anyone
       // (some, like a single-use authorize, must never be replayed from a cache).

@@ -2,7 +2,7 @@ import type { CheckRequest } from './types.js';
 
 /** Why a request was refused before the service was asked. `field` names what is wrong. */
 export interface InvalidRequest {
-  readonly field: 'body' | 'userReference' | 'configKey' | 'path' | 'method' | 'request';
+  readonly field: 'body' | 'userReference' | 'configKey' | 'path' | 'method' | 'request' | 'host';
   readonly detail: string;
   /** A stable code of what is wrong, where the field alone does not say (a refused path). */
   readonly problem?: string;

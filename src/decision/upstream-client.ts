@@ -1,4 +1,4 @@
-import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { Pool, errors as undiciErrors, type Dispatcher } from '../lib/undici.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { DecisionError } from './errors.js';

@@ -1,7 +1,9 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import { createServer } from '../lib/node-http.js';
 import type { Registry } from 'prom-client';
 import type { Readiness } from '../observability/index.js';
 import { pathOf, routeTable } from './route-table.js';
+import { TIMEOUT_CHECK_INTERVAL_MS } from './listener-bounds.js';
 
 function json(res: ServerResponse, status: number, body: object): void {
   const text = JSON.stringify(body);
@@ -37,5 +39,5 @@ export function createAdminListener(o: { registry: Registry; readiness: Readines
       json(res, 404, { error: 'not_found', detail: `no route for ${req.method} ${pathOf(req.url ?? '')}` });
     },
   );
-  return createServer(dispatch);
+  return createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, dispatch);
 }

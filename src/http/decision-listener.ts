@@ -1,4 +1,5 @@
-import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createServer, STATUS_CODES } from '../lib/node-http.js';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
@@ -10,8 +11,10 @@ import { checkBoundary, createCheckRoute, SOURCE_HEADER } from './check-route.js
 import { DecisionBoundary } from './decision-boundary.js';
 import { createForwardAuth, FORWARD_AUTH_PATH, forwardAuthBoundary } from './forward-auth.js';
 import { passthroughRoute } from './passthrough-route.js';
+import { hostChecked, hostGuard } from './host-check.js';
 import { CHECK_PATH } from './request-target.js';
 import { routeTable, type Handler } from './route-table.js';
+import { TIMEOUT_CHECK_INTERVAL_MS } from './listener-bounds.js';
 
 export { CHECK_PATH } from './request-target.js';
 export { SOURCE_HEADER } from './check-route.js';
@@ -35,6 +38,8 @@ export interface DecisionListenerOptions {
   readonly tracing?: Tracing;
   /** The decision routes' fail-closed boundary; one of its own by default. */
   readonly boundary?: DecisionBoundary;
+  /** `Host` names accepted beside the loopback ones (`--allowed-host`). */
+  readonly allowedHosts?: readonly string[];
 }
 
 /**
@@ -49,34 +54,45 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   const check = createCheckRoute({ service: o.service, answers: checkAnswers, maxRequestBytes: o.maxRequestBytes, tracing });
   const rest = passthroughRoute({ passthrough: o.passthrough, check, answers: checkAnswers, logger: o.logger, tracing });
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
+  // Every route but forward-auth, whose proxy passes the original request's Host on.
+  const allowed = hostGuard(o.allowedHosts ?? []);
+  const guarded = (h: Handler): Handler => hostChecked(h, allowed, checkAnswers);
+  const guardedRest = guarded(rest);
 
   const dispatch = routeTable(
     [
       // The hot path first: one string comparison.
-      { path: CHECK_PATH, methods: ['POST'], handle: check, methodNotAllowed: rest },
+      { path: CHECK_PATH, methods: ['POST'], handle: guarded(check), methodNotAllowed: guardedRest },
       {
         path: FORWARD_AUTH_PATH,
         match: 'subtree',
         methods: '*',
         handle: createForwardAuth({ service: o.service, answers: forwardAuthBoundary(boundary), userHeader: o.forwardAuthUserHeader ?? 'x-user-reference', tracing }),
       },
-      { path: BATCH_PATH, match: 'path', methods: ['POST'], handle: createBatchRoute({ service: o.service, boundary, timeoutMs: o.upstreamTimeoutMs, tracing }), methodNotAllowed: methodNotAllowed('POST') },
-      { path: '/sidecar/cache', match: 'path', methods: ['DELETE'], handle: cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger }), methodNotAllowed: methodNotAllowed('DELETE') },
+      { path: BATCH_PATH, match: 'path', methods: ['POST'], handle: guarded(createBatchRoute({ service: o.service, boundary, timeoutMs: o.upstreamTimeoutMs, tracing })), methodNotAllowed: methodNotAllowed('POST') },
+      { path: '/sidecar/cache', match: 'path', methods: ['DELETE'], handle: guarded(cacheAdminRoute({ cache: o.cache, revocations: o.revocations, metrics: o.metrics, logger: o.logger })), methodNotAllowed: methodNotAllowed('DELETE') },
     ],
     (req, res) => {
       // An absolute-form target (`GET http://evil.example/v1/x`) or `*` would reach the service
-      // with our API key added: only origin-form passes, before any route sees it.
+      // with our API key added: only origin-form passes, before anything else is judged.
       if (!req.url?.startsWith('/')) {
         req.resume();
         return checkAnswers.answer(res, notOriginForm, performance.now(), undefined, null);
       }
-      rest(req, res);
+      guardedRest(req, res);
     },
   );
-  const server = createServer({ keepAliveTimeout: 65_000 }, dispatch);
+  const server = createServer({ keepAliveTimeout: 65_000, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, dispatch);
   server.on('clientError', answerClientError);
+  // CONNECT is no request for the service: refused like any method the passthrough does not take.
+  server.on('connect', (_req: unknown, socket: Duplex) => socket.end(CONNECT_REFUSED));
   return server;
 }
+
+const CONNECT_BODY = JSON.stringify({ decision: 'DENY', error: 'invalid_request', field: 'method', detail: 'CONNECT is not served' });
+const CONNECT_REFUSED =
+  `HTTP/1.1 405 Method Not Allowed\r\nallow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\ncontent-type: application/json\r\n` +
+  `content-length: ${Buffer.byteLength(CONNECT_BODY)}\r\ncache-control: no-store\r\n${SOURCE_HEADER}: rejected\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
 
 /** 405 for a sidecar route asked with another method, naming the one it takes. */
 function methodNotAllowed(allow: string): Handler {

@@ -1,17 +1,17 @@
 import { lstatSync, unlinkSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Server as NetServer } from 'node:net';
 import { SidecarError } from '../lib/errors.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
 
 /** Starts listening and resolves with the bound address (port 0 picks a free port). */
-export async function listen(server: Server, address: ListenAddress): Promise<AddressInfo> {
+export async function listen(server: NetServer, address: ListenAddress): Promise<AddressInfo> {
   await bind(server, (done) => server.listen(address.port, address.host, done));
   return server.address() as AddressInfo;
 }
 
 /** Runs `start` (a `server.listen` call) and resolves once listening, or rejects with its error. */
-function bind(server: Server, start: (done: () => void) => void): Promise<void> {
+function bind(server: NetServer, start: (done: () => void) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
@@ -44,7 +44,7 @@ export class ListenError extends SidecarError<ListenErrorCode> {}
  * ECONNREFUSED), replaced; a live socket, a symlink, or any other kind of file, refused
  * ({@link ListenError}).
  */
-export async function listenAt(server: Server, address: ListenAddress): Promise<string> {
+export async function listenAt(server: NetServer, address: ListenAddress): Promise<string> {
   const path = address.path;
   if (path === undefined) return baseUrlOf(await listen(server, address));
   await clearStaleSocket(path);
@@ -143,12 +143,18 @@ export function closeGracefully(server: Server, timeoutMs: number): Promise<void
   });
 }
 
-/** One listener of the sidecar: its name in `urls`, the flag that sets its address, its server. */
-export interface NamedListener {
+/**
+ * One listener of the sidecar: its name in `urls`, the flag that sets its address, its server; an
+ * HTTP server drains with {@link closeGracefully}, any other brings its own `drain`.
+ */
+export type NamedListener = {
   readonly name: string;
   readonly flag: string;
-  readonly server: Server;
   readonly address: ListenAddress;
+} & ({ readonly server: Server; readonly drain?: undefined } | { readonly server: NetServer; drain(timeoutMs: number): Promise<void> });
+
+function drainOne(l: NamedListener, timeoutMs: number): Promise<void> {
+  return l.drain !== undefined ? l.drain(timeoutMs) : closeGracefully(l.server, timeoutMs);
 }
 
 /**
@@ -163,7 +169,7 @@ export async function listenAll(listeners: readonly NamedListener[]): Promise<Re
     return urls;
   } catch (err) {
     const failed = listeners.find((l) => !l.server.listening && !urls[l.name]);
-    await Promise.allSettled(listeners.map((l) => closeGracefully(l.server, 0)));
+    await Promise.allSettled(listeners.map((l) => drainOne(l, 0)));
     const where = failed ? `${failed.flag} ${failed.address.path !== undefined ? `unix:${failed.address.path}` : `${failed.address.host}:${failed.address.port}`}` : 'listener';
     const why = err instanceof ListenError ? err.message : `cannot listen (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
     throw new Error(`${where}: ${why}`, { cause: err });
@@ -177,6 +183,6 @@ export async function listenAll(listeners: readonly NamedListener[]): Promise<Re
  */
 export async function drainListeners(listeners: readonly NamedListener[], deadline: number): Promise<void> {
   const left = (): number => Math.max(0, deadline - performance.now());
-  await Promise.all(listeners.filter((l) => l.name !== 'admin').map((l) => closeGracefully(l.server, left())));
-  await Promise.all(listeners.filter((l) => l.name === 'admin').map((l) => closeGracefully(l.server, Math.min(1000, left()))));
+  await Promise.all(listeners.filter((l) => l.name !== 'admin').map((l) => drainOne(l, left())));
+  await Promise.all(listeners.filter((l) => l.name === 'admin').map((l) => drainOne(l, Math.min(1000, left()))));
 }

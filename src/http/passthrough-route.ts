@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { METHOD_NOT_ALLOWED_ANSWER, rejectedAnswer, type Passthrough } from '../decision/index.js';
+import { METHOD_NOT_ALLOWED_ANSWER, methodNotAllowedAnswer, PASSTHROUGH_METHODS, rejectedAnswer, type Passthrough } from '../decision/index.js';
 import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import { passedOn, rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
@@ -17,6 +17,8 @@ export interface PassthroughRouteOptions {
   readonly logger: Logger;
   readonly tracing?: Tracing;
 }
+
+const PASSTHROUGH_METHOD_REFUSED = methodNotAllowedAnswer(`only ${PASSTHROUGH_METHODS.join(', ')} are passed through to the service`);
 
 /** The body of a passthrough the sidecar could not complete: never the service's, never a decision. */
 const PASSTHROUGH_FAILED = JSON.stringify({ error: 'upstream_unreachable' });
@@ -60,6 +62,13 @@ export function passthroughRoute(o: PassthroughRouteOptions): (req: IncomingMess
       res.writeHead(404, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', SOURCE_HEADER, 'rejected']);
       res.end(body);
       return;
+    }
+    // TRACE would echo the key back to the caller (RFC 9110 forbids credentials on it), CONNECT
+    // and friends are not requests for the service: only the methods it could mean are sent.
+    if (!PASSTHROUGH_METHODS.includes(req.method ?? '')) {
+      req.resume();
+      res.setHeader('allow', PASSTHROUGH_METHODS.join(', '));
+      return answers.answer(res, PASSTHROUGH_METHOD_REFUSED, t0, undefined, null);
     }
     // The service's own answer (the passthrough marks its 502/504 fail-closed).
     res.setHeader(SOURCE_HEADER, 'upstream');

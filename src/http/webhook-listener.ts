@@ -1,7 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from '../lib/node-http.js';
 import type { Logger } from '../observability/index.js';
 import type { WebhookAnswer, Webhooks } from '../webhooks/index.js';
 import { routeTable } from './route-table.js';
+import { TIMEOUT_CHECK_INTERVAL_MS } from './listener-bounds.js';
 
 /** Time a client that sent too much gets to read its answer before the socket is cut (ms). */
 const DRAIN_GRACE_MS = 1000;
@@ -42,7 +44,7 @@ export function createWebhookListener(wing: Webhooks, logger: Logger): Server {
     ],
     (req, res) => reply(req, res, wing.refuse('not_found', req.socket.remoteAddress)),
   );
-  const server = createServer((req, res) => {
+  const server = createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, (req, res) => {
     try {
       dispatch(req, res);
     } catch (err) {

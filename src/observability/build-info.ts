@@ -1,4 +1,4 @@
-import { Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from './prom.js';
 import { METRIC_PREFIX } from './registry.js';
 
 /** `consent_sidecar_build_info{version} 1`: which build runs where (join it on instance). */

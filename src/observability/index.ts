@@ -6,3 +6,4 @@ export { RateLimiter } from './rate-limited-log.js';
 export { registerBuildInfo } from './build-info.js';
 export { FastHistogram } from './fast-histogram.js';
 export { FastCounter } from './fast-counter.js';
+export { stdoutSink, STDOUT_BUFFER_BYTES, type StdoutSink } from './stdout.js';

@@ -1,11 +1,13 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { LogLevel } from './log-levels.js';
+import { stdoutSink } from './stdout.js';
 
 export type { Logger };
 
 /**
- * JSON logs, one event per line on stdout. Anything that looks like a credential is redacted even
- * if a caller slips it into a log object by mistake.
+ * JSON logs, one event per line on stdout (the process's non-blocking stdout unless a destination
+ * is given). Anything that looks like a credential is redacted even if a caller slips it into a log
+ * object by mistake.
  */
 export function createLogger(level: LogLevel, destination?: DestinationStream, options: { service?: string } = {}): Logger {
   return pino(
@@ -29,7 +31,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream, o
         censor: '[redacted]',
       },
     },
-    destination,
+    destination ?? stdoutSink(),
   );
 }
 

@@ -7,18 +7,38 @@
 export class Readiness {
   private readonly pending = new Set<string>();
   private draining = false;
+  private readonly listeners = new Set<(ready: boolean) => void>();
 
   /** Declares a condition that must be met before ready. */
   require(name: string): void {
-    this.pending.add(name);
+    this.change(() => this.pending.add(name));
   }
 
   satisfy(name: string): void {
-    this.pending.delete(name);
+    this.change(() => this.pending.delete(name));
   }
 
   startDraining(): void {
-    this.draining = true;
+    this.change(() => (this.draining = true));
+  }
+
+  /** Calls `listener` with the new state each time `ready` changes; returns its removal. */
+  onChange(listener: (ready: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  private change(update: () => unknown): void {
+    const before = this.ready;
+    update();
+    if (this.ready === before) return;
+    for (const l of [...this.listeners]) {
+      try {
+        l(this.ready);
+      } catch {
+        // A listener's failure is its own; the state has changed all the same.
+      }
+    }
   }
 
   get ready(): boolean {

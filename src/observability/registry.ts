@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from './prom.js';
 
 /** Prefix of every metric family the sidecar owns. */
 export const METRIC_PREFIX = 'consent_sidecar_';

@@ -4,31 +4,47 @@
  * the routes can use it with spans off at no cost beyond the check itself.
  */
 
-/** A `traceparent`: version, trace id, parent id, flags; a later version may add `-` and more after the flags. */
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[\x21-\x7e]*)?$/;
+/** The four fields of a `traceparent`: version, trace id, parent id, flags. */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+/** A version-00 `traceparent`'s exact length. */
+const TRACEPARENT_CHARS = 55;
 const ALL_ZERO = /^0+$/;
 /** The specification's bound on a propagated `tracestate` (it may drop the whole header beyond it). */
 export const MAX_TRACESTATE_CHARS = 512;
 
 /**
- * The header as it came when it is a valid `traceparent`, else null (dropped, never forwarded):
- * version `ff` is invalid, version `00` has exactly four fields, neither id is all zeros, hex is
- * lower case. A higher version is accepted by its first four fields, as the specification says.
+ * The `traceparent` to pass on, or null (dropped, never forwarded): always a version-00 header of
+ * exactly 55 characters. A version-00 header as it came when it is exactly that (four fields, lower
+ * case hex, neither id all zeros); a higher version read by its first four fields, as the
+ * specification says, and passed on as version 00 (what follows them, however long, is dropped);
+ * version `ff` is invalid.
  *
  * @example validTraceparent('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01') // the same string
  */
 export function validTraceparent(value: string | undefined): string | null {
-  if (value === undefined) return null;
-  const m = TRACEPARENT.exec(value);
-  if (!m || m[1] === 'ff' || (m[1] === '00' && m[4] !== undefined)) return null;
-  if (ALL_ZERO.test(m[2]!) || ALL_ZERO.test(m[3]!)) return null;
-  return value;
+  if (value === undefined || value.length < TRACEPARENT_CHARS) return null;
+  const m = TRACEPARENT.exec(value.slice(0, TRACEPARENT_CHARS));
+  if (!m || m[1] === 'ff' || ALL_ZERO.test(m[2]!) || ALL_ZERO.test(m[3]!)) return null;
+  if (m[1] === '00') return value.length === TRACEPARENT_CHARS ? value : null;
+  // A later version may append fields, each after a '-'.
+  if (value.length > TRACEPARENT_CHARS && value.charCodeAt(TRACEPARENT_CHARS) !== 0x2d) return null;
+  return `00${value.slice(2, TRACEPARENT_CHARS)}`;
 }
 
-/** A `tracestate`, passed on only beside a valid `traceparent`: printable ASCII, not blank, at most 512 characters. */
+/** A `tracestate` list member: a key (lower case, optional tenant `@` system) and a printable value. */
+const TRACESTATE_MEMBER = /^(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+/** The specification's bound on list members of a `tracestate`. */
+const MAX_TRACESTATE_MEMBERS = 32;
+
+/**
+ * A `tracestate`, passed on only beside a valid `traceparent` and only within the W3C limits: at
+ * most 512 characters and 32 list members, each a well-formed `key=value`; else none is sent.
+ */
 export function validTracestate(value: string | undefined): string | null {
   if (value === undefined || value.trim() === '' || value.length > MAX_TRACESTATE_CHARS) return null;
-  return /^[\x20-\x7e]*$/.test(value) ? value : null;
+  const members = value.split(',').map((m) => m.trim()).filter((m) => m !== '');
+  if (members.length === 0 || members.length > MAX_TRACESTATE_MEMBERS) return null;
+  return members.every((m) => TRACESTATE_MEMBER.test(m)) ? value : null;
 }
 
 /** The trace context headers of one request, before validation. */

@@ -1,3 +1,4 @@
+import { printable } from '../lib/printable.js';
 import type { NotificationRequirementItem } from './list-pending.js';
 
 const COLUMNS = ['notificationRequirementId', 'redecConsentId', 'notificationReason', 'deliveryResponsibility', 'status', 'createdAt'];
@@ -20,9 +21,9 @@ function timeCell(column: string, v: unknown): string | undefined {
 export function formatTable(items: readonly NotificationRequirementItem[]): string {
   const present = COLUMNS.filter((c) => items.some((i) => c in i));
   const columns = present.length > 0 ? present : [...new Set(items.flatMap((i) => Object.keys(i)))];
-  const cell = (v: unknown): string =>
-    v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
-  const rows = [columns, ...items.map((i) => columns.map((c) => timeCell(c, i[c]) ?? cell(i[c])))];
+  // The service's values, printed as one line each: a control character could rewrite the terminal.
+  const cell = (v: unknown): string => printable(v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v));
+  const rows = [columns.map(printable), ...items.map((i) => columns.map((c) => timeCell(c, i[c]) ?? cell(i[c])))];
   const widths = columns.map((_c, k) => Math.max(...rows.map((r) => (r[k] ?? '').length)));
   return rows.map((r) => r.map((v, k) => v.padEnd(widths[k] ?? 0)).join('  ').trimEnd()).join('\n');
 }

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request } from '../lib/undici.js';
 import {
   DEFAULT_REDEC_MAX_LISTING_BYTES,
   DEFAULT_REDEC_MAX_PAGE_BYTES,

@@ -1,4 +1,4 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import { METRIC_PREFIX } from '../observability/index.js';
 
 /** `outcome` of `consent_sidecar_redec_handed_to_app_total` (CONTRACT.md). */

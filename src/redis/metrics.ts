@@ -1,4 +1,4 @@
-import { Gauge, Histogram, type Registry } from 'prom-client';
+import { Gauge, Histogram, type Registry } from '../observability/prom.js';
 import { METRIC_PREFIX } from '../observability/index.js';
 
 /** Every metric of the Redis room, declared against an injected registry (a fresh one per test). */

@@ -8,6 +8,7 @@ import { RedisKeyspace } from './keyspace.js';
 import { createRedisMetrics } from './metrics.js';
 import { redisTargetOf } from './target.js';
 import { RedisQueueStore } from './queue-store.js';
+import { RedisRedecState, type RedisRedecStateOptions } from './redec-state.js';
 
 export interface SharedStateOptions {
   readonly redis: RedisConfig;
@@ -28,6 +29,8 @@ export interface SharedState {
   readonly claims: RedisClaimStore;
   readonly queue: RedisQueueStore;
   readonly invalidations: RedisInvalidationLog;
+  /** The REDEC reconciler's bookkeeping (ledger and lease) on this connection. */
+  redec(o: Omit<RedisRedecStateOptions, 'connection' | 'keyspace'>): RedisRedecState;
   close(): Promise<void>;
 }
 
@@ -58,6 +61,7 @@ export function startSharedState(options: SharedStateOptions): SharedState {
       logger,
     }),
     invalidations: new RedisInvalidationLog(connection, keyspace, { waitReplicas: redis.waitReplicas, waitTimeoutMs }),
+    redec: (o) => new RedisRedecState({ ...o, connection, keyspace }),
     close: () => connection.close(),
   };
   connection.start();

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from '../lib/undici.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import type { ForwardFailureCause } from './metrics.js';
 

@@ -106,13 +106,12 @@ export function buildWebhooks(config: WebhookConfig, ports: WebhookPorts): Webho
     mode = new PassthroughMode({ dedup: shared ?? memory, ...(shared ? { startDedup: () => shared.start() } : {}), app, sequences, metrics });
   }
   const ingress = new WebhookIngress({ config, logger, metrics, revocations: ports.revocations, mode, routes, tracer: ports.tracer, now });
-  const routeRefusal = { not_found: 404, method_not_allowed: 405 } as const;
 
   let closing: Promise<void> | undefined;
   return {
     path: config.path,
     receive: (req) => ingress.receive(req),
-    refuse: (reason, remote) => ingress.refuse(reason, remote, routeRefusal[reason], 'discard'),
+    refuse: (reason, remote) => ingress.refuse(reason, remote, 'discard'),
     app,
     routes,
     mode: mode.name,

@@ -17,7 +17,17 @@ export { buildWebhooks, type WebhookPorts, type Webhooks } from './build.js';
 export type { DeliveryMode, DeliveryResult, VerifiedEvent } from './delivery-mode.js';
 export { PassthroughMode, type PassthroughModeOptions } from './passthrough-mode.js';
 export { QueueMode, type QueueModeOptions } from './queue-mode.js';
-export { ROUTE_REJECTIONS, WebhookIngress, type RouteRejection, type WebhookAnswer, type WebhookIngressDeps } from './ingress.js';
+export {
+  ROUTE_REJECTIONS,
+  WEBHOOK_OK_REASONS,
+  WEBHOOK_UNAVAILABLE_REASONS,
+  WebhookIngress,
+  type RouteRejection,
+  type WebhookAnswer,
+  type WebhookIngressDeps,
+  type WebhookOkReason,
+  type WebhookUnavailableReason,
+} from './ingress.js';
 export {
   appHeaders,
   ATTEMPT_HEADER,
@@ -53,12 +63,13 @@ export {
   type SharedDedupMetrics,
   type WebhookMetrics,
 } from './metrics.js';
-export { readUnverifiedBody, type UnverifiedBodyResult } from './read-unverified-body.js';
-export { UnverifiedBudget } from './unverified-budget.js';
+export { readUnverifiedBody, SlowBodyWatch, type UnverifiedBodyResult } from './read-unverified-body.js';
+export { UnverifiedBudget, type BudgetHolder } from './unverified-budget.js';
 export { revocationOf } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
 export {
   checkDeliveryHeaders,
+  parseTimestamp,
   startBodyVerification,
   verifyBodySignature,
   verifyDelivery,

@@ -11,32 +11,68 @@ import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { logId } from './event-id.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
-import { readUnverifiedBody } from './read-unverified-body.js';
+import { readUnverifiedBody, SlowBodyWatch } from './read-unverified-body.js';
 import { revocationOf } from './revocations.js';
 import { deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
 import { UnverifiedBudget } from './unverified-budget.js';
 import { checkDeliveryHeaders, startBodyVerification, type DeliveryHeaders, type Verified } from './verify.js';
 
 /** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout'] as const;
+export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout', 'body_too_slow'] as const;
 export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
 /** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
+/** Time a body has before `--webhook-min-body-rate-bytes` applies to it (ms). */
+const MIN_RATE_GRACE_MS = 2000;
+
+/** What a 200 says (`{"status": …}`): the event is the app's, the queue's, a copy, or routed nowhere. */
+export const WEBHOOK_OK_REASONS = ['accepted', 'queued', 'duplicate', 'unrouted'] as const;
+/** Why a delivery could not be taken now (`{"error": …}` of a 503; the service retries). */
+export const WEBHOOK_UNAVAILABLE_REASONS = [
+  'app_unavailable',
+  'dedup_unavailable',
+  'queue_unavailable',
+  'queue_full',
+  'revocation_failed',
+  'revocation_not_shared',
+  'unverified_budget_exhausted',
+  'body_timeout',
+  'body_too_slow',
+  'internal_error',
+] as const;
+export type WebhookOkReason = (typeof WEBHOOK_OK_REASONS)[number];
+export type WebhookUnavailableReason = (typeof WEBHOOK_UNAVAILABLE_REASONS)[number];
 
 /**
  * The answer to one delivery, and what the listener does with the rest of the request:
  * `keep` (the body was read), `discard` (let the unread rest flow to nowhere so the sender reads
  * the answer), `close` (read nothing more and close once answered: a sender refused for load or
- * slowness gets nothing more from us), `none` (the sender went away: nothing to answer).
+ * slowness gets nothing more from us), `none` (the sender went away: nothing to answer). The
+ * reasons of each status are closed sets, which the OpenAPI document lists.
  */
-export interface WebhookAnswer {
-  readonly status: 200 | 400 | 401 | 404 | 405 | 413 | 503;
+export type WebhookAnswer = (
+  | { readonly status: 200; readonly reason: WebhookOkReason }
+  | { readonly status: 503; readonly reason: WebhookUnavailableReason }
+  | { readonly status: 401; readonly reason: string }
+  | { readonly status: 400; readonly reason: 'invalid_envelope' | 'aborted' }
+  | { readonly status: 404; readonly reason: 'not_found' }
+  | { readonly status: 405; readonly reason: 'method_not_allowed' }
+  | { readonly status: 413; readonly reason: 'body_too_large' }
+) & {
   readonly outcome: DeliveryOutcome;
-  /** Short machine reason for the response body (`timestamp_too_old`, `app_unavailable`, …). */
-  readonly reason: string;
   readonly then: 'keep' | 'discard' | 'close' | 'none';
-}
+};
+
+/** The status each refusal outside authentication is answered with. */
+const REFUSAL_STATUS = {
+  not_found: 404,
+  method_not_allowed: 405,
+  body_too_large: 413,
+  unverified_budget_exhausted: 503,
+  body_timeout: 503,
+  body_too_slow: 503,
+} as const satisfies Record<RouteRejection, WebhookAnswer['status']>;
 
 export interface WebhookIngressDeps {
   readonly config: WebhookConfig;
@@ -89,13 +125,16 @@ export class WebhookIngress {
   private readonly budget: UnverifiedBudget;
   /** The bodies being read, by deadline (they all have `config.bodyTimeoutMs`). */
   private readonly bodyDeadlines = new DeadlineQueue();
+  /** The bodies being read, against the minimum data rate. */
+  private readonly rates: SlowBodyWatch;
 
   constructor(private readonly deps: WebhookIngressDeps) {
     // On the ingress's own clock, like every other time decision here.
     this.rejectionLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
     this.revocationLog = new RateLimiter(1000, deps.now);
     this.failureLog = new RateLimiter(REJECTION_LOG_INTERVAL_MS, deps.now);
-    this.budget = new UnverifiedBudget(deps.config.maxUnverifiedBytes, (n) => deps.metrics.unverifiedBytes.set(n));
+    this.budget = new UnverifiedBudget(deps.config.maxUnverifiedBytes, deps.config.maxUnverifiedBytesPerPeer, (n) => deps.metrics.unverifiedBytes.set(n));
+    this.rates = new SlowBodyWatch(deps.config.minBodyRateBytes, MIN_RATE_GRACE_MS);
   }
 
   /** One `POST {path}`: answered whatever happens (an unexpected failure is a 503 the service retries). */
@@ -115,16 +154,17 @@ export class WebhookIngress {
   }
 
   /** Counts a refusal decided before the pipeline (route, method) or by it (size, budget, deadline). */
-  refuse(reason: RouteRejection, remoteAddress: string | undefined, status: WebhookAnswer['status'], then: WebhookAnswer['then']): WebhookAnswer {
+  refuse(reason: RouteRejection, remoteAddress: string | undefined, then: WebhookAnswer['then']): WebhookAnswer {
     this.count('rejected');
     this.deps.metrics.rejections.inc({ reason });
     this.logRejection({ event: 'webhook_rejected', reason, remoteAddress }, 'webhook delivery rejected');
-    return { status, outcome: 'rejected', reason, then };
+    return { status: REFUSAL_STATUS[reason], outcome: 'rejected', reason, then } as WebhookAnswer;
   }
 
   /** Gives up the body reads still waiting (shutdown). */
   close(): void {
     this.bodyDeadlines.clear();
+    this.rates.close();
   }
 
   private async pipeline(req: IncomingMessage, trace: DeliveryTrace | null): Promise<WebhookAnswer> {
@@ -147,6 +187,7 @@ export class WebhookIngress {
         budget: this.budget,
         timeoutMs: config.bodyTimeoutMs,
         deadlines: this.bodyDeadlines,
+        rates: this.rates,
         verifier: startBodyVerification(checked, config.secrets.current()),
       }),
     );
@@ -155,12 +196,14 @@ export class WebhookIngress {
         case 'aborted':
           return { status: 400, outcome: 'rejected', reason: 'aborted', then: 'none' };
         case 'too_large':
-          return this.refuse('body_too_large', remote, 413, 'discard');
+          return this.refuse('body_too_large', remote, 'discard');
         case 'over_budget':
           // 503: the service retries later, when the unauthenticated load has gone.
-          return this.refuse('unverified_budget_exhausted', remote, 503, 'close');
+          return this.refuse('unverified_budget_exhausted', remote, 'close');
         case 'body_timeout':
-          return this.refuse('body_timeout', remote, 503, 'close');
+          return this.refuse('body_timeout', remote, 'close');
+        case 'too_slow':
+          return this.refuse('body_too_slow', remote, 'close');
       }
     }
     const verified = read.verified;
@@ -218,7 +261,7 @@ export class WebhookIngress {
     // The event still went its way (a revocation is also news for the app), but the other
     // replicas may serve the revoked ALLOW: answer 503 so the service retries, and the retry,
     // a duplicate by then, shares it again before it is answered 200.
-    if (shared !== null && !(await shared) && answer.status === 200) return { ...answer, status: 503, reason: 'revocation_not_shared' };
+    if (shared !== null && !(await shared) && answer.status === 200) return { status: 503, outcome: answer.outcome, reason: 'revocation_not_shared', then: answer.then };
     return answer;
   }
 

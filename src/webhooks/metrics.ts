@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from '../observability/prom.js';
 import { FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 
 /**

@@ -3,7 +3,7 @@ import type { MarkerMacs } from './markers.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { EVENT_ID_ENCODING_HEADER, eventIdHeader } from './event-id.js';
 import { SIGNATURE_SCHEME_PREFIX } from './signature.js';
-import { verifyBodySignature } from './verify.js';
+import { parseTimestamp, verifyBodySignature } from './verify.js';
 
 /** Added to every forwarded event: the sidecar checked the signature. */
 export const VERIFIED_HEADER = 'x-consent-sidecar-verified';
@@ -195,12 +195,14 @@ export function reverify(
   age?: AgeLimit,
 ): Reverified | { readonly ok: false; readonly reason: 'signature_mismatch' | 'expired' } {
   const mismatch = { ok: false, reason: 'signature_mismatch' } as const;
-  if (!stored.signature.startsWith(SIGNATURE_SCHEME_PREFIX) || !/^\d{1,16}$/.test(stored.timestamp) || !BASE64.test(stored.body)) return mismatch;
+  // The ingress's own timestamp rule: a form it accepted is read here too.
+  const timestampS = parseTimestamp(stored.timestamp);
+  if (!stored.signature.startsWith(SIGNATURE_SCHEME_PREFIX) || timestampS === null || !BASE64.test(stored.body)) return mismatch;
   const body = Buffer.from(stored.body, 'base64');
   const checked = {
     ok: true as const,
     timestamp: stored.timestamp,
-    timestampS: Number(stored.timestamp),
+    timestampS,
     skewS: 0,
     signatureHex: stored.signature.slice(SIGNATURE_SCHEME_PREFIX.length),
   };

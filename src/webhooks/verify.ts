@@ -66,6 +66,19 @@ function isSignatureHex(hex: string): boolean {
 
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
+/** The forms of `x-service-timestamp` accepted: decimal epoch seconds, with an optional fraction. */
+const TIMESTAMP = /^\d{1,12}(?:\.\d{1,9})?$/;
+
+/**
+ * The one timestamp rule, shared by the ingress and the queue's re-verification: `x-service-timestamp`
+ * as epoch seconds, or null when it is not one. Decimal digits with an optional fraction
+ * (`1764150000`, `1764150000.0`) are read; anything else a number parser would also take (signs,
+ * exponents, hex, spaces, `Infinity`) is refused, so whatever the ingress accepts the queue delivers.
+ */
+export function parseTimestamp(text: string): number | null {
+  return TIMESTAMP.test(text) ? Number(text) : null;
+}
+
 /**
  * Every check the document lists that needs no body, in a fixed order: required custom header, then
  * timestamp and signature headers present, `v1=` scheme, finite timestamp, tolerance. Cheap enough
@@ -91,8 +104,8 @@ export function checkDeliveryHeaders(headers: DeliveryHeaders, options: HeaderCh
   if (signature === undefined) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_MISSING' };
   if (!signature.startsWith(SIGNATURE_SCHEME_PREFIX)) return { ok: false, code: 'ERR_WEBHOOK_SIGNATURE_SCHEME' };
 
-  const timestampS = Number(timestamp);
-  if (!Number.isFinite(timestampS)) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_INVALID' };
+  const timestampS = parseTimestamp(timestamp);
+  if (timestampS === null) return { ok: false, code: 'ERR_WEBHOOK_TIMESTAMP_INVALID' };
 
   const skewS = options.nowMs / 1000 - timestampS;
   // Whole seconds on our side, as the service's are: a delivery stamped exactly `tolerance` seconds

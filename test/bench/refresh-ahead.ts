@@ -90,7 +90,7 @@ async function one(cli: string, name: string, lifeMs: number, extra: string[], o
   const [port, admin] = [await freePort(), await freePort()];
   const s = await startChild(
     process.execPath,
-    [cli, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', 'bench', '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
+    [cli, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', 'bench', '--api-key-check', 'off', '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
     `http://127.0.0.1:${admin}/readyz`,
   );
   try {

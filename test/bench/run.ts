@@ -11,7 +11,7 @@
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
  * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
  * section names: decision, webhooks, cache-scale, coalescing, refresh-ahead, forward-auth,
- * webhook-queue, tracing), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
+ * webhook-queue, tracing, grpc, footprint), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
  * dist/cli.js built before issue 24, for "off" against it).
  *
  * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
@@ -22,7 +22,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
+import { benchFootprint, footprintLines } from './footprint.js';
 import { benchForwardAuth } from './forward-auth.js';
+import { benchGrpc } from './grpc.js';
 import {
   closedLoop,
   compare,
@@ -288,6 +290,11 @@ async function webhooksSection(): Promise<void> {
   for (const c of await benchWebhooks({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS })) report(c);
 }
 
+// --- gRPC ext_authz: against a bare grpc-js server, and against forward-auth (grpc.ts) ----------
+async function grpcSection(): Promise<void> {
+  for (const c of await benchGrpc({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS })) report(c);
+}
+
 // --- tracing: the cache-hit path with OpenTelemetry spans off, on at ratio 1 and at 0.01 (tracing.ts) ----
 async function tracingSection(): Promise<void> {
   const t = await benchTracing({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS, cli: CLI, beforeCli: process.env.BENCH_TRACING_BEFORE_CLI });
@@ -305,7 +312,16 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['forward-auth', forwardAuthSection],
   ['webhook-queue', webhookQueueSection],
   ['tracing', tracingSection],
+  ['grpc', grpcSection],
+  ['footprint', footprintSection],
 ];
+
+async function footprintSection(): Promise<void> {
+  // What a pod pays: RSS idle and under load, and the time to ready (its own file).
+  const rows = await benchFootprint();
+  console.log(`${footprintLines(rows).join('\n')}\n`);
+  results.footprint = rows;
+}
 
 async function webhookQueueSection(): Promise<void> {
   // Queue mode vs passthrough (issue 10): its own file, real serve processes and Redis.

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar } from '../../src/sidecar.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 
 // Issue 20: a secret given as a flag value is visible to anyone who can list processes. Every
 // flag that has a `-file` form says so in --help, in every command that takes it, and names the

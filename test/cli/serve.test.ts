@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { cliEntry } from '../e2e/cli.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/ports.js';
+import { buildProgram } from '../../src/cli/program.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -68,6 +69,25 @@ describe('consent-sidecar serve', () => {
     expect(run.stderr()).toContain("unknown option '--upstream-ur'");
   });
 
+  it('a flag that takes one value, given twice, is refused naming it (exit 2): the last one does not silently win', async () => {
+    const run = cli(['serve', '--upstream-url', 'http://127.0.0.1:9', '--api-key', 'k', '--listen', '127.0.0.1:7710', '--listen', '127.0.0.1:7711']);
+    running.push(run.child);
+    expect(await run.exit).toBe(2);
+    expect(run.stderr()).toContain('--listen was given twice ("127.0.0.1:7710", then "127.0.0.1:7711")');
+    expect(run.stderr()).not.toMatch(/\n\s+at /);
+    // Repeatable flags still collect their values.
+    const program = buildProgram();
+    const serve = program.commands.find((c) => c.name() === 'serve')!;
+    serve.action(() => undefined);
+    await program.parseAsync(['node', 'cli', 'serve', '--webhook-secret', 'whsec_a', '--webhook-secret', 'whsec_b'], { from: 'node' });
+    expect(serve.opts().webhookSecret).toEqual(['whsec_a', 'whsec_b']);
+  });
+
+  it("--listen's help says it also takes a Unix socket", () => {
+    const serve = buildProgram().commands.find((c) => c.name() === 'serve')!;
+    expect(serve.helpInformation().replace(/\s+/g, ' ')).toMatch(/--listen <host:port\|unix:\/path> decision API listener: host:port, or unix:\/absolute\/path\.sock/);
+  });
+
   it('a port in use names the listener flag, exit 1, no stack trace', async () => {
     const busy = createServer();
     servers.push(busy);
@@ -99,8 +119,9 @@ describe('consent-sidecar serve', () => {
       '--upstream-url', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
       '--api-key', 'k',
       '--upstream-timeout-ms', '10000',
-      // The reconciler's listing would be the request this hand-held upstream holds.
+      // The reconciler's listing, or the start-up key check, would be the request this hand-held upstream holds.
       '--redec-reconcile-interval-ms', '0',
+      '--api-key-check', 'off',
       '--listen', `127.0.0.1:${port}`,
       '--admin-listen', `127.0.0.1:${admin}`,
     ]);

@@ -7,6 +7,8 @@ import { cliEntry } from '../e2e/cli.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/index.js';
 import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../webhooks/helpers.js';
+import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
+import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const fixture = (name: string): string => fileURLToPath(new URL(name, FIXTURES));
@@ -123,6 +125,39 @@ describe('webhook sign', () => {
     writeFileSync(join(dir, 'headers.txt'), `POST /webhooks HTTP/1.1\n${headerBlock}\n\n${vector.body.toString('latin1')}`);
     const r = await cli(['verify', '--secret', SECRET_B, '--headers-file', join(dir, 'headers.txt'), '--body-file', fixture(vector.file)]);
     expect(r).toMatchObject({ code: 0, stdout: 'ok\n' });
+  });
+});
+
+describe('webhook trigger says what the endpoints answered', () => {
+  let sim: SimulatorHandle | undefined;
+  let sidecar: TestSidecar | undefined;
+  afterEach(async () => {
+    await sidecar?.close();
+    await sim?.close();
+    [sim, sidecar] = [undefined, undefined];
+  });
+
+  it('no endpoint registered: nobody received the event, exit 1, saying how to register one', async () => {
+    sim = await startSimulator();
+    const r = await spawnCli(['trigger', 'consent_action.created', '--simulator', sim.url]);
+    expect(r.code).toBe(1);
+    expect((JSON.parse(r.stdout) as { type: string }).type).toBe('consent_action.created');
+    expect(r.stderr).toContain('no webhook endpoint is registered at the simulator, so nobody received the event');
+    expect(r.stderr).toContain('--webhook-endpoint');
+  });
+
+  it("the sidecar refuses the delivery (the endpoint's secret is not the sidecar's): its 401 is printed, exit 1", async () => {
+    sim = await startSimulator();
+    sidecar = await startTestSidecar(sim.url, {
+      'webhook-listen': '127.0.0.1:0',
+      'app-webhook-url': 'http://127.0.0.1:9/webhooks',
+      'webhook-secret': SECRET_A,
+    });
+    const url = `${sidecar.handle.urls.webhook}/webhooks`;
+    sim.registerWebhookEndpoint({ url, secret: SECRET_B });
+    const r = await spawnCli(['trigger', 'consent_action.created', '--simulator', sim.url]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`we_1 ${url} answered 401: refused: signature, timestamp or required header (the sidecar's log says which)\n`);
   });
 });
 

@@ -59,7 +59,7 @@ describe('a wall clock stepped back one hour (libfaketime on a real serve proces
     writeFileSync(stepFile, '+0\n');
     child = spawn(
       process.execPath,
-      [...cliEntry(), 'serve', '--upstream-url', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--cache-safety-margin-ms', '0', '--redec-reconcile-interval-ms', '0'],
+      [...cliEntry(), 'serve', '--upstream-url', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--cache-safety-margin-ms', '0', '--redec-reconcile-interval-ms', '0', '--api-key-check', 'off'],
       {
         cwd: ROOT,
         env: {

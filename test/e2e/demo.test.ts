@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startDemo, type DemoHandle } from '../../src/cli/demo.js';
+import { DEMO_RECONCILE_GRACE_MS, DEMO_RECONCILE_INTERVAL_MS, startDemo, type DemoHandle } from '../../src/cli/demo.js';
+import { redecWait } from '../../src/cli/demo-guide.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { deliveryHeaders, metricValue } from '../webhooks/helpers.js';
 import { runCli } from './cli.js';
@@ -67,6 +68,31 @@ describe('consent-sidecar demo', () => {
     // the manual purge line points at the real route
     const purge = /curl -s -X DELETE '([^']+)'/.exec(guide)![1]!;
     expect((await fetch(purge, { method: 'DELETE' })).status).toBe(200);
+
+    // Grant again, ask (cached), purge by hand: it purges that entry, and the next answer is the service's.
+    const grant = guide.split('\n').find((l) => l.includes('/_simulator/consents/grant') && l.includes('marketing-email'))!;
+    expect((await fetch(/(http:\/\/\S+\/_simulator\/consents\/grant)/.exec(grant)![1]!, { method: 'POST', body: /-d '([^']+)'/.exec(grant)![1]! })).status).toBe(200);
+    const steps = guide.slice(guide.indexOf(grant));
+    expect(steps.indexOf('/v1/authorization/check')).toBeLessThan(steps.indexOf('-X DELETE'));
+    expect((await runGuideCheck(guide, body('alice', 'marketing-email'))).json).toMatchObject({ decision: 'ALLOW' });
+    expect(await (await fetch(purge, { method: 'DELETE' })).json()).toEqual({ purged: 1 });
+    expect((await runGuideCheck(guide, body('alice', 'marketing-email'))).source).toBe('upstream');
+    expect(guide).toContain('(it says {"purged":1})');
+
+    // The fault step's check skips the cache: alice's ALLOW is cached, yet the answer is 503 fail-closed.
+    const fault = guide.split('\n').find((l) => l.includes('/_simulator/faults'))!;
+    const faultUrl = /(http:\/\/\S+\/_simulator\/faults)/.exec(fault)![1]!;
+    expect((await fetch(faultUrl, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: /-d '([^']+)'/.exec(fault)![1]! })).status).toBe(200);
+    const noCache = guide.split('\n').find((l) => l.includes("-H 'cache-control: no-cache'"))!;
+    expect(noCache).toContain('/v1/authorization/check');
+    const failed = await fetch(/(http:\/\/\S+\/v1\/authorization\/check)/.exec(noCache)![1]!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'cache-control': 'no-cache' },
+      body: /-d '([^']+)'/.exec(noCache)![1]!,
+    });
+    expect(failed.status).toBe(503);
+    expect(await failed.json()).toMatchObject({ decision: 'DENY' });
+    expect(failed.headers.get('x-consent-decision-source')).toBe('fail-closed');
   });
 
   it('prints the webhook secret it uses, CLI lines that run after npm ci, and trigger/resend work against it', async () => {
@@ -81,11 +107,14 @@ describe('consent-sidecar demo', () => {
     expect((await fetch(webhookUrl, { method: 'POST', headers: deliveryHeaders(secret, ts, body, 'evt_by_hand'), body })).status).toBe(200);
     expect(demo.received.map((e) => e.id)).toContain('evt_by_hand');
     // The guide's sign line, run as printed (the body file it writes first), its headers sent with the file.
+    // The file is a mktemp one, never event.json in the directory the demo is run from (it used to be).
     const dir = mkdtempSync(join(tmpdir(), 'cs-demo-'));
-    const bodyLine = guide.split('\n').find((l) => l.includes('> event.json'))!;
+    const bodyLine = guide.split('\n').find((l) => l.includes('> "$f"'))!;
+    expect(bodyLine.trim().startsWith('f=$(mktemp) && echo ')).toBe(true);
+    expect(guide).not.toContain('event.json');
     writeFileSync(join(dir, 'event.json'), `${/echo '([^']+)'/.exec(bodyLine)![1]!}\n`);
     const signLine = guide.split('\n').find((l) => l.includes('webhook sign'))!.trim();
-    expect(signLine).toBe(`node dist/cli.js webhook sign --secret ${secret} --body-file event.json --curl ${webhookUrl} | tail -n 1 | sh`);
+    expect(signLine).toBe(`node dist/cli.js webhook sign --secret ${secret} --body-file "$f" --curl ${webhookUrl} | tail -n 1 | sh`);
     const signed = await runCli(['webhook', 'sign', '--secret', secret, '--body-file', join(dir, 'event.json'), '--curl', webhookUrl]);
     expect(signed.code, signed.stderr).toBe(0);
     const out = signed.stdout.trim().split('\n');
@@ -102,18 +131,21 @@ describe('consent-sidecar demo', () => {
     for (const l of cliLines) expect(l.trim(), l).toMatch(/^(echo .* \| )?node dist\/cli\.js /);
     expect(guide).not.toMatch(/^\s+consent-sidecar /m);
 
-    // webhook trigger: a signed event of the given type reaches the app through the sidecar.
+    // webhook trigger: a signed event of the given type reaches the app through the sidecar, and the
+    // command says what the sidecar answered.
     const sim = demo.simulator.url;
     const trigger = await runCli(['webhook', 'trigger', 'consent_action.created', '--simulator', sim, '--data', '{"userReference":"carol","action":"revoke"}']);
     expect(trigger.code, trigger.stderr).toBe(0);
     const emitted = JSON.parse(trigger.stdout) as { id: string; type: string };
     expect(emitted.type).toBe('consent_action.created');
+    expect(trigger.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
     await demo.simulator.deliveriesSettled();
     expect(demo.received.filter((e) => e.id === emitted.id)).toHaveLength(1);
 
     // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward it twice.
     const resend = await runCli(['webhook', 'resend', emitted.id, '--simulator', sim]);
     expect(resend.code, resend.stderr).toBe(0);
+    expect(resend.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
     expect(JSON.parse(resend.stdout)).toMatchObject({ id: emitted.id, deliveries: 1 });
     await demo.simulator.deliveriesSettled();
     const timelines = (await (await fetch(`${sim}/_simulator/deliveries`)).json()) as { eventId: string; state: string }[];
@@ -161,6 +193,8 @@ describe('consent-sidecar demo', () => {
     expect(event.data).toMatchObject({ customerTenantId: 'carol', deliveryResponsibility: 'tenant', notificationReason: 'grant', status: 'pending' });
     expect(event.headers['x-consent-sidecar-reconciled']).toBe('1');
     expect(event.headers['x-consent-sidecar-verified']).toBeUndefined();
+    // The guide says how long the story takes (with the demo's own 5 s interval and 20 s grace: about a minute).
+    expect(guide).toMatch(/wait for a RECONCILED line\n\(about \d+ s: the service retries for 1 s at this --time-scale/);
     const line = printed.find((l) => l.startsWith('[demo app] RECONCILED'))!;
     expect(line).toContain('for carol');
 
@@ -170,6 +204,10 @@ describe('consent-sidecar demo', () => {
     expect((await fetch(evidence, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
     await vi.waitFor(async () => expect(await metricValue(demo!.sidecar.registry, 'consent_sidecar_redec_pending_obligations')).toBe(0), { timeout: 15_000, interval: 50 });
     expect(demo.received.filter((e) => e.type === 'consent_sidecar.redec.notification_pending')).toHaveLength(1);
+  });
+
+  it("the REDEC step says it takes about a minute with the demo's defaults", () => {
+    expect(redecWait({ intervalMs: DEMO_RECONCILE_INTERVAL_MS, graceMs: DEMO_RECONCILE_GRACE_MS }, 60)).toMatch(/^about a minute: the service retries for 60 s/);
   });
 
   it('rejects bad flags naming them, exit 2', async () => {

@@ -15,19 +15,25 @@ export const SECRET = 'whsec_replicas_secret_0123456789';
 export class ServeProcess {
   private child: ChildProcess | undefined;
   private out = '';
-  urls = { decision: '', webhook: '', admin: '' };
+  /** `grpc`: the grpc-js target, with --grpc-listen. */
+  urls: { decision: string; webhook: string; admin: string; grpc?: string } = { decision: '', webhook: '', admin: '' };
   private pools: Pool[] = [];
 
-  /** `env`: variables beside PATH (e.g. the OTEL_* ones); nothing else of this process's environment leaks in. */
+  /**
+   * `env`: variables beside PATH (e.g. the OTEL_* ones); nothing else of this process's environment
+   * leaks in. `wrap`: a command the process runs under (e.g. `['prlimit', '--nofile=1024:1024', '--']`).
+   */
   constructor(
     readonly flags: Record<string, string>,
     readonly env: Record<string, string> = {},
+    readonly wrap: readonly string[] = [],
   ) {}
 
   async start(): Promise<void> {
     if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
     const args = ['serve', ...Object.entries(this.flags).flatMap(([k, v]) => [`--${k}`, v])];
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...this.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [command, ...prefix] = [...this.wrap, process.execPath];
+    const child = spawn(command!, [...prefix, CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...this.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     this.out = '';
     await new Promise<void>((resolve, reject) => {
@@ -40,7 +46,7 @@ export class ServeProcess {
         if (started) return;
         for (const line of this.out.split('\n')) {
           if (!line.includes('"event":"started"')) continue;
-          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string } };
+          const parsed = JSON.parse(line) as { urls: { decision: string; webhook: string; admin: string; grpc?: string } };
           this.urls = parsed.urls;
           started = true;
           clearTimeout(timer);
@@ -66,6 +72,11 @@ export class ServeProcess {
   get running(): boolean {
     const c = this.child;
     return c !== undefined && c.exitCode === null && c.signalCode === null;
+  }
+
+  /** Everything the process wrote so far, stdout and stderr. */
+  logsText(): string {
+    return this.out;
   }
 
   /** Log lines (JSON) written so far. */

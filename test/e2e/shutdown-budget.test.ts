@@ -45,7 +45,7 @@ describe('shutdown keeps to --shutdown-timeout-ms', () => {
     const app = await hanging();
     child = spawn(
       process.execPath,
-      [...cliEntry(), 'serve', '--redec-reconcile-interval-ms', '0', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
+      [...cliEntry(), 'serve', '--redec-reconcile-interval-ms', '0', '--api-key-check', 'off', '--upstream-url', upstream.url, '--api-key', 'k', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0',
         '--webhook-listen', '127.0.0.1:0', '--app-webhook-url', `${app.url}/hooks`, '--webhook-secret', SECRET,
         '--shutdown-timeout-ms', String(BUDGET_MS), '--passthrough-timeout-ms', String(CALL_DEADLINE_MS), '--webhook-forward-timeout-ms', String(CALL_DEADLINE_MS)],
       { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] },

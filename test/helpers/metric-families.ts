@@ -3,6 +3,7 @@ import { createInvalidationMetrics, DecisionMetrics } from '../../src/decision/i
 import { createRegistry, registerBuildInfo } from '../../src/observability/index.js';
 import { createRedecMetrics } from '../../src/redec/index.js';
 import { createRedisMetrics } from '../../src/redis/index.js';
+import { createUpstreamKeyMetrics } from '../../src/upstream-key-probe.js';
 import { createQueueMetrics, createSharedDedupMetrics, createWebhookMetrics } from '../../src/webhooks/index.js';
 
 /**
@@ -20,6 +21,7 @@ export async function declaredMetricFamilies(): Promise<Set<string>> {
   createQueueMetrics(registry);
   createSecretMetrics(registry);
   createRedecMetrics(registry);
+  createUpstreamKeyMetrics(registry);
   registerBuildInfo(registry, 'x');
   return new Set((await registry.getMetricsAsJSON()).map((m) => m.name));
 }

@@ -65,9 +65,12 @@ export const BASE_FLAGS: Readonly<Record<string, string>> = {
   'breaker-cooldown-ms': '200',
   'cache-safety-margin-ms': '1000',
   'shutdown-timeout-ms': '1000',
-  // The REDEC reconciler (on by default) would list the service at start: tests of other
-  // capabilities count the service's calls, so it is off here and tested in test/redec/.
+  // The REDEC reconciler (on by default with --app-webhook-url) would list the service at start:
+  // tests of other capabilities count the service's calls, so it is off here and tested in test/redec/.
   'redec-reconcile-interval-ms': '0',
+  // The start-up API key check is one more call to the service (and retries while it does not answer
+  // 2xx/4xx): off here for the same reason, tested in test/upstream-key-probe.test.ts.
+  'api-key-check': 'off',
 };
 
 async function call(pool: Pool, method: string, path: string, body?: string, headers?: Record<string, string>): Promise<AppResponse> {
@@ -128,7 +131,9 @@ export async function startTestSidecar(
   );
   const config = loadServeConfig(merged, {});
   const handle = await startSidecar(config, { logger: deps.logger ?? silentLogger(), ...(deps.now ? { now: deps.now } : {}) });
-  const app = new Pool(handle.urls.decision);
+  const decision = handle.urls.decision;
+  // `--listen unix:/path`: the app's pool reaches the socket.
+  const app = decision.startsWith('unix:') ? new Pool('http://localhost', { socketPath: decision.slice('unix:'.length) }) : new Pool(decision);
   const admin = new Pool(handle.urls.admin);
   let closed = false;
   const t: TestSidecar = {

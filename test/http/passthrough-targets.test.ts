@@ -60,7 +60,7 @@ function raw(method: string, target: string, body?: string): Promise<RawAnswer> 
       resolve({ status: Number(statusLine.split(' ')[1]), headers, json });
     });
     const bodyBytes = body === undefined ? '' : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
-    socket.write(Buffer.from(`${method} ${target} HTTP/1.1\r\nhost: sidecar\r\nconnection: close\r\n${bodyBytes}\r\n${body ?? ''}`, 'latin1'));
+    socket.write(Buffer.from(`${method} ${target} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n${bodyBytes}\r\n${body ?? ''}`, 'latin1'));
   });
 }
 

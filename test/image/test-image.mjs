@@ -187,6 +187,19 @@ async function main() {
   expect(JSON.stringify(config.Entrypoint) === JSON.stringify(['/nodejs/bin/node', '/app/dist/cli.js']), `the entrypoint is node itself, no shell (${JSON.stringify(config.Entrypoint)})`);
   const noShell = podman(['run', '--rm', ...LIMITS, '--entrypoint', '/bin/sh', IMAGE, '-c', 'true'], { allowFail: true });
   expect(noShell.status !== 0, 'there is no /bin/sh in the image');
+  // The SBOM at its documented path: CycloneDX, the production dependencies, no development one.
+  const sbom = JSON.parse(podman(['run', '--rm', ...LIMITS, '--read-only', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', 'process.stdout.write(require("fs").readFileSync("/app/sbom.cdx.json"))']).stdout);
+  const shipped = new Set(sbom.components.map((c) => c.name));
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+  expect(sbom.bomFormat === 'CycloneDX', `/app/sbom.cdx.json is a CycloneDX SBOM (${sbom.bomFormat} ${sbom.specVersion})`);
+  const missing = Object.keys(pkg.dependencies).filter((d) => !shipped.has(d));
+  expect(missing.length === 0, `the SBOM lists every production dependency (${shipped.size} components; missing: ${missing.join(', ') || 'none'})`);
+  // Development-only: what the lockfile marks dev. A devDependency that a production one also needs
+  // (protobufjs under @grpc/grpc-js, @types/node under protobufjs) ships, and is rightly listed.
+  const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
+  const devOnly = Object.keys(pkg.devDependencies).filter((d) => lock.packages[`node_modules/${d}`]?.dev === true);
+  const dev = devOnly.filter((d) => shipped.has(d));
+  expect(devOnly.length > 0 && dev.length === 0, `the SBOM lists no development-only dependency (of ${devOnly.length}: ${dev.join(', ') || 'none'})`);
   const version = podman(['run', '--rm', ...LIMITS, '--read-only', '--entrypoint', '/nodejs/bin/node', IMAGE, '--version']).stdout.trim();
   expect(version === `v${line.version}`, `the image's node is the tested line's pinned binary (${version})`);
 

@@ -7,12 +7,22 @@ const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const SPAN = 'b7ad6b7169203331';
 const VALID = `00-${TRACE}-${SPAN}-01`;
 
+// Only a version-00 header of exactly 55 characters is passed on: a later version is read by its
+// first four fields and passed on as version 00 (it used to go on as it came, a 15 KB suffix
+// included, to the service).
 describe('W3C traceparent: what passes on as it came, what is dropped', () => {
+  it.each([
+    ['a later version, with more after the flags', `01-${TRACE}-${SPAN}-01-what-comes-next`, `00-${TRACE}-${SPAN}-01`],
+    ['a later version, four fields', `cc-${TRACE}-${SPAN}-09`, `00-${TRACE}-${SPAN}-09`],
+    ['a later version, a 15 KB suffix', `01-${TRACE}-${SPAN}-01-${'x'.repeat(15_000)}`, `00-${TRACE}-${SPAN}-01`],
+    ['a later version, no dash after the flags', `01-${TRACE}-${SPAN}-01x`, null],
+  ])('%s: passed on as version 00', (_name, value, expected) => {
+    expect(validTraceparent(value)).toBe(expected);
+  });
+
   it.each([
     ['version 00, sampled', VALID, true],
     ['version 00, not sampled', `00-${TRACE}-${SPAN}-00`, true],
-    ['a later version, with more after the flags', `01-${TRACE}-${SPAN}-01-what-comes-next`, true],
-    ['a later version, four fields', `cc-${TRACE}-${SPAN}-09`, true],
     ['version ff', `ff-${TRACE}-${SPAN}-01`, false],
     ['version 00 with a fifth field', `00-${TRACE}-${SPAN}-01-extra`, false],
     ['all-zero trace id', `00-${'0'.repeat(32)}-${SPAN}-01`, false],
@@ -32,7 +42,7 @@ describe('W3C traceparent: what passes on as it came, what is dropped', () => {
     expect(validTraceparent(undefined)).toBeNull();
   });
 
-  it('property: anything accepted is returned unchanged and OpenTelemetry\'s own W3C parser reads the same ids from it', () => {
+  it('property: anything accepted is version 00 of exactly 55 characters, the header itself when it was one, and OpenTelemetry\'s own W3C parser reads the same ids from it', () => {
     const hex = (n: number) => fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: n, maxLength: n });
     const candidate = fc.oneof(
       fc.string(),
@@ -42,7 +52,8 @@ describe('W3C traceparent: what passes on as it came, what is dropped', () => {
       fc.property(candidate, (value) => {
         const ours = validTraceparent(value);
         if (ours === null) return;
-        expect(ours).toBe(value);
+        expect(ours).toHaveLength(55);
+        expect(ours).toBe(value.startsWith('00-') ? value : `00${value.slice(2, 55)}`);
         const theirs = parseTraceParent(value);
         expect(theirs).not.toBeNull();
         expect(value.split('-').slice(1, 3)).toEqual([theirs!.traceId, theirs!.spanId]);
@@ -56,8 +67,14 @@ describe('tracestate', () => {
   it.each([
     ['one member', 'shop=1', true],
     ['several members', 'shop=1,rojo=00f067aa0ba902b7', true],
-    ['512 characters', `a=${'x'.repeat(510)}`, true],
-    ['513 characters', `a=${'x'.repeat(511)}`, false],
+    ['512 characters', `a=${'x'.repeat(254)},b=${'y'.repeat(253)}`, true],
+    ['513 characters', `a=${'x'.repeat(254)},b=${'y'.repeat(254)}`, false],
+    ['a value of 257 characters', `a=${'x'.repeat(257)}`, false],
+    ['32 members', Array.from({ length: 32 }, (_, i) => `k${i}=1`).join(','), true],
+    ['33 members', Array.from({ length: 33 }, (_, i) => `k${i}=1`).join(','), false],
+    ['a key in upper case', 'Shop=1', false],
+    ['no value separator', 'shop', false],
+    ['a tenant key', 'tenant@vendor=1', true],
     ['blank', '  ', false],
     ['a control character', 'shop=1\u0001', false],
     ['non-ASCII', 'shop=ö', false],

@@ -370,7 +370,10 @@ describe('hardening', () => {
         capabilities: { drop: ['ALL'] },
         seccompProfile: { type: 'RuntimeDefault' },
       });
-      expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      // The pod's context applies to the app too, so it holds no runAsNonRoot (it did: an app image
+      // that runs as root could not start); the sidecar container carries its own, asserted above.
+      expect(pod.securityContext).toMatchObject({ seccompProfile: { type: 'RuntimeDefault' } });
+      expect(pod.securityContext?.runAsNonRoot).toBeUndefined();
       expect(pod.automountServiceAccountToken).toBe(false);
     },
   );
@@ -503,7 +506,9 @@ describe('monitoring', () => {
     expect(spec.endpoints[0]!.relabelings).toEqual([{ action: 'replace', targetLabel: 'job', replacement: FULLNAME }]);
   });
 
-  it('every alert has a summary, runbook text and a severity; runbook_url when a base URL is set', () => {
+  // The runbook text is the `description` annotation, which Alertmanager's templates expect (it was
+  // `runbook`); runbook_url is always set, to the runbooks of docs/operations.md unless the base is set.
+  it('every alert has a summary, a description (the runbook) and a severity; runbook_url under the base URL set', () => {
     const s = SCENARIOS.find((x) => x.file === 'monitoring-on-values.yaml')!;
     const rule = mustFind(rendered(s), 'PrometheusRule');
     const rules = (rule.spec as { groups: { rules: { alert: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[] }).groups.flatMap(
@@ -527,7 +532,8 @@ describe('monitoring', () => {
     ]);
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toMatch(/\S/);
-      expect(r.annotations.runbook?.length, r.alert).toBeGreaterThan(80);
+      expect(r.annotations.description?.length, r.alert).toBeGreaterThan(80);
+      expect(r.annotations.runbook, r.alert).toBeUndefined();
       expect(r.annotations.runbook_url).toBe(`https://runbooks.example.com/consent-sidecar#${r.alert.toLowerCase()}`);
       expect(r.labels).toMatchObject({ team: 'checkout' });
       expect(['critical', 'warning']).toContain(r.labels.severity);
@@ -565,6 +571,8 @@ describe('include in your own chart', () => {
     expect(pod.initContainers?.map((c) => [c.name, c.restartPolicy])).toEqual([['consent-sidecar', 'Always']]);
     expect(pod.containers.map((c) => c.name)).toEqual(['shop']);
     expect(env(pod.containers[0]!).CONSENT_BASE_URL).toBe('http://127.0.0.1:7700');
+    // One name in both ways: CONSENT_SIDECAR_URL, as the chart's own Deployment gives it (the old one beside it).
+    expect(env(pod.containers[0]!).CONSENT_SIDECAR_URL).toBe('http://127.0.0.1:7700');
     expect(env(sidecarOf(pod)).CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
     expect(pod.volumes?.map((v) => v.name)).toEqual(['consent-sidecar-secrets']);
     expect(podAnnotations(deployment)['checksum/consent-sidecar']).toMatch(/^[0-9a-f]{64}$/);

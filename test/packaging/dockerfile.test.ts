@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { validate, ValidationSeverity, type ValidatorSettings } from 'dockerfile-utils';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { docText } from '../helpers/docs.js';
 import { ROOT } from './helm.js';
 
 interface Instruction {
@@ -89,14 +90,25 @@ describe('Dockerfile', () => {
     expect(depsRuns.find((x) => x.keyword === 'RUN')?.args).toMatch(/--omit=dev/);
   });
 
+  /** Production dependencies with an install script that does nothing the package needs. */
+  const HARMLESS_INSTALL_SCRIPTS = new Set(['node_modules/protobufjs']);
+
   it('skipping install scripts loses nothing: no production dependency has one, and the build is tsc', async () => {
     const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as {
       packages: Record<string, { dev?: boolean; hasInstallScript?: boolean }>;
     };
     const withScripts = Object.entries(lock.packages)
-      .filter(([path, p]) => path !== '' && !p.dev && p.hasInstallScript)
+      .filter(([path, p]) => path !== '' && !p.dev && p.hasInstallScript && !HARMLESS_INSTALL_SCRIPTS.has(path))
       .map(([path]) => path);
     expect(withScripts).toEqual([]);
+    // The one let through (protobufjs, under @grpc/grpc-js's proto-loader): its only script is a
+    // postinstall that reads package.json files and prints a warning; it writes nothing.
+    for (const path of HARMLESS_INSTALL_SCRIPTS.keys()) {
+      const dep = JSON.parse(await readFile(join(ROOT, path, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+      expect(Object.keys(dep.scripts).filter((k) => /install/.test(k))).toEqual(['postinstall']);
+      expect(dep.scripts.postinstall).toBe('node scripts/postinstall');
+      expect(await readFile(join(ROOT, path, 'scripts/postinstall.js'), 'utf8')).not.toMatch(/write(File|Sync)|mkdir|spawn|exec/);
+    }
     const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
     expect(pkg.scripts.build).toMatch(/^tsc\b/);
     // The ENTRYPOINT runs the package's bin.
@@ -143,6 +155,19 @@ describe('Dockerfile', () => {
     for (const key of ['title', 'description', 'licenses', 'version', 'revision', 'created', 'source']) {
       expect(labels).toContain(`org.opencontainers.image.${key}=`);
     }
+  });
+
+  it('carries a CycloneDX SBOM of the production tree (npm sbom) at /app/sbom.cdx.json', () => {
+    const froms = all.filter((x) => x.keyword === 'FROM');
+    const depsStage = /--from=(\S+)\s+\S*node_modules/.exec(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args).join('\n'))?.[1];
+    const deps = all.slice(all.findIndex((x) => x.keyword === 'FROM' && new RegExp(`\\bAS\\s+${depsStage}$`, 'i').test(x.args)));
+    const depsRuns = deps.slice(0, deps.findIndex((x, i) => i > 0 && x.keyword === 'FROM')).filter((x) => x.keyword === 'RUN').map((x) => x.args);
+    // After the production-only install, in the same stage: npm describes that tree.
+    expect(depsRuns[0]).toMatch(/^npm ci\b.*--omit=dev/);
+    expect(depsRuns[1]).toMatch(/npm sbom --sbom-format=cyclonedx\b.*> sbom\.cdx\.json$/);
+    expect(froms.length).toBeGreaterThanOrEqual(3);
+    expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContain(`--from=${depsStage} /app/sbom.cdx.json ./sbom.cdx.json`);
+    expect(docText('kubernetes.md')).toContain('/app/sbom.cdx.json');
   });
 
   it('.dockerignore keeps the context to what the build reads', async () => {

@@ -23,7 +23,7 @@ import { declaredMetricFamilies } from '../helpers/metric-families.js';
 interface Rule {
   alert: string;
   expr: string;
-  annotations: { runbook: string };
+  annotations: { summary: string; description: string; runbook_url: string };
 }
 
 /** Label values of the rejections counter the code can produce. */
@@ -82,7 +82,7 @@ describe('runbooks name only what the binary emits', () => {
       const families = [...new Set(rule.expr.match(/\bconsent_sidecar_[a-z_]+/g) ?? [])];
       const allowed = new Set<string>(declaredFamilies);
       for (const f of families) for (const v of LABEL_VALUES[f] ?? []) allowed.add(v);
-      for (const word of snakeWords(rule.annotations.runbook)) {
+      for (const word of snakeWords(rule.annotations.description)) {
         if (!allowed.has(word)) unknown.push(`${rule.alert}: ${word}`);
       }
     }
@@ -98,10 +98,10 @@ describe('runbooks name only what the binary emits', () => {
   // the dead-letter alert must give the commands that exist (`webhook dead-letters list|replay`).
   it('only the queue alerts speak of dead letters, and the dead-letter runbook names the real commands', () => {
     const queueAlerts = new Set(['ConsentSidecarWebhookDeadLetters', 'ConsentSidecarWebhookQueueOld']);
-    for (const rule of rules) if (!queueAlerts.has(rule.alert)) expect(rule.annotations.runbook, rule.alert).not.toMatch(/dead.letter/i);
+    for (const rule of rules) if (!queueAlerts.has(rule.alert)) expect(rule.annotations.description, rule.alert).not.toMatch(/dead.letter/i);
     const dead = rules.find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!;
-    expect(dead.annotations.runbook).toContain('webhook dead-letters list');
-    expect(dead.annotations.runbook).toContain('webhook dead-letters replay --all');
+    expect(dead.annotations.description).toContain('webhook dead-letters list');
+    expect(dead.annotations.description).toContain('webhook dead-letters replay --all');
     expect(dead.expr).toContain('consent_sidecar_webhook_dead_letters');
   });
 
@@ -140,7 +140,7 @@ describe('the dead-letter runbook runs as written', () => {
     const queue = SCENARIOS.find((s) => s.file === 'queue-values.yaml')!;
     const objects = await render({ valuesFiles: [valuesPath(queue)], apiVersions: [MONITORING_API], set: ['monitoring.mode=always', `secrets.mountPath=${mount}`] });
     const spec = mustFind(objects, 'PrometheusRule').spec as { groups: { rules: Rule[] }[] };
-    runbook = spec.groups.flatMap((g) => g.rules).find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!.annotations.runbook;
+    runbook = spec.groups.flatMap((g) => g.rules).find((r) => r.alert === 'ConsentSidecarWebhookDeadLetters')!.annotations.description;
     notes = await readFile(join(ROOT, 'charts/consent-sidecar/templates/NOTES.txt'), 'utf8');
     // What `kubectl exec` gives the command: the sidecar container's environment as rendered, and the
     // files of its mounted Secrets (here the Redis URL and the webhook secret replay verifies with).

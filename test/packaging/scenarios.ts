@@ -27,6 +27,7 @@ export const SCENARIOS: readonly Scenario[] = [
   { file: 'queue-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'policies-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'tracing-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
+  { file: 'grpc-values.yaml', kubeVersion: '1.29.0', apiVersions: [], monitoring: false, deployment: true },
   { file: 'include-values.yaml', kubeVersion: '1.29.0', apiVersions: [MONITORING_API], monitoring: true, deployment: false },
 ];
 

@@ -161,7 +161,8 @@ describe('REDEC listing bounds: the listing itself (what redec pending uses)', (
 });
 
 describe('REDEC listing bounds: flags', () => {
-  const BASE = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k' };
+  // The reconciler on (an explicit interval: without --app-webhook-url it is off by default).
+  const BASE = { 'upstream-url': 'http://127.0.0.1:7800', 'api-key': 'k', 'redec-reconcile-interval-ms': '300000' };
 
   it('defaults 8388608 bytes a page, 100000 records and 67108864 bytes a listing; flags win over variables', () => {
     expect(loadServeConfig(BASE, {}).redecReconcile?.bounds).toEqual({ maxPageBytes: 8_388_608, maxRecords: 100_000, maxListingBytes: 67_108_864 });

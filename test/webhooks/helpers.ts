@@ -130,7 +130,9 @@ export interface SidecarOptions {
   maxBodyBytes?: number;
   forwardTimeoutMs?: number;
   maxUnverifiedBytes?: number;
+  maxUnverifiedBytesPerPeer?: number;
   bodyTimeoutMs?: number;
+  minBodyRateBytes?: number;
   now?: () => number;
   /** Defaults to a fresh {@link RecordingRevocations}. */
   revocations?: RecordingRevocations;
@@ -153,7 +155,10 @@ export function webhookConfig(o: SidecarOptions): WebhookConfig {
     dedupMaxEntries: 10_000,
     queueMaxEvents: 100_000,
     maxUnverifiedBytes: o.maxUnverifiedBytes ?? 16_777_216,
+    // Every test sender is 127.0.0.1: one peer, allowed the whole budget unless a test says otherwise.
+    maxUnverifiedBytesPerPeer: o.maxUnverifiedBytesPerPeer ?? o.maxUnverifiedBytes ?? 16_777_216,
     bodyTimeoutMs: o.bodyTimeoutMs ?? 10_000,
+    minBodyRateBytes: o.minBodyRateBytes ?? 4096,
   };
 }
 

@@ -23,7 +23,8 @@ async function start(overrides: Partial<WebhookConfig> & { maxBodyBytes?: number
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
   const registry = createRegistry({ defaultMetrics: false });
   const listener = await startWebhookListener({
-    config: { ...webhookConfig({ appUrl: app.url, maxBodyBytes: 4096 }), ...overrides },
+    // Every sender here is 127.0.0.1: one peer, allowed the whole budget unless the test says otherwise.
+    config: { ...webhookConfig({ appUrl: app.url, maxBodyBytes: 4096 }), ...overrides, maxUnverifiedBytesPerPeer: overrides.maxUnverifiedBytesPerPeer ?? overrides.maxUnverifiedBytes ?? 16_777_216 },
     logger,
     registry,
     revocations: new RecordingRevocations(),
@@ -57,30 +58,78 @@ function hostile(port: number, declared: number | 'chunked', sent: number): { so
 const until = (cond: () => Promise<boolean> | boolean): Promise<void> => vi.waitFor(async () => expect(await cond()).toBe(true), { timeout: 15_000, interval: 10 });
 
 describe('--webhook-max-unverified-bytes', () => {
+  // The bytes held are counted as they arrive, so the budget fills with bytes actually sent.
   it('holds at most the budget across all connections; beyond it 503 and the connection is closed; a genuine delivery passes once they go', async () => {
-    const s = await start({ maxUnverifiedBytes: 8192 });
+    const s = await start({ maxUnverifiedBytes: 8192, minBodyRateBytes: 0 });
     const a = hostile(s.port, 4096, 4095);
     const b = hostile(s.port, 4096, 4095);
-    await until(async () => (await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')) === 8192);
+    await until(async () => (await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')) === 8190);
     const c = hostile(s.port, 4096, 4095);
     expect(await c.answer).toMatch(/^503 .*unverified_budget_exhausted/);
     await until(() => c.socket.destroyed || c.socket.readableEnded);
     expect(await metricValue(s.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'unverified_budget_exhausted' })).toBe(1);
 
-    // Not even a genuine delivery fits now: 503, the service retries later.
+    // A genuine delivery, smaller than what the largest holder holds, takes its place: that holder
+    // is cut (503, closed) and the delivery accepted. (It used to be refused too: 503 while the
+    // attackers held the budget, which let 16 idle connections shut webhooks off.)
     const body = envelope({ id: 'evt_genuine' });
-    expect((await post(s.url, body, deliveryHeaders(SECRET_A, nowS(), body))).status).toBe(503);
+    expect((await post(s.url, body, deliveryHeaders(SECRET_A, nowS(), body))).status).toBe(200);
+    const cut = await Promise.race([a.answer, b.answer]);
+    expect(cut).toMatch(/^503 .*unverified_budget_exhausted/);
+    expect(await metricValue(s.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'unverified_budget_exhausted' })).toBe(2);
 
     a.socket.destroy();
     b.socket.destroy();
     await until(async () => (await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')) === 0);
-    const retry = await post(s.url, body, deliveryHeaders(SECRET_A, nowS(), body));
+    const again = envelope({ id: 'evt_genuine_2' });
+    const retry = await post(s.url, again, deliveryHeaders(SECRET_A, nowS(), again));
     expect(retry.status).toBe(200);
-    expect(app!.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_genuine']);
+    expect(app!.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_genuine', 'evt_genuine_2']);
+  });
+
+  it('a declared length holds nothing: 16 idle connections declaring 1 MiB each, renewed when cut, leave every genuine delivery accepted', async () => {
+    const s = await start({ maxUnverifiedBytes: 16_777_216, maxBodyBytes: 1_048_576 });
+    let attacking = true;
+    const attackers = Array.from({ length: 16 }, async () => {
+      while (attacking) {
+        const h = hostile(s.port, 1_048_576, 0);
+        await h.answer;
+      }
+    });
+    // The attackers are connected, their headers sent, before the genuine deliveries start.
+    await until(() => sockets.filter((k) => !k.connecting && !k.destroyed).length >= 16);
+    let accepted = 0;
+    for (let i = 0; i < 20; i++) {
+      const body = envelope({ id: `evt_under_attack_${i}`, sequence: i + 1 });
+      if ((await post(s.url, body, deliveryHeaders(SECRET_A, nowS(), body))).status === 200) accepted++;
+    }
+    attacking = false;
+    for (const sk of sockets) sk.destroy();
+    await Promise.all(attackers);
+    expect(accepted).toBeGreaterThanOrEqual(19);
+    expect(await metricValue(s.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'unverified_budget_exhausted' })).toBe(0);
+  });
+
+  it('a body slower than --webhook-min-body-rate-bytes is cut: 503 body_too_slow, its bytes given back, the connection closed', async () => {
+    const s = await start({ minBodyRateBytes: 1024, bodyTimeoutMs: 600_000 });
+    const slow = hostile(s.port, 4096, 10);
+    expect(await slow.answer).toMatch(/^503 .*body_too_slow/);
+    await until(() => slow.socket.destroyed || slow.socket.readableEnded);
+    expect(await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')).toBe(0);
+    expect(await metricValue(s.registry, 'consent_sidecar_webhook_rejections_total', { reason: 'body_too_slow' })).toBe(1);
+  });
+
+  it('one sender address holds at most its share (--webhook-peer-max-unverified): a second holder of the same size is refused', async () => {
+    const s = await start({ maxUnverifiedBytes: 16_384, maxUnverifiedBytesPerPeer: 4096, minBodyRateBytes: 0 });
+    const a = hostile(s.port, 4096, 4095);
+    await until(async () => (await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')) === 4095);
+    const b = hostile(s.port, 4096, 4095);
+    expect(await b.answer).toMatch(/^503 .*unverified_budget_exhausted/);
+    a.socket.destroy();
   });
 
   it('counts a chunked body (no content-length) chunk by chunk', async () => {
-    const s = await start({ maxUnverifiedBytes: 4096 });
+    const s = await start({ maxUnverifiedBytes: 4096, minBodyRateBytes: 0 });
     const a = hostile(s.port, 'chunked', 3000);
     await until(async () => (await metricValue(s.registry, 'consent_sidecar_webhook_unverified_bytes')) === 3000);
     const b = hostile(s.port, 'chunked', 3000);
@@ -157,7 +206,7 @@ describe('a crash inside the handler', () => {
 describe('readUnverifiedBody', () => {
   it('a verifier that throws rejects the read (no crash from inside a stream event) and gives the bytes back', async () => {
     const { createServer } = await import('node:http');
-    const { readUnverifiedBody, UnverifiedBudget } = await import('../../src/webhooks/index.js');
+    const { readUnverifiedBody, SlowBodyWatch, UnverifiedBudget } = await import('../../src/webhooks/index.js');
     const { DeadlineQueue } = await import('../../src/lib/deadline-queue.js');
     const deadlines = new DeadlineQueue();
     const budget = new UnverifiedBudget(4096);
@@ -172,7 +221,7 @@ describe('readUnverifiedBody', () => {
               throw new Error('finish exploded');
             },
           };
-          readUnverifiedBody(req, { maxBytes: 4096, budget, timeoutMs: 5000, deadlines, verifier }).then(
+          readUnverifiedBody(req, { maxBytes: 4096, budget, timeoutMs: 5000, deadlines, rates: new SlowBodyWatch(0, 0), verifier }).then(
             () => resolve('resolved'),
             (err: Error) => resolve(`rejected: ${err.message}`),
           );

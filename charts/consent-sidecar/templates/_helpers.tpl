@@ -272,20 +272,41 @@ required secret is missing or given twice.
 {{- end -}}
 
 {{/*
-`webhook dead-letters <verb>` as an operator runs it in a pod: the image has no shell and no
-consent-sidecar on PATH, so node and the CLI by their paths in the image (Dockerfile: ENTRYPOINT
-/nodejs/bin/node /app/dist/cli.js), and the Redis flags serve gets (the URL file the chart mounts,
-the key prefix). Takes (dict "c" <context> "verb" "list" or "replay --all").
+A CLI command as an operator runs it in a pod (runbooks, install notes): the image has no shell and
+no consent-sidecar on PATH, so node and the CLI by their paths in the image (Dockerfile: ENTRYPOINT
+/nodejs/bin/node /app/dist/cli.js). Run in the sidecar container, the command gets the container's
+environment: the same CONSENT_SIDECAR_* variables serve reads, and its mounted secret files.
+Takes (dict "c" <context> "args" "<command and flags>").
 */}}
-{{- define "consent-sidecar.deadLettersCommand" -}}
+{{- define "consent-sidecar.cliCommand" -}}
 {{- $c := .c -}}
 {{- $v := $c.v -}}
 {{- $target := ternary (printf "deploy/%s" (include "consent-sidecar.appName" $c)) "<your-pod>" (and $v.deployment.enabled true) -}}
+{{- printf "kubectl -n %s exec %s -c consent-sidecar -- %s /app/dist/cli.js %s" $c.root.Release.Namespace $target $v.image.nodeBinary .args -}}
+{{- end -}}
+
+{{/*
+`webhook dead-letters <verb>` as an operator runs it in a pod, with the Redis flags serve gets (the
+URL file the chart mounts, the key prefix). Takes (dict "c" <context> "verb" "list" or "replay --all").
+*/}}
+{{- define "consent-sidecar.deadLettersCommand" -}}
+{{- $v := .c.v -}}
 {{- $url := "" -}}
 {{- if $v.secrets.redisUrl.existingSecret -}}
 {{- $url = printf " --redis-url-file %s/redis-url" (trimSuffix "/" $v.secrets.mountPath) -}}
 {{- end -}}
-{{- printf "kubectl -n %s exec %s -c consent-sidecar -- /nodejs/bin/node /app/dist/cli.js webhook dead-letters %s%s --redis-key-prefix %s" $c.root.Release.Namespace $target .verb $url (default "consent-sidecar:" $v.config.redisKeyPrefix | squote) -}}
+{{- include "consent-sidecar.cliCommand" (dict "c" .c "args" (printf "webhook dead-letters %s%s --redis-key-prefix %s" .verb $url (default "consent-sidecar:" $v.config.redisKeyPrefix | squote))) -}}
+{{- end -}}
+
+{{/*
+"true" when the REDEC reconciler runs: config.redecReconcileIntervalMs above 0, or left unset
+with the webhook ingress on (the sidecar's default: on only with --app-webhook-url).
+*/}}
+{{- define "consent-sidecar.redecReconcilerOn" -}}
+{{- $i := .v.config.redecReconcileIntervalMs -}}
+{{- if or (kindIs "invalid" $i) (eq (toString $i) "") -}}
+{{- include "consent-sidecar.webhookEnabled" . -}}
+{{- else if gt (int64 $i) 0 -}}true{{- end -}}
 {{- end -}}
 
 {{/* Data of the Secret the chart creates (only the secrets given by value). */}}
@@ -312,7 +333,7 @@ pod template annotation: a change rolls the pods. Secrets from existingSecret ar
 their files are re-read live when the Secret rotates.
 */}}
 {{- define "consent-sidecar.checksum" -}}
-{{- $in := dict "mode" (include "consent-sidecar.mode" .) "image" .v.image "ports" .v.ports "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
+{{- $in := dict "mode" (include "consent-sidecar.mode" .) "image" .v.image "ports" .v.ports "grpc" .v.grpc "bindAddress" .v.bindAddress "config" .v.config "extraEnv" .v.extraEnv "resources" .v.resources "securityContext" .v.securityContext "probes" .v.probes "classic" .v.classic "files" (include "consent-sidecar.secretFiles" .) "data" (include "consent-sidecar.createdSecretData" .) -}}
 {{- toJson $in | sha256sum -}}
 {{- end -}}
 
@@ -342,6 +363,10 @@ their files are re-read live when the Secret rotates.
       value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.webhook)) | quote }}
     - name: CONSENT_SIDECAR_ADMIN_LISTEN
       value: {{ include "consent-sidecar.hostPort" (dict "host" $v.bindAddress "port" (include "consent-sidecar.scalar" $v.ports.admin)) | quote }}
+    {{- if $v.grpc.enabled }}
+    - name: CONSENT_SIDECAR_GRPC_LISTEN
+      value: {{ include "consent-sidecar.hostPort" (dict "host" $v.grpc.bindAddress "port" (include "consent-sidecar.scalar" $v.grpc.port)) | quote }}
+    {{- end }}
     {{- range $f := $files }}
     - name: {{ printf "CONSENT_SIDECAR_%s_FILE" (ternary "WEBHOOK_SECRET" ($f.file | upper | replace "-" "_") (eq $f.file "webhook-secrets")) }}
       value: {{ printf "%s/%s" $mount $f.file | quote }}
@@ -387,6 +412,11 @@ their files are re-read live when the Secret rotates.
     - name: consent-metrics
       containerPort: {{ include "consent-sidecar.scalar" $v.ports.admin }}
       protocol: TCP
+    {{- if $v.grpc.enabled }}
+    - name: consent-grpc
+      containerPort: {{ include "consent-sidecar.scalar" $v.grpc.port }}
+      protocol: TCP
+    {{- end }}
   startupProbe:
     httpGet:
       path: /readyz

@@ -1,0 +1,11 @@
+export {
+  ConsentClient,
+  DEFAULT_MAX_BATCH_BODY_BYTES,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  MAX_BATCH_CHECKS,
+  MAX_FIELD_LENGTH,
+  type ConsentClientOptions,
+} from './consent-client.js';
+export { readBatchAnswer, readCheckAnswer, type RawAnswer } from './read-answer.js';
+export { holdsAt, type Allowed, type CallOptions, type CheckInput, type CheckResult, type ClientCause, type NotAllowed, type NotAllowedKind } from './types.js';

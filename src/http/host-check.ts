@@ -1,0 +1,57 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { rejectedAnswer, type Answer } from '../decision/index.js';
+import type { RouteBoundary } from './decision-boundary.js';
+import type { Handler } from './route-table.js';
+
+const IPV4_LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+/** The name of a `Host` value, lower case, without its port (`[::1]:7700` → `[::1]`). */
+export function hostName(value: string): string {
+  const v = value.trim().toLowerCase();
+  if (v.startsWith('[')) {
+    const end = v.indexOf(']');
+    return end === -1 ? v : v.slice(0, end + 1);
+  }
+  const colon = v.indexOf(':');
+  return colon === -1 ? v : v.slice(0, colon);
+}
+
+/**
+ * Whether a request may be served by the decision listener, by its `Host`: a loopback name
+ * (`localhost`, `127.x.y.z`, `[::1]`), a name given with `--allowed-host`, or any over the Unix socket
+ * (nothing resolves a name to it). A page in a browser that a rebinding DNS points at 127.0.0.1
+ * still sends its own name, and is refused. No `Host` at all (HTTP/1.0) names nothing to rebind.
+ */
+export function hostGuard(allowed: readonly string[]): (req: IncomingMessage) => boolean {
+  const extra = new Set(allowed);
+  return (req) => {
+    if (req.socket.remotePort === undefined) return true;
+    const raw = req.rawHeaders;
+    let host: string | undefined;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      if (name.length === 4 && name.toLowerCase() === 'host') {
+        // Two Host fields are a malformed request (RFC 9112 §3.2): refused.
+        if (host !== undefined) return false;
+        host = raw[i + 1]!;
+      }
+    }
+    if (host === undefined) return true;
+    const n = hostName(host);
+    return n === 'localhost' || n === '[::1]' || IPV4_LOOPBACK.test(n) || extra.has(n);
+  };
+}
+
+/** `handle`, served only when the request's `Host` passes `allowed`; else 400 `field: "host"` through `answers`. */
+export function hostChecked(handle: Handler, allowed: (req: IncomingMessage) => boolean, answers: RouteBoundary<ServerResponse>): Handler {
+  return (req, res) => {
+    if (allowed(req)) return handle(req, res);
+    req.resume();
+    answers.answer(res, HOST_REFUSED, performance.now(), undefined, null);
+  };
+}
+
+const HOST_REFUSED: Answer = rejectedAnswer({
+  field: 'host',
+  detail: 'the Host is not a loopback name (localhost, 127.0.0.1, [::1]) nor one given with --allowed-host',
+});

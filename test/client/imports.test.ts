@@ -1,0 +1,36 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// consent-sidecar/client runs inside the application: it must not drag the sidecar's own
+// machinery (express, pino, prom-client, OpenTelemetry, Redis) into it. Its modules may import
+// each other, modules with no imports of their own (the duplicate-member scanner the sidecar's
+// parser uses, so both read answers alike), node's built-ins, and undici.
+
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
+const specifiers = (file: string): string[] =>
+  [...readFileSync(file, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\('([^']+)'\)/g)].map((m) => m[1] ?? m[2]!);
+
+describe('consent-sidecar/client imports', () => {
+  it('reaches only its own modules, pure modules without imports, node built-ins and undici', () => {
+    const seen = new Set<string>();
+    const outside: string[] = [];
+    const external = new Set<string>();
+    const visit = (file: string): void => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const inClient = relative(SRC, file).startsWith('client/');
+      const deps = specifiers(file);
+      if (!inClient && deps.length > 0) outside.push(`${relative(SRC, file)} imports ${deps.join(', ')}`);
+      for (const d of deps) {
+        if (d.startsWith('.')) visit(join(dirname(file), d.replace(/\.js$/, '.ts')));
+        else external.add(d);
+      }
+    };
+    visit(join(SRC, 'client/index.ts'));
+    expect(outside).toEqual([]);
+    expect([...external].filter((d) => !d.startsWith('node:') && d !== 'undici')).toEqual([]);
+    expect([...seen].map((f) => relative(SRC, f)).sort()).toContain('lib/duplicate-member.ts');
+  });
+});

@@ -1,0 +1,132 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HostileSidecar, response } from '../client/hostile-sidecar.js';
+import { docText } from '../helpers/docs.js';
+import { freePort } from '../helpers/ports.js';
+import { PATIENCE_MS } from '../helpers/wait.js';
+import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+
+// docs/clients.md shows one function each for Python, Go and Java. Each snippet is the very file
+// run here, against a real sidecar over TCP and over its Unix socket, and against a sidecar that
+// answers what no sidecar should.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Debian's interpreter, which test/setup.sh installs, when present: a version manager's shim on PATH costs seconds a run. */
+const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+const KEY = 'marketing-email';
+const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java'] as const;
+/** Each toolchain, and the Debian package test/setup.sh installs it from. */
+const TOOLS = { [PYTHON]: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
+
+const work = mkdtempSync(join(tmpdir(), 'clients-'));
+let up: ScriptedUpstream;
+let tcp: TestSidecar;
+let unix: TestSidecar;
+const fake = new HostileSidecar();
+const fakeUnix = new HostileSidecar();
+let fakeUrls: string[];
+
+/** Each run's deadline (the functions' timeout argument): a safety net on a busy machine, never what a test waits for. */
+const DEADLINE = String(PATIENCE_MS);
+
+/** How to run each language's file: `<argv…> <baseUrl> <userReference> <configKey>`. */
+const RUNNERS: Record<string, string[]> = {
+  python: [PYTHON, join(ROOT, SOURCES[0])],
+  go: [join(work, 'consent_check')],
+  // A short-lived JVM: C1 only and the serial collector start it in about half the time.
+  java: ['java', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-cp', join(work, 'java'), 'ConsentCheck'],
+};
+
+function run(argv: string[]): Promise<{ code: number | null; out: string }> {
+  // Not spawnSync: the service the sidecar asks lives in this process.
+  const child = spawn(argv[0]!, argv.slice(1), { env: process.env });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, out: out.trim() }));
+  });
+}
+
+function build(argv: string[]): void {
+  const r = spawnSync(argv[0]!, argv.slice(1), { cwd: ROOT, encoding: 'utf8', env: process.env });
+  if (r.status !== 0) throw new Error(`${argv.join(' ')} failed:\n${r.stdout}${r.stderr}`);
+}
+
+beforeAll(async () => {
+  const missing = Object.entries(TOOLS).filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0);
+  if (missing.length > 0) {
+    throw new Error(`missing toolchains: ${missing.map(([cmd, pkg]) => `${cmd} (Debian: ${pkg})`).join(', ')}; bash test/setup.sh installs them`);
+  }
+  build(['go', 'build', '-o', join(work, 'consent_check'), SOURCES[1]]);
+  build(['javac', '-d', join(work, 'java'), SOURCES[2]]);
+  up = await startUpstream();
+  up.reply((req) => {
+    if (req.url !== CHECK_PATH) return { status: 404, body: {} };
+    const user = (JSON.parse(req.body) as { userReference: string }).userReference;
+    if (user === 'alice') return { body: allow(KEY, Date.now() + 3_600_000) };
+    if (user === 's500') return { status: 500, body: {} };
+    return { body: deny(KEY) };
+  });
+  [tcp, unix] = await Promise.all([startTestSidecar(up.url), startTestSidecar(up.url, { listen: `unix:${join(work, 'decision.sock')}` })]);
+  fakeUrls = [await fake.listen(), await fakeUnix.listen(join(work, 'hostile.sock'))];
+  const later = Date.now() + 3_600_000;
+  const hostile: Record<string, string> = {
+    twice: `{"decision":"DENY","configKey":"${KEY}","decision":"ALLOW","validUntil":${later}}`,
+    escaped_twice: `{"decision":"ALLOW","configKey":"${KEY}","validUntil":${later},"decisio\\u006e":"DENY"}`,
+    string_until: JSON.stringify({ decision: 'ALLOW', configKey: KEY, validUntil: String(later) }),
+    expired: JSON.stringify({ decision: 'ALLOW', configKey: KEY, validUntil: Date.now() - 1000 }),
+    other_key: JSON.stringify({ decision: 'ALLOW', configKey: 'other', validUntil: later }),
+    with_reason: JSON.stringify({ decision: 'ALLOW', configKey: KEY, validUntil: later, reason: 'x' }),
+    float_until: `{"decision":"ALLOW","configKey":"${KEY}","validUntil":${later}.5}`,
+  };
+  for (const f of [fake, fakeUnix]) {
+    for (const [name, body] of Object.entries(hostile)) f.script(name, { bytes: response(200, [['content-type', 'application/json']], body), then: 'end' });
+    f.script('redirect', { bytes: response(302, [['location', '/v1/authorization/check'], ['content-type', 'application/json']], hostile.other_key!), then: 'end' });
+  }
+}, 300_000);
+afterAll(async () => {
+  await Promise.allSettled([tcp?.close(), unix?.close(), fake.close(), fakeUnix.close()]);
+  await up?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('docs/clients.md', () => {
+  it('shows each client exactly as the file the suite runs', () => {
+    const page = docText('clients.md');
+    for (const file of SOURCES) {
+      const block = new RegExp(`<!-- snippet: ${file.replace(/\./g, '\\.')} -->\\n\`\`\`[a-z]+\\n([\\s\\S]*?)\`\`\`\\n`).exec(page)?.[1];
+      expect(block, `${file} is not shown in docs/clients.md`).toBeDefined();
+      expect(block, `docs/clients.md differs from ${file}`).toBe(readFileSync(join(ROOT, file), 'utf8'));
+    }
+  });
+
+  describe.each(Object.keys(RUNNERS))('%s', (lang) => {
+    it.each([['TCP', 0], ['the Unix socket', 1]])('against a real sidecar over %s: ALLOW, DENY, a 503, a dead sidecar', async (_, i) => {
+      const base = [tcp.handle.urls.decision, unix.handle.urls.decision][i]!;
+      const dead = [`http://127.0.0.1:${await freePort()}`, `unix:${join(work, 'nobody.sock')}`][i]!;
+      const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => run([...RUNNERS[lang]!, url, user, KEY, DEADLINE]);
+      const allowed = await ask(base, 'alice');
+      expect(allowed.out).toMatch(/^allowed \d{13,}$/);
+      expect(allowed.code).toBe(0);
+      expect(await ask(base, 'bob')).toEqual({ code: 1, out: 'not_allowed deny evaluated' });
+      expect(await ask(base, 's500')).toEqual({ code: 1, out: 'not_allowed no_decision upstream_5xx' });
+      const none = await ask(dead, 'alice');
+      expect(none.out).toMatch(/^not_allowed unavailable /);
+      expect(none.code).toBe(1);
+    });
+
+    it.each([['TCP', 0], ['the Unix socket', 1]])('not allowed for a duplicated member, a string or fractional validUntil, an expired or foreign ALLOW, a redirect (%s)', async (_, i) => {
+      for (const user of ['twice', 'escaped_twice', 'string_until', 'expired', 'other_key', 'with_reason', 'float_until', 'redirect']) {
+        const r = await run([...RUNNERS[lang]!, fakeUrls[i]!, user, KEY, DEADLINE]);
+        expect([r.code, r.out.startsWith('not_allowed unexpected_answer ')], `${lang} ${user}: ${r.out}`).toEqual([1, true]);
+      }
+    });
+  });
+});
