@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { SidecarConfig } from './config/index.js';
-import { AllowCache, cacheRevocationHook, CircuitBreaker, DecisionMetrics, DecisionService, Passthrough, PreEvaluationLog, UpstreamClient } from './decision/index.js';
+import { AllowCache, cacheRevocationHook, CacheTrust, CircuitBreaker, DecisionMetrics, DecisionService, Passthrough, PreEvaluationLog, UpstreamClient } from './decision/index.js';
 import type { RevocationHook } from './lib/revocation-hook.js';
 import type { Logger } from './observability/index.js';
 import { VERSION } from './version.js';
@@ -16,6 +16,8 @@ export interface Decisions {
   readonly passthrough: Passthrough;
   /** This replica's cache as a revocation seam: purges here only, counted as `webhook`. */
   readonly local: RevocationHook;
+  /** Whether the cache may serve now (the fleet's invalidation sets it; always true without Redis). */
+  readonly trust: CacheTrust;
   /** Stops the sweeper and cuts what is in flight to the service. */
   close(): Promise<void>;
 }
@@ -38,6 +40,7 @@ export function buildDecisions(config: SidecarConfig, deps: { cache?: AllowCache
       logger[state === 'open' ? 'warn' : 'info']({ event: 'circuit_breaker', state }, `circuit breaker ${state}`);
     },
   });
+  const trust = new CacheTrust();
   const client = new UpstreamClient(config.upstream, { connections: config.upstream.connections, userAgent: `consent-sidecar/${VERSION}` });
   const service = new DecisionService({
     transport: client,
@@ -47,6 +50,7 @@ export function buildDecisions(config: SidecarConfig, deps: { cache?: AllowCache
     metrics,
     preEvaluationLog: new PreEvaluationLog(logger, config.decisionApi.preEvaluationLogIntervalMs, now),
     maxInFlight: config.upstream.maxInFlight,
+    trust,
     now,
   });
   const passthrough = new Passthrough(config.upstream, config.upstream.passthroughTimeoutMs);
@@ -58,6 +62,7 @@ export function buildDecisions(config: SidecarConfig, deps: { cache?: AllowCache
     service,
     passthrough,
     local: cacheRevocationHook(cache, metrics.purged, 'webhook'),
+    trust,
     async close() {
       clearInterval(sweeper);
       // Destroy, not close: close() waits for calls in flight, and a hanging passthrough or check

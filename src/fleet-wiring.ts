@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { SidecarConfig } from './config/index.js';
-import { createInvalidationMetrics, FleetInvalidation } from './decision/index.js';
+import { createInvalidationMetrics, FleetInvalidation, type CacheTrust } from './decision/index.js';
 import { localPublisher, type RevocationHook, type RevocationPublisher } from './lib/revocation-hook.js';
 import type { Logger } from './observability/index.js';
 import type { SharedState } from './redis/index.js';
@@ -21,13 +21,21 @@ export interface Fleet {
  * Redis that is away never holds up the sidecar. Without Redis, revocations purge this replica alone.
  * The webhook wing takes its stores from `shared` (`buildWebhooks`).
  */
-export async function startFleet(config: SidecarConfig, deps: { local: RevocationHook; registry: Registry; logger: Logger; now: () => number }): Promise<Fleet> {
+export async function startFleet(config: SidecarConfig, deps: { local: RevocationHook; trust?: CacheTrust; registry: Registry; logger: Logger; now: () => number }): Promise<Fleet> {
   const { registry, logger, now } = deps;
   if (!config.redis) return { shared: null, revocations: localPublisher(deps.local), close: () => Promise.resolve() };
   // The Redis client is loaded only when a Redis topology is configured: a pod pays for what it runs.
   const { startSharedState } = await import('./redis/index.js');
   const shared = startSharedState({ redis: config.redis, ...(config.webhooks ? { queueMaxEvents: config.webhooks.queueMaxEvents } : {}), registry, logger });
-  const invalidation = new FleetInvalidation({ log: shared.invalidations, local: deps.local, metrics: createInvalidationMetrics(registry), logger, now });
+  const invalidation = new FleetInvalidation({
+    log: shared.invalidations,
+    local: deps.local,
+    metrics: createInvalidationMetrics(registry),
+    logger,
+    maxSilenceMs: config.redis.invalidationMaxSilenceMs,
+    ...(deps.trust ? { trust: deps.trust } : {}),
+    now,
+  });
   // The invalidation log's first read is this replica's starting point (nothing cached yet, nothing
   // to purge): give a reachable Redis one deadline to connect before it, so the read is not wasted.
   await shared.connection.connected(config.redis.commandTimeoutMs);

@@ -55,7 +55,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const tracing = await startTracing(config.tracing, { upstreamUrl: config.upstream.baseUrl, version: VERSION, logger });
   const decisions = buildDecisions(config, { ...(deps.cache ? { cache: deps.cache } : {}), registry, logger, now });
   // Several replicas: with Redis, revocations fan out and the webhook wing shares its stores.
-  const fleet = await startFleet(config, { local: decisions.local, registry, logger, now }).catch(async (err: unknown) => {
+  const fleet = await startFleet(config, { local: decisions.local, trust: decisions.trust, registry, logger, now }).catch(async (err: unknown) => {
     await decisions.close();
     throw err;
   });

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { redisSecrets, resolveRedisConfig, resolveWebhookSecrets, SERVE_OPTIONS, type RedisConfig } from '../config/index.js';
+import { redisSecrets, resolveRedisConfig, resolveWebhookMaxBodyBytes, resolveWebhookSecrets, SERVE_OPTIONS, type RedisConfig } from '../config/index.js';
 import { silentLogger } from '../observability/index.js';
 import type { RedisError } from '../redis/index.js';
 import { createRegistry } from '../observability/index.js';
-import { listDeadLetters, replayDeadLetters, type DeadLetter, type QueueStore } from '../webhooks/index.js';
+import { deadLetterBounds, listDeadLetters, replayDeadLetters, type DeadLetter, type QueueStore } from '../webhooks/index.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, rawFlags, warnUnknownVariables } from './spec-options.js';
 import { printable } from '../lib/printable.js';
@@ -24,6 +24,8 @@ const REDIS_OPTION_NAMES = [
 const REDIS_OPTIONS = SERVE_OPTIONS.filter((o) => REDIS_OPTION_NAMES.includes(o.name));
 /** `replay` verifies each dead letter again: it needs serve's webhook secrets. */
 const SECRET_OPTIONS = SERVE_OPTIONS.filter((o) => o.name === 'webhook-secret' || o.name === 'webhook-secret-file');
+/** Serve's body limit: no dead letter larger than such a body stored is read (it is listed by its size). */
+const BODY_OPTIONS = SERVE_OPTIONS.filter((o) => o.name === 'webhook-max-body-bytes');
 const OUTPUTS = ['table', 'json'] as const;
 /** What the Redis flags mean for these one-shot commands (serve's texts are about a running sidecar). */
 const ONE_SHOT_REDIS_MEANING: Readonly<Record<string, string>> = {
@@ -126,8 +128,9 @@ export function registerDeadLetters(webhook: Command): void {
       warnUnknownVariables();
       if (!(OUTPUTS as readonly string[]).includes(flags.output)) throw new CliUsageError(`--output: must be table or json, got "${flags.output}"`);
       const redis = resolveRedisConfig(rawFlags(list, REDIS_OPTIONS));
+      const bounds = deadLetterBounds(resolveWebhookMaxBodyBytes(rawFlags(list, BODY_OPTIONS)));
       try {
-        const letters = await withQueue(redis, listDeadLetters);
+        const letters = await withQueue(redis, (store) => listDeadLetters(store, bounds));
         const now = Date.now();
         if (flags.output === 'json') {
           for (const l of letters) process.stdout.write(`${JSON.stringify({ ...l, ageS: Math.floor((now - l.acceptedAt) / 1000) })}\n`);
@@ -138,7 +141,7 @@ export function registerDeadLetters(webhook: Command): void {
         failed('list', err);
       }
     });
-  addSpecOptions(list, REDIS_OPTIONS, ONE_SHOT_REDIS_MEANING);
+  addSpecOptions(list, [...REDIS_OPTIONS, ...BODY_OPTIONS], ONE_SHOT_REDIS_MEANING);
 
   const replay = dl
     .command('replay')
@@ -151,13 +154,14 @@ export function registerDeadLetters(webhook: Command): void {
       if (ids.length > 0 && flags.all) throw new CliUsageError('--id: give event ids or --all, not both');
       if (ids.length === 0 && !flags.all) throw new CliUsageError('--id: give the event ids to replay (--id ID, repeatable) or --all');
       const redis = resolveRedisConfig(rawFlags(replay, REDIS_OPTIONS));
+      const bounds = deadLetterBounds(resolveWebhookMaxBodyBytes(rawFlags(replay, BODY_OPTIONS)));
       const secrets = resolveWebhookSecrets(rawFlags(replay, SECRET_OPTIONS));
       try {
-        const result = await withQueue(redis, (store) => replayDeadLetters(store, flags.all ? { all: true } : { ids }, secrets.current(), Date.now()));
+        const result = await withQueue(redis, (store) => replayDeadLetters(store, flags.all ? { all: true } : { ids }, secrets.current(), Date.now(), bounds));
         process.stdout.write(`replayed ${result.replayed.length}${result.replayed.length > 0 ? `: ${result.replayed.join(' ')}` : ''}\n`);
         if (result.notVerified.length > 0) {
           process.stderr.write(
-            `consent-sidecar: left as dead letters, their signature does not verify against the secrets given (altered in Redis, or signed with a secret no longer given): ${result.notVerified.join(' ')}\n`,
+            `consent-sidecar: left as dead letters, they do not verify against the secrets given (altered or added in Redis, parked by an older version, or signed with a secret no longer given): ${result.notVerified.join(' ')}\n`,
           );
           process.exitCode = EXIT.failure;
         }
@@ -171,5 +175,5 @@ export function registerDeadLetters(webhook: Command): void {
         secrets.close();
       }
     });
-  addSpecOptions(replay, [...REDIS_OPTIONS, ...SECRET_OPTIONS], ONE_SHOT_REDIS_MEANING);
+  addSpecOptions(replay, [...REDIS_OPTIONS, ...SECRET_OPTIONS, ...BODY_OPTIONS], ONE_SHOT_REDIS_MEANING);
 }

@@ -14,7 +14,7 @@ import type { RawEnv, RawFlags, SidecarConfig } from './types.js';
 import { readUpstream, readUpstreamPool } from './upstream.js';
 import { readWebhooks } from './webhooks.js';
 
-export { parseWebhookSecrets, parseRequiredHeader, resolveWebhookSecrets } from './webhooks.js';
+export { parseWebhookSecrets, parseRequiredHeader, resolveWebhookMaxBodyBytes, resolveWebhookSecrets } from './webhooks.js';
 export { parseRedisNodes, parseRedisUrl, resolveRedisConfig } from './redis.js';
 export { resolveUpstreamConfig } from './upstream.js';
 export { resolveRedecListingBounds, resolveRedecListingFields } from './redec.js';

@@ -10,6 +10,11 @@ import type { RawEnv, RawFlags, RedisConfig, RedisTarget } from './types.js';
 export const DEFAULT_REDIS_KEY_PREFIX = 'consent-sidecar:';
 /** Deadline of every Redis call (ms); beyond it the outcome of the call is unknown (a dedup claim answers 503). */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500;
+/**
+ * How long a replica may go without reading the fleet's invalidation log while Redis answers other
+ * commands before its cache serves nothing (ms): five polls of the log.
+ */
+export const DEFAULT_FLEET_INVALIDATION_MAX_SILENCE_MS = 5000;
 
 export const REDIS_OPTIONS: readonly OptionSpec[] = [
   {
@@ -38,8 +43,15 @@ export const REDIS_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'redis-wait-replicas',
     arg: '<n>',
-    description: 'queue mode and shared revocations: acknowledge only what this many Redis replicas hold (WAIT); as many as the master has, or a failover may promote one that missed it',
+    description:
+      'queue mode, passthrough dedup and shared revocations: count only what this many Redis replicas hold (WAIT); as many as the master has, or a failover may promote one that missed it',
     defaultText: '0',
+  },
+  {
+    name: 'fleet-invalidation-max-silence-ms',
+    arg: '<ms>',
+    description: 'a replica that could not read the invalidation log this long while Redis answers other commands serves nothing from its cache until it has caught up',
+    defaultText: String(DEFAULT_FLEET_INVALIDATION_MAX_SILENCE_MS),
   },
   { name: 'redis-key-prefix', arg: '<prefix>', description: 'prefix of every Redis key and channel', defaultText: DEFAULT_REDIS_KEY_PREFIX },
   {
@@ -135,9 +147,10 @@ export function readRedis(r: Reader): RedisConfig | null {
   }
   const commandTimeoutMs = r.int('redis-command-timeout-ms', DEFAULT_REDIS_COMMAND_TIMEOUT_MS, 1, 60_000);
   const waitReplicas = r.int('redis-wait-replicas', 0, 0, 16);
+  const invalidationMaxSilenceMs = r.int('fleet-invalidation-max-silence-ms', DEFAULT_FLEET_INVALIDATION_MAX_SILENCE_MS, 1, 3_600_000);
   if (!target) return null;
   if (tlsCa && !redisUsesTls(target)) r.problem(caRaw!.label, 'is given, but Redis is not reached over TLS (use rediss:// URLs)');
-  return { target, tlsCa, keyPrefix, commandTimeoutMs, waitReplicas };
+  return { target, tlsCa, keyPrefix, commandTimeoutMs, waitReplicas, invalidationMaxSilenceMs };
 }
 
 const redisUsesTls = (target: RedisTarget): boolean => {

@@ -115,8 +115,16 @@ export interface RedisConfig {
   readonly keyPrefix: string;
   /** `--redis-command-timeout-ms`: deadline of every call. */
   readonly commandTimeoutMs: number;
-  /** `--redis-wait-replicas`: queue mode (and shared revocations) acknowledge only what this many Redis replicas hold. */
+  /**
+   * `--redis-wait-replicas`: queue mode, passthrough claims and accepts, and shared revocations
+   * count only what this many Redis replicas hold.
+   */
   readonly waitReplicas: number;
+  /**
+   * `--fleet-invalidation-max-silence-ms`: a replica that could not read the invalidation log this
+   * long while Redis answers others serves nothing from its cache until it has caught up.
+   */
+  readonly invalidationMaxSilenceMs: number;
 }
 
 /** Every secret a Redis configuration holds (to watch for rotation, and to close). */

@@ -240,6 +240,18 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
 
 
 /**
+ * Resolves `--webhook-max-body-bytes` alone, for `webhook dead-letters`: no dead letter larger than
+ * such a body stored is read.
+ * @throws ConfigError naming the flag.
+ */
+export function resolveWebhookMaxBodyBytes(flags: RawFlags, env: RawEnv = process.env): number {
+  const r = new Reader(flags, env);
+  const maxBodyBytes = r.int('webhook-max-body-bytes', DEFAULT_WEBHOOK_MAX_BODY_BYTES, 1024, 64 * 1024 * 1024);
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return maxBodyBytes;
+}
+
+/**
  * Resolves `--webhook-secret` / `--webhook-secret-file` alone, for `webhook dead-letters replay`,
  * which verifies each dead letter again before it puts it back.
  * @throws ConfigError naming the flag.

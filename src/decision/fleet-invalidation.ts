@@ -1,91 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Counter, type Registry } from '../observability/prom.js';
+import { performance } from 'node:perf_hooks';
 import { applyTo, type Revocation, type RevocationHook, type RevocationPublisher } from '../lib/revocation-hook.js';
+import { storeRefused } from '../lib/store-failure.js';
 import type { Logger } from '../observability/index.js';
-import { METRIC_PREFIX } from '../observability/index.js';
-
-/** One revocation as the log holds it; `revocation` is null when the entry could not be read. */
-export interface InvalidationEntry {
-  readonly position: string;
-  readonly origin: string;
-  readonly revocation: Revocation | null;
-}
-
-/**
- * What a read of the log says, facts only: the decisions about them are {@link FleetInvalidation}'s.
- * `trimmed`: an entry after the position read from was removed before it was read (the reader fell
- * behind the log's retention); `rewound`: the log's head is before the position read from (a
- * failover lost entries).
- */
-export interface InvalidationPage {
-  /** Changes when the log was lost and started again (a store that restarted empty). */
-  readonly epoch: string;
-  /** When the epoch was made (the store's clock, ms), or null when the store does not say. */
-  readonly epochBornMs: number | null;
-  /** Position of the newest entry ever written (the start when none). */
-  readonly head: string;
-  readonly trimmed: boolean;
-  readonly rewound: boolean;
-  readonly entries: readonly InvalidationEntry[];
-}
-
-/**
- * The shared, bounded, ordered log of revocations every replica reads from the last position it
- * saw (implemented in `src/redis/` by a stream). A nudge tells readers there is something new;
- * the log itself is what they trust to catch up after any gap.
- */
-export interface InvalidationLog {
-  /** Appends and nudges readers; rejects when it is not known to be written. */
-  append(origin: string, revocation: Revocation): Promise<void>;
-  /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
-  readAfter(position: string | null, max: number): Promise<InvalidationPage>;
-  /**
-   * Entries written since `sinceMs` (epoch ms, the store's clock; at most `max`), for a reader that
-   * has no position yet; `trimmed` when some written since then are gone.
-   */
-  readSince(sinceMs: number, max: number): Promise<InvalidationPage>;
-  /** `nudge` runs when something was appended (best effort: a lost nudge costs latency, not a revocation). */
-  onAppended(nudge: () => void): Promise<void>;
-  /** `hook` runs when the store answers again after it did not. */
-  onRestored(hook: () => void): void;
-}
-
-/** Why a replica purged its whole cache instead of catching up (`cause` label). */
-export type CatchUpPurgeCause = 'reset' | 'trimmed' | 'rewound' | 'unreadable';
-
-export interface InvalidationMetrics {
-  readonly published: Counter<'outcome'>;
-  readonly received: Counter<'scope'>;
-  /** Whole-cache purges because a replica could not tell what it missed, by cause. */
-  readonly purges: Counter<'cause'>;
-}
-
-/** Declares the fan-out's metrics against an injected registry. */
-export function createInvalidationMetrics(registry: Registry): InvalidationMetrics {
-  const registers = [registry];
-  const purges = new Counter({
-    name: `${METRIC_PREFIX}cache_reconnect_purges_total`,
-    help: 'Whole-cache purges because this replica could not tell which revocations it missed, by cause (reset, trimmed, rewound, unreadable).',
-    labelNames: ['cause'],
-    registers,
-  });
-  for (const cause of ['reset', 'trimmed', 'rewound', 'unreadable'] satisfies CatchUpPurgeCause[]) purges.labels(cause);
-  return {
-    published: new Counter({
-      name: `${METRIC_PREFIX}cache_invalidations_published_total`,
-      help: 'Revocations shared with the other replicas, by outcome (ok, failed).',
-      labelNames: ['outcome'],
-      registers,
-    }),
-    received: new Counter({
-      name: `${METRIC_PREFIX}cache_invalidations_received_total`,
-      help: 'Revocations received from other replicas, by scope (user, all).',
-      labelNames: ['scope'],
-      registers,
-    }),
-    purges,
-  };
-}
+import { RateLimiter } from '../observability/rate-limited-log.js';
+import type { CacheTrust } from './cache-trust.js';
+import type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
+import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
 
 /** How often a replica reads the log even without a nudge (ms): the bound on a lost nudge. */
 export const INVALIDATION_POLL_INTERVAL_MS = 1000;
@@ -96,6 +17,8 @@ const READ_BATCH = 500;
  * it started minus this much (ms): room for the store's clock to be behind ours.
  */
 export const START_CLOCK_SLACK_MS = 60_000;
+/** At most one line per kind of failed read per this interval (ms); the counter has them all. */
+const READ_FAILURE_LOG_INTERVAL_MS = 30_000;
 
 export interface FleetInvalidationOptions {
   readonly log: InvalidationLog;
@@ -103,6 +26,14 @@ export interface FleetInvalidationOptions {
   readonly local: RevocationHook;
   readonly metrics: InvalidationMetrics;
   readonly logger: Logger;
+  /**
+   * `--fleet-invalidation-max-silence-ms`: past this long without a complete read of the log while
+   * the store answers (others may be answered 200 for revocations this replica cannot see), the
+   * cache serves nothing (see {@link trust}) until a read catches up.
+   */
+  readonly maxSilenceMs: number;
+  /** The gate the decision service reads before serving a hit; this class sets it. */
+  readonly trust?: CacheTrust;
   /** Tells this replica's own entries apart (a random id by default). */
   readonly replicaId?: string;
   readonly pollIntervalMs?: number;
@@ -117,8 +48,15 @@ export interface FleetInvalidationOptions {
  * purged here at once and appended to the shared log; the other replicas read the log from the
  * last position they saw, on a nudge and at least every second. A stall, a reconnect or a failover
  * that lost nothing costs no cache: the replica reads what it missed. It purges everything only when
- * it cannot tell what it missed (the log restarted empty, it fell behind the log's retention, a
- * failover rewound the log, an entry it cannot read), counted by cause.
+ * it cannot tell what it missed (the log restarted empty, it fell behind the log's retention, an
+ * entry after its position was removed however it was removed, a failover rewound the log, an entry
+ * it cannot read), counted by cause.
+ *
+ * A read that fails is counted and logged (rate-limited). When reads have failed for longer than
+ * `maxSilenceMs` while the store kept answering (an error reply, or other commands: a store that
+ * answers may hold a revocation another replica was answered 200 for), the cache serves nothing
+ * until a read reaches the head. A store that answers nobody leaves the cache serving: then no
+ * replica can have a revocation acknowledged either.
  */
 export class FleetInvalidation implements RevocationPublisher {
   private readonly replicaId: string;
@@ -132,12 +70,16 @@ export class FleetInvalidation implements RevocationPublisher {
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
-
   private readonly startedAtMs: number;
+  /** performance.now() when the last read that reached the head was sent. */
+  private caughtUpAt = performance.now();
+  private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly options: FleetInvalidationOptions) {
+    if (!(options.maxSilenceMs > 0)) throw new RangeError('FleetInvalidation: maxSilenceMs must be > 0');
     this.replicaId = options.replicaId ?? randomUUID();
     this.startedAtMs = (options.now ?? Date.now)();
+    options.metrics.bypassed.set(0);
   }
 
   /**
@@ -186,21 +128,60 @@ export class FleetInvalidation implements RevocationPublisher {
   }
 
   private async read(): Promise<void> {
-    try {
-      for (;;) {
-        this.again = false;
-        const { log } = this.options;
-        const page = this.synced
+    for (;;) {
+      this.again = false;
+      const { log } = this.options;
+      const sentAt = performance.now();
+      let page: InvalidationPage;
+      try {
+        page = this.synced
           ? await log.readAfter(this.position, READ_BATCH)
           : this.inStart
             ? await log.readAfter(null, READ_BATCH)
             : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH);
-        const more = this.apply(page);
-        if (!more && !this.again) return;
+      } catch (err) {
+        // The next nudge, poll or restore reads again from the same position.
+        this.readFailed(err, sentAt);
+        return;
       }
-    } catch {
-      // The store did not answer: the next nudge, poll or restore reads again from the same position.
+      const more = this.apply(page);
+      if (!more) this.caughtUp(sentAt);
+      if (!more && !this.again) return;
     }
+  }
+
+  /** Everything written before `sentAt` has been applied (or purged for). */
+  private caughtUp(sentAt: number): void {
+    this.caughtUpAt = sentAt;
+    const trust = this.options.trust;
+    if (!trust || trust.trusted) return;
+    trust.trusted = true;
+    this.options.metrics.bypassed.set(0);
+    this.options.logger.info({ event: 'cache_trusted_again' }, 'the invalidation log is read again: the cache serves again');
+  }
+
+  private readFailed(err: unknown, sentAt: number): void {
+    const { metrics, logger, log, maxSilenceMs } = this.options;
+    const kind = storeRefused(err) ? 'refused' : 'no_answer';
+    metrics.readFailures.inc({ kind });
+    const code = (err as { code?: unknown })?.code;
+    const label = typeof code === 'string' ? code : 'error';
+    const suppressed = this.failureLog.admit(label);
+    if (suppressed !== undefined) {
+      logger.warn({ event: 'cache_invalidation_read_failed', kind, code: label, suppressed }, `could not read the invalidation log (${kind}): ${(err as Error)?.message ?? String(err)}`);
+    }
+    const now = performance.now();
+    // The store answered after this read was sent (its refusal, or another command): it serves
+    // others, who may have had a revocation acknowledged that this replica cannot read.
+    const storeAnswers = now - log.silentForMs() >= sentAt;
+    const trust = this.options.trust;
+    if (!trust?.trusted || !storeAnswers || now - this.caughtUpAt <= maxSilenceMs) return;
+    trust.trusted = false;
+    metrics.bypassed.set(1);
+    logger.warn(
+      { event: 'cache_bypassed', silentMs: Math.round(now - this.caughtUpAt), maxSilenceMs },
+      'the invalidation log could not be read for longer than --fleet-invalidation-max-silence-ms while Redis answers: the cache serves nothing until it is read again',
+    );
   }
 
   /** True when the page was full (more to read). */
@@ -211,7 +192,7 @@ export class FleetInvalidation implements RevocationPublisher {
       // written since it started (a slow Redis at start costs no cache), and purges only when it
       // cannot tell (some of that is gone, or more than one read of it).
       if (!this.inStart) {
-        if (page.trimmed || page.entries.length >= READ_BATCH || this.bornSinceStart(page)) this.purgeAll('reset');
+        if (page.trimmed || page.deleted || page.entries.length >= READ_BATCH || this.bornSinceStart(page)) this.purgeAll('reset');
         else this.applyEntries(page.entries);
       }
       this.synced = true;
@@ -222,6 +203,7 @@ export class FleetInvalidation implements RevocationPublisher {
     if (page.epoch !== this.epoch) return this.restartAt(page, 'reset');
     if (page.trimmed) return this.restartAt(page, 'trimmed');
     if (page.rewound) return this.restartAt(page, 'rewound');
+    if (page.deleted) return this.restartAt(page, 'deleted');
     this.applyEntries(page.entries);
     return page.entries.length >= READ_BATCH;
   }

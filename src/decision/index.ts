@@ -13,14 +13,7 @@ export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequ
 export { DecisionService, type CheckTransport, type DecideOptions, type DecisionServiceOptions } from './service.js';
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
-export {
-  createInvalidationMetrics,
-  FleetInvalidation,
-  INVALIDATION_POLL_INTERVAL_MS,
-  type CatchUpPurgeCause,
-  type FleetInvalidationOptions,
-  type InvalidationEntry,
-  type InvalidationLog,
-  type InvalidationMetrics,
-  type InvalidationPage,
-} from './fleet-invalidation.js';
+export { CacheTrust } from './cache-trust.js';
+export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
+export type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
+export { CATCH_UP_PURGE_CAUSES, createInvalidationMetrics, type CatchUpPurgeCause, type InvalidationMetrics, type LogReadFailure } from './invalidation-metrics.js';

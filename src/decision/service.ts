@@ -8,6 +8,7 @@ import { DecisionError, isServiceFailure, type DecisionErrorCode } from './error
 import type { DecisionMetrics, UpstreamOutcome } from './metrics.js';
 import { parseCheckResponse, type UpstreamResponse } from './parse-response.js';
 import type { PreEvaluationLog } from './pre-evaluation-log.js';
+import type { CacheTrust } from './cache-trust.js';
 import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import type { Answer, CheckRequest } from './types.js';
 
@@ -35,8 +36,16 @@ export interface DecisionServiceOptions {
   readonly preEvaluationLog: PreEvaluationLog;
   /** Upstream calls at once before misses are shed with `ERR_OVERLOADED`. */
   readonly maxInFlight: number;
+  /**
+   * Read before every hit: while it says the cache cannot be trusted (the fleet's invalidation log
+   * went unread too long), nothing is served from the cache and every check asks the service. Always
+   * trusted when absent.
+   */
+  readonly trust?: Pick<CacheTrust, 'trusted'>;
   readonly now?: () => number;
 }
+
+const ALWAYS_TRUSTED: Pick<CacheTrust, 'trusted'> = Object.freeze({ trusted: true });
 
 const OUTCOME_BY_CODE: Record<DecisionErrorCode, UpstreamOutcome> = {
   ERR_UPSTREAM_TIMEOUT: 'timeout',
@@ -80,9 +89,11 @@ export class DecisionService {
   private callSeq = 0;
   private inFlight = 0;
   private readonly now: () => number;
+  private readonly trust: Pick<CacheTrust, 'trusted'>;
 
   constructor(private readonly o: DecisionServiceOptions) {
     this.now = o.now ?? Date.now;
+    this.trust = o.trust ?? ALWAYS_TRUSTED;
   }
 
   /**
@@ -90,6 +101,7 @@ export class DecisionService {
    * refresh-ahead window starts a background refresh of the entry (once per entry).
    */
   cached(req: CheckRequest): Answer | undefined {
+    if (!this.trust.trusted) return undefined;
     const key = cacheKey(req);
     const hit = this.o.cache.lookup(key);
     if (hit === undefined) return undefined;
@@ -135,7 +147,7 @@ export class DecisionService {
   decide(req: CheckRequest, options: DecideOptions = {}): Promise<Answer> {
     const { noCache = false, cacheMissed = false, trace = null } = options;
     const key = cacheKey(req);
-    if (!noCache && !cacheMissed) {
+    if (!noCache && !cacheMissed && this.trust.trusted) {
       const hit = this.o.cache.lookup(key);
       if (hit) {
         if (hit.refreshDue) this.refresh(req, key);

@@ -1,10 +1,14 @@
 import type { ClaimStore, InFlightOutcome, SharedAccept, SharedClaim } from '../webhooks/index.js';
 import type { RedisConnection } from './connection.js';
-import { ACCEPT, CLAIM, RELEASE } from './dedup-scripts.js';
+import { ACCEPT, acceptedValue, CLAIM, DEDUP_VALUE_MAX_BYTES, RELEASE } from './dedup-scripts.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 
-/** Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted"|"released"}`. */
+/**
+ * Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted","mac":…}`
+ * or `{"id":…,"outcome":"released"}`.
+ */
 export const DEDUP_SETTLED_CHANNEL = 'dedup-settled';
 /** Owner segment of the dedup keys: `{<prefix>}dedup:<event id>`. */
 export const DEDUP_KEY_OWNER = 'dedup';
@@ -13,6 +17,9 @@ export const DEDUP_KEY_OWNER = 'dedup';
  * {@link ClaimStore} on Redis: one key per event id, moved by token-guarded scripts (see
  * dedup-scripts.ts), settlements announced on a channel. Storage only; the policy (local first,
  * fallback, backfill, what a stall means) is `SharedDedup`'s in src/webhooks/. Replies are checked.
+ * With `--redis-wait-replicas`, a claim and an accept resolve only once that many replicas hold
+ * them (`ERR_REDIS_NOT_REPLICATED` otherwise): a failover then forgets neither, and a claim written
+ * to a master that lost its replicas (one restarted with its old role) is never used.
  */
 export class RedisClaimStore implements ClaimStore {
   private readonly channel: string;
@@ -20,23 +27,37 @@ export class RedisClaimStore implements ClaimStore {
   constructor(
     private readonly connection: RedisConnection,
     private readonly keyspace: RedisKeyspace,
+    private readonly wait: ReplicaWait = {},
   ) {
     this.channel = keyspace.channel(DEDUP_SETTLED_CHANNEL);
   }
 
-  async claim(id: string, token: string, leaseMs: number): Promise<SharedClaim> {
-    const reply = await this.connection.call('dedup_claim', (c) => CLAIM.run(c, [this.key(id)], [token, String(leaseMs)]));
+  async claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): Promise<SharedClaim> {
+    const reply = await this.connection.call('dedup_claim', async (c) => {
+      // Not claimed at all when it could not be replicated (nothing to let go afterwards).
+      await replicasInSync(c, this.wait);
+      const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)]);
+      if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
+      return r;
+    });
     if (Array.isArray(reply) && typeof reply[1] === 'number') {
-      if (reply[0] === 'claimed') return { kind: 'claimed' };
+      if (reply[0] === 'claimed') return { kind: 'claimed', displaced: reply[1] === 1 };
       if (reply[0] === 'duplicate') return { kind: 'duplicate' };
       if (reply[0] === 'in_flight') return { kind: 'in_flight', remainingMs: reply[1] };
     }
     throw new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the dedup claim script');
   }
 
-  async accept(id: string, token: string, retentionMs: number): Promise<SharedAccept> {
-    const message = JSON.stringify({ id, outcome: 'accepted' });
-    const r = await this.connection.call('dedup_accept', (c) => ACCEPT.run(c, [this.key(id)], [token, String(retentionMs), this.channel, message]));
+  async accept(id: string, token: string, retentionMs: number, mac: string, acceptedMacs: readonly string[]): Promise<SharedAccept> {
+    const message = JSON.stringify({ id, outcome: 'accepted', mac });
+    const args = [token, String(retentionMs), this.channel, message, acceptedValue(mac), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)];
+    const r = await this.connection.call('dedup_accept', async (c) => {
+      // Written whatever the replicas (the app has the event); acknowledged only once they hold it.
+      const accepted = await ACCEPT.run(c, [this.key(id)], args);
+      await replicasInSync(c, this.wait);
+      await waitForReplicas(c, this.wait);
+      return accepted;
+    });
     if (r === 1) return 'held';
     if (r === 2) return 'already';
     if (r === 0) return 'lapsed';
@@ -49,11 +70,16 @@ export class RedisClaimStore implements ClaimStore {
     return r === 1;
   }
 
-  async backfill(id: string, remainingMs: number): Promise<void> {
-    await this.connection.call('dedup_backfill', (c) => c.sendCommand(['SET', this.key(id), 'accepted', 'PX', String(Math.max(1, Math.round(remainingMs)))]));
+  async backfill(id: string, remainingMs: number, mac: string): Promise<void> {
+    await this.connection.call('dedup_backfill', async (c) => {
+      // Replicated like an accept: a failover must not forget what the app was given.
+      await replicasInSync(c, this.wait);
+      await c.sendCommand(['SET', this.key(id), acceptedValue(mac), 'PX', String(Math.max(1, Math.round(remainingMs)))]);
+      await waitForReplicas(c, this.wait);
+    });
   }
 
-  async onSettled(listener: (id: string, outcome: InFlightOutcome) => void): Promise<void> {
+  async onSettled(listener: (id: string, outcome: InFlightOutcome, mac: string | null) => void): Promise<void> {
     await this.connection.subscribe(this.channel, (message) => {
       let parsed: unknown;
       try {
@@ -61,8 +87,8 @@ export class RedisClaimStore implements ClaimStore {
       } catch {
         return;
       }
-      const { id, outcome } = (parsed ?? {}) as { id?: unknown; outcome?: unknown };
-      if (typeof id === 'string' && (outcome === 'accepted' || outcome === 'released')) listener(id, outcome);
+      const { id, outcome, mac } = (parsed ?? {}) as { id?: unknown; outcome?: unknown; mac?: unknown };
+      if (typeof id === 'string' && (outcome === 'accepted' || outcome === 'released')) listener(id, outcome, typeof mac === 'string' ? mac : null);
     });
   }
 

@@ -6,22 +6,16 @@ import { classify, outcomeOf, reasonOf, RedisError, withDeadline } from './error
 import type { RedisKeyspace } from './keyspace.js';
 import { createLink, type RedisLink, type RedisTargetSpec } from './link.js';
 import type { RedisMetrics } from './metrics.js';
-import { RedisScript } from './script.js';
+import { isClusterNode, probeWrite } from './health-probe.js';
+import { ReplicaCheck } from './replica-check.js';
+import { Subscriptions, type ChannelListener } from './subscriptions.js';
+
+export { REPLICA_CHECK_INTERVAL_MS } from './replica-check.js';
 
 /** How often the connection is checked (ms); `consent_sidecar_redis_up` follows it. */
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
 /** At most one log line per kind of connection error per this interval (ms). */
 const ERROR_LOG_INTERVAL_MS = 30_000;
-/** How long the health probe's key lives (ms): it only proves a write went through. */
-const HEALTH_KEY_TTL_MS = 60_000;
-
-/**
- * The health probe is a write of the kind every user of Redis here makes: a script on a key under
- * the deployment's hash tag. So it fails exactly when they would: MOVED (a cluster node given as
- * one server), CROSSSLOT, READONLY (a replica), NOAUTH or WRONGPASS, OOM. A PING would pass them all.
- */
-const HEALTH = new RedisScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`);
-
 export interface RedisConnectionOptions {
   /** Where Redis is, as now configured; read every health tick, so a rotated Secret is followed. */
   readonly target: () => RedisTargetSpec;
@@ -34,17 +28,12 @@ export interface RedisConnectionOptions {
   readonly healthIntervalMs?: number;
   /**
    * `--redis-wait-replicas`: when above 0, the replicas the master has (one server or Sentinel) are
-   * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link checkReplicas}).
+   * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link ReplicaCheck}).
    */
   readonly waitReplicas?: number;
   /** Default {@link REPLICA_CHECK_INTERVAL_MS}. */
   readonly replicaCheckIntervalMs?: number;
 }
-
-/** How often the replicas the master has are compared with `--redis-wait-replicas` (ms). */
-export const REPLICA_CHECK_INTERVAL_MS = 30_000;
-
-type Listener = (message: string) => void;
 
 /**
  * One link to Redis for the whole process (one server, a cluster or a sentinel-managed master; see
@@ -54,7 +43,7 @@ type Listener = (message: string) => void;
  *   says whether the command may have run (`outcomeUnknown`): a call refused before it was sent
  *   had no effect, one that timed out or lost its connection may have. Slow is not down;
  * - there is no offline queue: while Redis is away calls fail at once instead of piling up;
- * - a health check each second writes under the hash tag (see {@link HEALTH}), and
+ * - a health check each second writes under the hash tag (see `probeWrite`), and
  *   `consent_sidecar_redis_up` is 1 only while it passes; why it fails is logged once per reason;
  * - {@link onRestored} hooks run when Redis answers again after it did not;
  * - {@link silentForMs} says how long nothing has been heard from Redis, which tells a stall
@@ -70,7 +59,7 @@ type Listener = (message: string) => void;
 export class RedisConnection {
   private link: RedisLink | undefined;
   private currentTarget = '';
-  private readonly subscriptions = new Map<string, Set<Listener>>();
+  private readonly subscriptions: Subscriptions;
   private readonly restoredHooks: (() => void)[] = [];
   private healthTimer: NodeJS.Timeout | undefined;
   private up = false;
@@ -80,7 +69,10 @@ export class RedisConnection {
   private lost = false;
   private closed = false;
   private checking = false;
-  /** performance.now() of the last answer of any kind (a reply error is an answer). */
+  /**
+   * performance.now() of the last answer (a reply error is an answer; one that is not an answer,
+   * `READONLY`, `LOADING`, `MOVED`, `CLUSTERDOWN`…, counts as silence: see {@link RedisError.answered}).
+   */
   private lastAnswerAt = performance.now();
   /** The single-server target is a cluster node (checked once per link). */
   private clusterNodeChecked = false;
@@ -88,14 +80,18 @@ export class RedisConnection {
   private readonly commands: RedisCommands;
   /** Waiting for the link to be ready ({@link connected}). */
   private readyWaiters: (() => void)[] = [];
-  private lastReplicaCheck = Number.NEGATIVE_INFINITY;
-  /** The replica count last logged as differing from `--redis-wait-replicas` ('' when none differs). */
-  private replicasLogged = '';
+  private readonly replicas: ReplicaCheck;
 
   constructor(private readonly options: RedisConnectionOptions) {
     if (!(options.commandTimeoutMs > 0)) throw new RangeError('RedisConnection: commandTimeoutMs must be > 0');
     options.metrics.up.set(0);
     this.commands = { sendCommand: (args) => this.link!.send(args) };
+    this.subscriptions = new Subscriptions(options.logger);
+    this.replicas = new ReplicaCheck({
+      waitReplicas: options.waitReplicas ?? 0,
+      logger: options.logger,
+      ...(options.replicaCheckIntervalMs !== undefined ? { intervalMs: options.replicaCheckIntervalMs } : {}),
+    });
   }
 
   /** Connects in the background and starts the health checks; never waits for Redis. */
@@ -133,7 +129,11 @@ export class RedisConnection {
     return this.up;
   }
 
-  /** Milliseconds since Redis last answered anything (on the monotonic clock). */
+  private readonly heard = (): void => {
+    this.lastAnswerAt = performance.now();
+  };
+
+  /** Milliseconds since Redis last answered anything, in time or late (on the monotonic clock). */
   silentForMs(): number {
     return performance.now() - this.lastAnswerAt;
   }
@@ -148,13 +148,15 @@ export class RedisConnection {
     try {
       if (this.closed) throw new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed');
       if (!this.link?.connected) throw new RedisError('ERR_REDIS_UNAVAILABLE', 'Redis is not connected');
-      const result = await withDeadline(work(this.commands), this.options.commandTimeoutMs);
-      this.lastAnswerAt = performance.now();
+      const pending = work(this.commands);
+      // An answer read after the deadline is still an answer: Redis is slow (a WAIT ahead of it on
+      // the connection, a busy machine), not silent, and silence is what decides "down".
+      pending.then(this.heard, (err: unknown) => classify(err, this.closed).answered && this.heard());
+      const result = await withDeadline(pending, this.options.commandTimeoutMs);
       end({ outcome: 'ok' });
       return result;
     } catch (err) {
       const e = classify(err, this.closed);
-      if (e.code === 'ERR_REDIS_REPLY') this.lastAnswerAt = performance.now();
       end({ outcome: outcomeOf(e.code) });
       throw e;
     }
@@ -166,11 +168,8 @@ export class RedisConnection {
    * stream, the queue polls). Resolves once subscribed, or after the command deadline when Redis
    * does not answer: a Redis that is away never holds up the start.
    */
-  async subscribe(channel: string, listener: Listener): Promise<void> {
-    let set = this.subscriptions.get(channel);
-    const first = !set;
-    if (!set) this.subscriptions.set(channel, (set = new Set()));
-    set.add(listener);
+  async subscribe(channel: string, listener: ChannelListener): Promise<void> {
+    const first = this.subscriptions.add(channel, listener);
     if (!first || this.closed || !this.link) return;
     await this.subscribeOn(this.link, channel);
   }
@@ -208,23 +207,13 @@ export class RedisConnection {
       },
     });
     this.link = link;
-    for (const channel of this.subscriptions.keys()) void this.subscribeOn(link, channel);
+    for (const channel of this.subscriptions.channels()) void this.subscribeOn(link, channel);
     link.connect();
   }
 
   private async subscribeOn(link: RedisLink, channel: string): Promise<void> {
-    const subscribed = link.subscribe(channel, (m) => this.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
+    const subscribed = link.subscribe(channel, (m) => this.subscriptions.dispatch(channel, m)).catch((err: unknown) => this.logError('subscribe', err));
     await Promise.race([subscribed, sleep(this.options.commandTimeoutMs)]);
-  }
-
-  private dispatch(channel: string, message: string): void {
-    for (const listener of this.subscriptions.get(channel) ?? []) {
-      try {
-        listener(message);
-      } catch (err) {
-        this.options.logger.error({ event: 'redis_listener_failed', err }, 'a Redis message listener threw');
-      }
-    }
   }
 
   private async checkHealth(): Promise<void> {
@@ -240,64 +229,21 @@ export class RedisConnection {
         old?.destroy();
         return;
       }
+      const call = <T>(op: string, work: (c: RedisCommands) => Promise<T>): Promise<T> => this.call(op, work);
       if (!this.clusterNodeChecked) {
-        const info = await this.call('health', (c) => c.sendCommand(['INFO', 'cluster']));
-        this.clusterNodeChecked = true;
-        if (/cluster_enabled:1/.test(String(info))) {
-          // Each call would go to this node alone and follow no MOVED: not shared state.
-          this.clusterNodeChecked = false;
+        if (await isClusterNode(call)) {
           this.setUp(false, 'this Redis is a cluster node: give its nodes with --redis-cluster-nodes');
           return;
         }
+        this.clusterNodeChecked = true;
       }
-      await this.call('health', (c) => HEALTH.run(c, [this.options.keyspace.key('health')], ['1', String(HEALTH_KEY_TTL_MS)]));
+      await probeWrite(call, this.options.keyspace.key('health'));
       this.setUp(true);
-      await this.checkReplicas(target);
+      await this.replicas.check(target, async () => String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication']))));
     } catch (err) {
       this.setUp(false, reasonOf(err));
     } finally {
       this.checking = false;
-    }
-  }
-
-  /**
-   * `WAIT n` protects an acknowledged write from a failover only when every replica that can be
-   * promoted holds it: with fewer, Redis may promote one that missed it (the Sentinel chaos run lost
-   * acknowledged events that way). So the master's replicas are compared with `--redis-wait-replicas`
-   * and a difference is logged once per count: more replicas than `n` (a failover may lose what was
-   * acknowledged), or fewer attached than `n` (nothing can be acknowledged: 503 until they are).
-   * One server and Sentinel only; never changes whether Redis is up.
-   */
-  private async checkReplicas(target: RedisTargetSpec): Promise<void> {
-    const n = this.options.waitReplicas ?? 0;
-    if (n <= 0 || target.kind === 'cluster') return;
-    const now = performance.now();
-    if (now - this.lastReplicaCheck < (this.options.replicaCheckIntervalMs ?? REPLICA_CHECK_INTERVAL_MS)) return;
-    this.lastReplicaCheck = now;
-    let info: string;
-    try {
-      info = String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication'])));
-    } catch {
-      return; // the next check tries again; the health check says whether Redis is usable
-    }
-    const replicas = Number(/^connected_slaves:(\d+)\s*$/m.exec(info)?.[1]);
-    if (!/^role:master\s*$/m.test(info) || !Number.isInteger(replicas)) return;
-    const key = replicas === n ? '' : String(replicas);
-    if (key === this.replicasLogged) return;
-    this.replicasLogged = key;
-    const facts = { waitReplicas: n, replicas };
-    if (replicas > n) {
-      this.options.logger.warn(
-        { event: 'redis_wait_replicas_below_replicas', ...facts },
-        `the Redis master has ${replicas} replicas and --redis-wait-replicas is ${n}: a failover may promote a replica that missed an acknowledged event; set it to ${replicas}`,
-      );
-    } else if (replicas < n) {
-      this.options.logger.warn(
-        { event: 'redis_wait_replicas_unmet', ...facts },
-        `the Redis master has ${replicas} replicas attached, fewer than --redis-wait-replicas ${n}: queue mode and revocations answer 503 until ${n} are`,
-      );
-    } else {
-      this.options.logger.info({ event: 'redis_wait_replicas_met', ...facts }, `the Redis master has the ${n} replicas --redis-wait-replicas asks for`);
     }
   }
 

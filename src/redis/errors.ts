@@ -8,21 +8,51 @@ import type { StoreFailure } from '../lib/store-failure.js';
  *   at once); the call had no effect;
  * - `ERR_REDIS_TIMEOUT`: sent, no answer within `--redis-command-timeout-ms`: the outcome is unknown;
  * - `ERR_REDIS_CONNECTION_LOST`: sent, then the connection broke before the answer: unknown too;
- * - `ERR_REDIS_REPLY`: Redis answered with an error (MOVED, READONLY, NOAUTH, OOM, a script error…);
+ * - `ERR_REDIS_REPLY`: Redis answered with an error (NOAUTH, OOM, a wrong type, a script error…): it
+ *   is there and refuses;
+ * - `ERR_REDIS_IN_TRANSITION`: an answer that is not an answer (`READONLY`, `LOADING`, `MOVED`,
+ *   `ASK`, `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`): a failover, a restart or a slot move is under
+ *   way; the command did not run here, and it says nothing of what the keys hold where it would
+ *   have run (another replica may be writing there now). Treated like silence, never as a refusal;
+ * - `ERR_REDIS_NOT_REPLICATED`: written on the master, but fewer replicas than
+ *   `--redis-wait-replicas` acknowledged it in time: a failover may still lose it, so its outcome
+ *   is unknown;
  * - `ERR_REDIS_CLOSED`: the connection was closed on purpose (shutdown).
  */
-export type RedisErrorCode = 'ERR_REDIS_UNAVAILABLE' | 'ERR_REDIS_TIMEOUT' | 'ERR_REDIS_CONNECTION_LOST' | 'ERR_REDIS_REPLY' | 'ERR_REDIS_CLOSED';
+export type RedisErrorCode =
+  | 'ERR_REDIS_UNAVAILABLE'
+  | 'ERR_REDIS_TIMEOUT'
+  | 'ERR_REDIS_CONNECTION_LOST'
+  | 'ERR_REDIS_REPLY'
+  | 'ERR_REDIS_IN_TRANSITION'
+  | 'ERR_REDIS_NOT_REPLICATED'
+  | 'ERR_REDIS_CLOSED';
+
+/** Reply errors that say Redis cannot serve this now (see `ERR_REDIS_IN_TRANSITION`), by their first word. */
+const IN_TRANSITION = new Set(['READONLY', 'LOADING', 'MOVED', 'ASK', 'CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN']);
 
 /** A Redis failure with a stable code; tests assert the code, never the message. */
 export class RedisError extends SidecarError<RedisErrorCode> implements StoreFailure {
   /** The command may have run (see {@link StoreFailure}): a timeout or a connection lost after sending. */
   get outcomeUnknown(): boolean {
-    return this.code === 'ERR_REDIS_TIMEOUT' || this.code === 'ERR_REDIS_CONNECTION_LOST';
+    return this.code === 'ERR_REDIS_TIMEOUT' || this.code === 'ERR_REDIS_CONNECTION_LOST' || this.code === 'ERR_REDIS_NOT_REPLICATED';
   }
 
-  /** Redis answered with an error (MOVED, READONLY, NOAUTH, OOM, a wrong type…): it is there and did nothing. */
+  /**
+   * Redis answered with an error (NOAUTH, OOM, a wrong type…): it is there and did nothing. An
+   * answer that is not an answer (`ERR_REDIS_IN_TRANSITION`) is no refusal: it says a failover is
+   * under way, not that Redis will not do it.
+   */
   get refused(): boolean {
     return this.code === 'ERR_REDIS_REPLY';
+  }
+
+  /**
+   * Redis answered: with a refusal, or with fewer replicas than asked for (it serves; its replicas
+   * lag). An answer that is not an answer (`ERR_REDIS_IN_TRANSITION`) is not one.
+   */
+  get answered(): boolean {
+    return this.code === 'ERR_REDIS_REPLY' || this.code === 'ERR_REDIS_NOT_REPLICATED';
   }
 }
 
@@ -38,6 +68,8 @@ export function outcomeOf(code: RedisErrorCode): RedisCallOutcome {
     case 'ERR_REDIS_CONNECTION_LOST':
       return 'connection_lost';
     case 'ERR_REDIS_REPLY':
+    case 'ERR_REDIS_IN_TRANSITION':
+    case 'ERR_REDIS_NOT_REPLICATED':
       return 'reply';
     case 'ERR_REDIS_CLOSED':
       return 'closed';
@@ -83,7 +115,10 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
 /** What a failed call means: an error reply (an answer), a call refused before it was written, a closed connection, or an unknown outcome. */
 export function classify(err: unknown, closed: boolean): RedisError {
   if (err instanceof RedisError) return err;
-  if (err instanceof ErrorReply) return new RedisError('ERR_REDIS_REPLY', `Redis answered an error: ${err.message}`, { cause: err });
+  if (err instanceof ErrorReply) {
+    const inTransition = IN_TRANSITION.has(err.message.split(' ')[0] ?? '');
+    return new RedisError(inTransition ? 'ERR_REDIS_IN_TRANSITION' : 'ERR_REDIS_REPLY', `Redis answered an error: ${err.message}`, { cause: err });
+  }
   if (closed) return new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed', { cause: err });
   // Refused by the client before anything was written: the command did not run.
   if (err instanceof ClientOfflineError || err instanceof ClientClosedError) {

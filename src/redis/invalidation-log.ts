@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/fleet-invalidation.js';
+import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/index.js';
 import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { RedisScript } from './script.js';
 import { compareStreamIds, isStreamId } from './stream-ids.js';
 
@@ -12,6 +12,11 @@ import { compareStreamIds, isStreamId } from './stream-ids.js';
 export const INVALIDATE_CHANNEL = 'invalidate';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
+/**
+ * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
+ * 1,024 characters): a larger one is nobody's revocation, and only its id is read into the process.
+ */
+export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
 
 /**
  * KEYS: stream, epoch. ARGV: origin, scope, user reference, max entries, channel, new epoch.
@@ -30,9 +35,11 @@ return id
 `);
 
 /**
- * KEYS: stream, epoch. ARGV: after (a stream id, '' for the head alone), max, new epoch.
- * Returns {epoch, last generated id, entries ever added (-1 before Redis 7), length, first entry id
- * ('' when empty), entries after `after`}.
+ * KEYS: stream, epoch. ARGV: after (a stream id, '' for the head alone), max, new epoch, max entry
+ * bytes. Returns {epoch, last generated id, entries ever added (-1 before Redis 7), length, first
+ * entry id ('' when empty), the newest id ever removed by XDEL ('0-0' when none or before Redis 7;
+ * trimming does not set it), entries after `after`}. An entry whose fields hold more than the max
+ * comes back as its id alone.
  */
 const READ = new RedisScript(`
 local epoch = redis.call('GET', KEYS[2])
@@ -41,7 +48,7 @@ if not epoch then
   epoch = (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[3]
   redis.call('SET', KEYS[2], epoch)
 end
-local head, added, len, first = '0-0', 0, 0, ''
+local head, added, len, first, deleted = '0-0', 0, 0, '', '0-0'
 if redis.call('EXISTS', KEYS[1]) == 1 then
   added = -1
   local info = redis.call('XINFO', 'STREAM', KEYS[1])
@@ -50,11 +57,19 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     if k == 'last-generated-id' then head = info[i + 1]
     elseif k == 'entries-added' then added = info[i + 1]
     elseif k == 'length' then len = info[i + 1]
+    elseif k == 'max-deleted-entry-id' then deleted = info[i + 1]
     elseif k == 'first-entry' and type(info[i + 1]) == 'table' then first = info[i + 1][1] end
   end
 end
-if ARGV[1] == '' then return {epoch, head, added, len, first, {}} end
-return {epoch, head, added, len, first, redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])}
+if ARGV[1] == '' then return {epoch, head, added, len, first, deleted, {}} end
+local list = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+local limit = tonumber(ARGV[4])
+for i, e in ipairs(list) do
+  local n = 0
+  for j = 1, #e[2] do n = n + #e[2][j] end
+  if n > limit then list[i] = {e[1], {}} end
+end
+return {epoch, head, added, len, first, deleted, list}
 `);
 
 /**
@@ -77,13 +92,23 @@ function decode(position: string): Position {
 
 /**
  * {@link InvalidationLog} on a Redis stream (`invalidations`, bounded to
- * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, and a pub/sub nudge. Scripts and parsing
- * only: what a reader does about a gap is not decided here. What Redis hands back is checked: an
- * entry it cannot read comes out with a null revocation, a reply of the wrong shape is an error.
+ * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, and a pub/sub nudge naming each new entry.
+ * Scripts and parsing only: what a reader does about a gap is not decided here. What Redis hands
+ * back is checked: an entry it cannot read (or larger than {@link INVALIDATION_ENTRY_MAX_BYTES})
+ * comes out with a null revocation, a reply of the wrong shape is an error.
+ *
+ * Every entry removed after a reader's position is reported (`deleted`), however it was removed,
+ * by three independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
+ * fewer entries after the position than `entries-added` says were added after it; and an entry a
+ * nudge announced before the read that the read does not find. A writer who deletes an entry and
+ * rewrites the stream's counters (XSETID) still trips the third while the reader's subscription
+ * is up.
  */
 export class RedisInvalidationLog implements InvalidationLog {
   private readonly keys: [string, string];
   private readonly channel: string;
+  /** The newest entry id a nudge named (null: none, or already found missing). */
+  private announced: string | null = null;
 
   constructor(
     private readonly connection: RedisConnection,
@@ -102,6 +127,7 @@ export class RedisInvalidationLog implements InvalidationLog {
   async append(origin: string, revocation: Revocation): Promise<void> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
     await this.connection.call('invalidate_publish', async (c) => {
+      await replicasInSync(c, this.options);
       await APPEND.run(c, this.keys, [origin, revocation.scope, user, String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES), this.channel, randomUUID()]);
       await waitForReplicas(c, this.options);
     });
@@ -109,9 +135,11 @@ export class RedisInvalidationLog implements InvalidationLog {
 
   async readAfter(position: string | null, max: number): Promise<InvalidationPage> {
     const from = position === null ? null : decode(position);
-    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, this.keys, [from?.id ?? '', String(max), randomUUID()]));
-    if (!Array.isArray(reply) || reply.length !== 6) throw malformed();
-    const [epoch, head, added, length, first, list] = reply as unknown[];
+    // Only what was announced before the read was sent must be in what it reads.
+    const announced = this.announced;
+    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, this.keys, [from?.id ?? '', String(max), randomUUID(), String(INVALIDATION_ENTRY_MAX_BYTES)]));
+    if (!Array.isArray(reply) || reply.length !== 7) throw malformed();
+    const [epoch, head, added, length, first, maxDeleted, list] = reply as unknown[];
     if (
       typeof epoch !== 'string' ||
       typeof head !== 'string' ||
@@ -120,24 +148,31 @@ export class RedisInvalidationLog implements InvalidationLog {
       !Number.isSafeInteger(length) ||
       typeof first !== 'string' ||
       (first !== '' && !isStreamId(first)) ||
+      typeof maxDeleted !== 'string' ||
+      !isStreamId(maxDeleted) ||
       !Array.isArray(list)
     ) {
       throw malformed();
     }
     const counted = (added as number) >= 0;
     const entries: InvalidationEntry[] = [];
+    const ids: string[] = [];
     let rank = from?.rank ?? (added as number);
     for (const item of list) {
       if (!Array.isArray(item) || typeof item[0] !== 'string' || !isStreamId(item[0])) throw malformed();
       rank = counted && rank >= 0 ? rank + 1 : -1;
+      ids.push(item[0]);
       entries.push({ position: encode({ id: item[0], rank }), ...decodeEntry(item[1]) });
     }
+    const complete = list.length < max;
+    const gaps = from === null ? { trimmed: false, deleted: false, rewound: false } : gapsAfter(from, { counted, added: added as number, length: length as number, first, maxDeleted, head, read: ids.length, complete });
     return {
       epoch,
       epochBornMs: epochBornMs(epoch),
       head: encode({ id: head, rank: counted ? (added as number) : -1 }),
-      trimmed: from !== null && trimmedPast(from, { counted, added: added as number, length: length as number, first }),
-      rewound: from !== null && (compareStreamIds(head, from.id) < 0 || (counted && from.rank > (added as number))),
+      trimmed: gaps.trimmed,
+      deleted: gaps.deleted || (from !== null && this.announcedMissing(announced, from.id, ids, complete)),
+      rewound: gaps.rewound,
       entries,
     };
   }
@@ -149,25 +184,74 @@ export class RedisInvalidationLog implements InvalidationLog {
   }
 
   async onAppended(nudge: () => void): Promise<void> {
-    await this.connection.subscribe(this.channel, () => nudge());
+    await this.connection.subscribe(this.channel, (id) => {
+      // The nudge names the entry appended: a read sent after it must find it, whoever deleted
+      // it or rewrote the stream's counters since. (A forged nudge costs one purge, no more.)
+      if (isStreamId(id) && (this.announced === null || compareStreamIds(id, this.announced) > 0)) this.announced = id;
+      nudge();
+    });
   }
 
   onRestored(hook: () => void): void {
     this.connection.onRestored(hook);
   }
+
+  silentForMs(): number {
+    return this.connection.silentForMs();
+  }
+
+  /**
+   * Whether the newest entry announced before this read (after `from`, and within what it covers)
+   * is missing from it. Said once: a missing entry is forgotten, as the reader purges for it.
+   */
+  private announcedMissing(announced: string | null, from: string, ids: readonly string[], complete: boolean): boolean {
+    if (announced === null || compareStreamIds(announced, from) <= 0) return false;
+    const last = ids.at(-1);
+    if (!complete && (last === undefined || compareStreamIds(announced, last) > 0)) return false;
+    if (ids.includes(announced)) return false;
+    if (this.announced === announced) this.announced = null;
+    return true;
+  }
+}
+
+/** What one read of the stream says about it, beside its entries. */
+interface StreamFacts {
+  /** Redis counts entries ever added (7.0 on): `added` is that count. */
+  readonly counted: boolean;
+  readonly added: number;
+  readonly length: number;
+  /** The oldest entry's id, '' when the stream is empty. */
+  readonly first: string;
+  /** The newest id XDEL ever removed ('0-0': none); trimming does not set it. */
+  readonly maxDeleted: string;
+  readonly head: string;
+  /** Entries read after `from`, and whether that is all of them. */
+  readonly read: number;
+  readonly complete: boolean;
 }
 
 /**
- * Whether entries after `from` were removed before they were read. With Redis' count of entries
- * ever added, the first entry still there has rank `added − length + 1`; the next one we need has
- * rank `from.rank + 1`. Without the count, a first entry after `from` means `from` itself was
- * trimmed, and perhaps more: taken as a gap (a purge too many, never one too few).
+ * Whether entries after `from` are gone, and how. Entries added after `from` are `added −
+ * from.rank`; those still after it are the whole stream when its oldest entry is after `from`, else
+ * what a complete read found. Fewer means some were removed: from the front (`trimmed`: the oldest
+ * left is after `from`, and no XDEL after `from` explains it), or otherwise (`deleted`). Redis'
+ * record of the newest XDEL after `from` is a deletion whatever the counts say. Without a rank
+ * (before Redis 7, or a reader starting from a time), an oldest entry after `from` is taken as a
+ * trim past it: a purge too many, never one too few.
  */
-function trimmedPast(from: Position, s: { counted: boolean; added: number; length: number; first: string }): boolean {
-  if (s.counted && from.rank >= 0) return s.added - s.length + 1 > from.rank + 1 && s.added > from.rank;
-  const firstAfter = s.first !== '' && compareStreamIds(s.first, from.id) > 0;
-  // Without a rank: entries were removed (more added than held), and the oldest left is after `from`.
-  return s.counted ? s.added > s.length && firstAfter : firstAfter;
+function gapsAfter(from: Position, f: StreamFacts): { trimmed: boolean; deleted: boolean; rewound: boolean } {
+  const rewound = compareStreamIds(f.head, from.id) < 0 || (f.counted && from.rank > f.added);
+  const frontPast = f.first === '' || compareStreamIds(f.first, from.id) > 0;
+  const deletedAfter = compareStreamIds(f.maxDeleted, from.id) > 0;
+  let gone: boolean;
+  if (f.counted && from.rank >= 0) {
+    const stillAfter = frontPast ? f.length : f.complete ? f.read : null;
+    gone = stillAfter !== null && f.added - from.rank > stillAfter;
+  } else {
+    gone = f.first !== '' && compareStreamIds(f.first, from.id) > 0 && (!f.counted || f.added > f.length);
+  }
+  const trimmed = gone && frontPast && !deletedAfter;
+  return { trimmed, deleted: deletedAfter || (gone && !trimmed), rewound };
 }
 
 /** When the epoch was made (the store's clock, ms), or null when it does not say (written by an older version or by something else). */

@@ -5,39 +5,50 @@ import { RedisScript } from './script.js';
  *
  * | key | type | holds |
  * |---|---|---|
- * | `queue:events` | stream, group `workers` | events due now; field `e` = the stored delivery's JSON |
+ * | `queue:events` | stream, group `workers` | events due now; field `e` = the stored delivery's JSON, `i` = its event id |
  * | `queue:delayed` | sorted set, score = due time (epoch ms) | events waiting for their next attempt (member = JSON) |
  * | `queue:born` | sorted set, score = accepted at (epoch ms) | one member per event id not yet delivered nor dead: depth, oldest age, the bound |
  * | `queue:dead` | stream, bounded | dead letters; field `e` = the JSON with `lastError`, `deadAt` |
- * | `queue:delivered:<id>` | string, TTL = dedup retention | the app answered 2xx: a redelivery is dropped |
+ * | `queue:delivered:<id>` | string (the marker's MAC), TTL ≥ horizon + 2 × tolerance | the app answered 2xx: a redelivery is dropped |
  * | `queue:wake` | channel | "something is due": workers read at once instead of at their next poll |
+ * | `queue:delivered` | channel | `{"id","mac"}` after each delivery: every replica remembers it in memory too |
  *
  * Every step that moves an event is one script, so an event is never in two places nor in none.
- * Every key carries the deployment's hash tag: on a cluster each script runs on one slot.
+ * Every key carries the deployment's hash tag: on a cluster each script runs on one slot. What is
+ * read back is bounded: an entry larger than the caller's limit is never returned (see READ), a
+ * marker longer than any MAC never read.
  */
 
 /**
  * Deduplicate, bound and store in one step. KEYS: events, born, the shared dedup key (`dedup:<id>`).
- * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms), max events.
- * 0: accepted before (not stored again); 1: stored; 2: full (not stored, nothing marked). A
- * passthrough claim in flight (a fleet in the middle of a change of mode) is taken over.
+ * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms), max events, the
+ * accepted marker to write, max marker bytes, the accepted markers that count (one per secret)...
+ * 0: accepted before (not stored again); 1: stored; 2: full (not stored, nothing marked); 3:
+ * stored, over a dedup value that was no marker of ours (forged, or written without our secrets).
+ * A passthrough claim in flight (a fleet in the middle of a change of mode) is taken over.
  */
 export const ENQUEUE = new RedisScript(`
-if redis.call('GET', KEYS[3]) == 'accepted' then return 0 end
+local n = redis.call('STRLEN', KEYS[3])
+local v = false
+if n > tonumber(ARGV[8]) then v = true elseif n > 0 then v = redis.call('GET', KEYS[3]) end
+if v and v ~= true then for i = 9, #ARGV do if v == ARGV[i] then return 0 end end end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then return 2 end
-redis.call('SET', KEYS[3], 'accepted', 'PX', ARGV[5])
-redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+redis.call('SET', KEYS[3], ARGV[7], 'PX', ARGV[5])
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
 redis.call('PUBLISH', ARGV[4], '1')
+if v and string.sub(v == true and '' or v, 1, 9) ~= 'inflight:' then return 3 end
 return 1
 `);
 
 /**
- * The app accepted it. KEYS: events, born, delivered marker. ARGV: group, entry id, event id, retention (ms).
- * The marker is written whatever else happened (the app did accept); 1 when our entry was still pending.
+ * The app accepted it. KEYS: events, born, delivered marker. ARGV: group, entry id, event id, marker
+ * TTL (ms), the marker's MAC, the delivered channel, its message. The marker is written whatever
+ * else happened (the app did accept); 1 when our entry was still pending.
  */
 export const DELIVERED = new RedisScript(`
-redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4])
+redis.call('PUBLISH', ARGV[6], ARGV[7])
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
@@ -105,10 +116,99 @@ redis.call('PUBLISH', ARGV[5], '1')
 return 1
 `);
 
-/** Which events were delivered already. KEYS: their delivered markers. Returns 1/0 per key, in order. */
+/**
+ * The delivered markers of some events. KEYS: their marker keys. ARGV: max marker bytes. Returns,
+ * in order, each marker's value, '' when there is none or it is longer than any of ours (never
+ * read): the caller checks each MAC.
+ */
 export const SEEN = new RedisScript(`
 local out = {}
-for i, k in ipairs(KEYS) do out[i] = redis.call('EXISTS', k) end
+for i, k in ipairs(KEYS) do
+  local n = redis.call('STRLEN', k)
+  if n > 0 and n <= tonumber(ARGV[1]) then out[i] = redis.call('GET', k) else out[i] = '' end
+end
+return out
+`);
+
+/**
+ * Entries handed to a consumer, each checked for size before it leaves Redis. KEYS: events, born,
+ * dead. ARGV: group, consumer, how ('new': never delivered; 'pending': this consumer's own, after
+ * the id in ARGV[4]; 'claim': idle at least ARGV[8] ms, from the cursor in ARGV[4]), from, at most
+ * (entries), max entry bytes, batch bytes, min idle (ms), max dead letters, now (ms).
+ *
+ * One entry per step, so a batch stops at its byte budget (the last entry may take it past, by at
+ * most one entry). An entry whose fields hold more than the max is never returned: it is
+ * dead-lettered here as `oversized` (its id and size only) and counted. An entry that is gone
+ * (deleted while pending) comes back with no fields. Returns {cursor (the next id to read after,
+ * or the next XAUTOCLAIM cursor), oversized count, entries}.
+ */
+export const READ = new RedisScript(`
+local out, bytes, oversized = {}, 0, 0
+local maxEntry, budget = tonumber(ARGV[6]), tonumber(ARGV[7])
+local cursor = ARGV[4]
+local function take(e)
+  local fields = e[2]
+  if type(fields) ~= 'table' then out[#out + 1] = {e[1], {}} return end
+  local n, id = 0, ''
+  for j = 1, #fields - 1, 2 do
+    n = n + #fields[j] + #fields[j + 1]
+    if fields[j] == 'i' and #fields[j + 1] <= 4096 then id = fields[j + 1] end
+  end
+  if n <= maxEntry then
+    out[#out + 1] = e
+    bytes = bytes + n
+    return
+  end
+  redis.call('XACK', KEYS[1], ARGV[1], e[1])
+  redis.call('XDEL', KEYS[1], e[1])
+  if id ~= '' then redis.call('ZREM', KEYS[2], id) end
+  local dead = cjson.encode({v = 2, id = id, timestamp = '', signature = '', body = '', acceptedAt = 0, attempts = 0, lastError = 'oversized', deadAt = tonumber(ARGV[10]), size = n})
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[9], '*', 'e', dead, 'i', id)
+  oversized = oversized + 1
+end
+for step = 1, tonumber(ARGV[5]) do
+  if bytes >= budget then break end
+  if ARGV[3] == 'new' then
+    local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
+    if not r or #r[1][2] == 0 then break end
+    take(r[1][2][1])
+  elseif ARGV[3] == 'pending' then
+    local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[1], cursor)
+    local list = r and r[1][2] or {}
+    if #list == 0 then break end
+    cursor = list[1][1]
+    take(list[1])
+  else
+    local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[8], cursor, 'COUNT', 1)
+    cursor = r[1]
+    if #r[2] > 0 then take(r[2][1]) end
+    if cursor == '0-0' then break end
+  end
+end
+return {cursor, oversized, out}
+`);
+
+/**
+ * Dead letters, oldest first, each checked for size. KEYS: dead. ARGV: after ('-' from the
+ * oldest, else '(' .. id), at most, max entry bytes, batch bytes. One larger than the max comes
+ * back as its id and size (field `n`), never its content. Returns the entries.
+ */
+export const LIST_DEAD = new RedisScript(`
+local out, bytes = {}, 0
+local start = ARGV[1]
+for step = 1, tonumber(ARGV[2]) do
+  if bytes >= tonumber(ARGV[4]) then break end
+  local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1)
+  if #page == 0 then break end
+  local e = page[1]
+  start = '(' .. e[1]
+  local n = 0
+  for j = 1, #e[2] do n = n + #e[2][j] end
+  if n > tonumber(ARGV[3]) then out[#out + 1] = {e[1], {'n', tostring(n)}} else
+    out[#out + 1] = e
+    bytes = bytes + n
+  end
+end
 return out
 `);
 

@@ -1,12 +1,13 @@
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
-import type { EnqueueOutcome, QueueEntry, QueueStats, QueueStore } from '../webhooks/index.js';
+import type { AcceptedMarks, Enqueued, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from '../webhooks/index.js';
 import { DEDUP_KEY_OWNER } from './claim-store.js';
+import { acceptedValue, DEDUP_VALUE_MAX_BYTES } from './dedup-scripts.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, PROMOTE, REPLAY, RETRY_LATER, SEEN, STATS } from './queue-scripts.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, LIST_DEAD, PROMOTE, READ, REPLAY, RETRY_LATER, SEEN, STATS } from './queue-scripts.js';
+import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { isStreamId } from './stream-ids.js';
 
 /** Owner segment of every queue key: `{<prefix>}queue:…` (reserved in {@link RedisKeyspace}). */
@@ -29,6 +30,8 @@ export class QueueKeys {
   readonly born: string;
   readonly dead: string;
   readonly wake: string;
+  /** Channel of delivery announcements. */
+  readonly deliveries: string;
 
   constructor(private readonly keyspace: RedisKeyspace) {
     this.events = keyspace.key(QUEUE_KEY_OWNER, 'events');
@@ -36,6 +39,7 @@ export class QueueKeys {
     this.born = keyspace.key(QUEUE_KEY_OWNER, 'born');
     this.dead = keyspace.key(QUEUE_KEY_OWNER, 'dead');
     this.wake = keyspace.channel(`${QUEUE_KEY_OWNER}:wake`);
+    this.deliveries = keyspace.channel(`${QUEUE_KEY_OWNER}:delivered`);
   }
 
   delivered(eventId: string): string {
@@ -71,49 +75,49 @@ export class RedisQueueStore implements QueueStore {
     connection.onRestored(() => (this.groupReady = false));
   }
 
-  async enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number): Promise<EnqueueOutcome> {
+  async enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number, marks: AcceptedMarks): Promise<Enqueued> {
     const { events, born, wake } = this.keys;
+    const args = [json, eventId, String(acceptedAt), wake, String(retentionMs), String(this.maxEvents), acceptedValue(marks.mac), String(DEDUP_VALUE_MAX_BYTES), ...marks.accepted.map(acceptedValue)];
     const reply = await this.connection.call('queue_enqueue', async (c) => {
-      const r = await ENQUEUE.run(c, [events, born, this.keys.dedup(eventId)], [json, eventId, String(acceptedAt), wake, String(retentionMs), String(this.maxEvents)]);
+      // Nothing is stored that could not be acknowledged (it would be delivered, and retried too).
+      await replicasInSync(c, this.options);
+      const r = await ENQUEUE.run(c, [events, born, this.keys.dedup(eventId)], args);
       // A duplicate is waited for too: the first copy's write may not have reached the replicas.
       if (r !== 2) await waitForReplicas(c, this.options);
       return r;
     });
-    if (reply === 1) return 'queued';
-    if (reply === 0) return 'duplicate';
-    if (reply === 2) return 'full';
+    if (reply === 1 || reply === 3) return { outcome: 'queued', displaced: reply === 3 };
+    if (reply === 0) return { outcome: 'duplicate', displaced: false };
+    if (reply === 2) return { outcome: 'full', displaced: false };
     throw malformed('enqueue');
   }
 
-  readNew(consumer: string, max: number): Promise<QueueEntry[]> {
-    return this.read('queue_read', consumer, max, '>');
+  readNew(consumer: string, max: number, bounds: ReadBounds): Promise<QueueBatch> {
+    return this.read('queue_read', consumer, 'new', '>', max, bounds);
   }
 
-  readPending(consumer: string, max: number, afterEntryId: string): Promise<QueueEntry[]> {
+  readPending(consumer: string, max: number, afterEntryId: string, bounds: ReadBounds): Promise<QueueBatch> {
     if (!isStreamId(afterEntryId)) throw new RangeError(`RedisQueueStore: not a stream id: ${afterEntryId}`);
-    return this.read('queue_read_pending', consumer, max, afterEntryId);
+    return this.read('queue_read_pending', consumer, 'pending', afterEntryId, max, bounds);
   }
 
-  async takeOver(consumer: string, minIdleMs: number, max: number): Promise<QueueEntry[]> {
-    return this.withGroup(async () => {
-      const reply = await this.connection.call('queue_autoclaim', (c) =>
-        c.sendCommand(['XAUTOCLAIM', this.keys.events, QUEUE_GROUP, consumer, String(minIdleMs), this.claimCursor, 'COUNT', String(max)]),
-      );
-      if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw malformed('autoclaim');
-      this.claimCursor = isStreamId(reply[0]) ? reply[0] : '0-0';
-      return parseEntries(reply[1]);
-    });
+  async takeOver(consumer: string, minIdleMs: number, max: number, bounds: ReadBounds): Promise<QueueBatch> {
+    const batch = await this.read('queue_autoclaim', consumer, 'claim', this.claimCursor, max, bounds, minIdleMs);
+    return batch;
   }
 
-  async deliveredBefore(eventIds: readonly string[]): Promise<boolean[]> {
-    const reply = await this.connection.call('queue_seen', (c) => SEEN.run(c, eventIds.map((id) => this.keys.delivered(id)), []));
+  async deliveredMarks(eventIds: readonly string[]): Promise<(string | null)[]> {
+    const reply = await this.connection.call('queue_seen', (c) => SEEN.run(c, eventIds.map((id) => this.keys.delivered(id)), [String(DEDUP_VALUE_MAX_BYTES)]));
     if (!Array.isArray(reply) || reply.length !== eventIds.length) throw malformed('seen');
-    return reply.map((v) => v === 1);
+    return reply.map((v) => (typeof v === 'string' && v !== '' ? v : null));
   }
 
-  async markDelivered(entryId: string, eventId: string, retentionMs: number): Promise<void> {
-    const { events, born } = this.keys;
-    await this.connection.call('queue_delivered', (c) => DELIVERED.run(c, [events, born, this.keys.delivered(eventId)], [QUEUE_GROUP, entryId, eventId, String(retentionMs)]));
+  async markDelivered(entryId: string, eventId: string, markerTtlMs: number, mac: string): Promise<void> {
+    const { events, born, deliveries } = this.keys;
+    const message = JSON.stringify({ id: eventId, mac });
+    await this.connection.call('queue_delivered', (c) =>
+      DELIVERED.run(c, [events, born, this.keys.delivered(eventId)], [QUEUE_GROUP, entryId, eventId, String(Math.max(1, Math.round(markerTtlMs))), mac, deliveries, message]),
+    );
   }
 
   async drop(entryId: string, eventId?: string): Promise<void> {
@@ -157,10 +161,10 @@ export class RedisQueueStore implements QueueStore {
     }
   }
 
-  async listDead(afterEntryId: string | null, max: number): Promise<QueueEntry[]> {
+  async listDead(afterEntryId: string | null, max: number, bounds: ReadBounds): Promise<QueueEntry[]> {
     if (afterEntryId !== null && !isStreamId(afterEntryId)) throw new RangeError(`RedisQueueStore: not a stream id: ${afterEntryId}`);
     const start = afterEntryId === null ? '-' : `(${afterEntryId}`;
-    const reply = await this.connection.call('queue_dead_list', (c) => c.sendCommand(['XRANGE', this.keys.dead, start, '+', 'COUNT', String(max)]));
+    const reply = await this.connection.call('queue_dead_list', (c) => LIST_DEAD.run(c, [this.keys.dead], [start, String(max), String(bounds.entryBytes), String(bounds.batchBytes)]));
     return parseEntries(reply);
   }
 
@@ -179,18 +183,35 @@ export class RedisQueueStore implements QueueStore {
     await this.connection.subscribe(this.keys.wake, () => wake());
   }
 
+  async onDelivered(listener: (eventId: string, mac: string) => void): Promise<void> {
+    await this.connection.subscribe(this.keys.deliveries, (message) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(message);
+      } catch {
+        return;
+      }
+      const { id, mac } = (parsed ?? {}) as { id?: unknown; mac?: unknown };
+      if (typeof id === 'string' && typeof mac === 'string') listener(id, mac);
+    });
+  }
+
   onRestored(hook: () => void): void {
     this.connection.onRestored(hook);
   }
 
-  /** XREADGROUP: `'>'` for new entries, a stream id for this consumer's own pending ones after it. */
-  private read(op: string, consumer: string, max: number, from: string): Promise<QueueEntry[]> {
+  /**
+   * One bounded read (see READ in queue-scripts.ts): new entries (`'>'`), this consumer's own
+   * pending ones after an id, or a takeover from the XAUTOCLAIM cursor.
+   */
+  private read(op: string, consumer: string, how: 'new' | 'pending' | 'claim', from: string, max: number, bounds: ReadBounds, minIdleMs = 0): Promise<QueueBatch> {
+    const { events, born, dead } = this.keys;
+    const args = [QUEUE_GROUP, consumer, how, from, String(max), String(bounds.entryBytes), String(bounds.batchBytes), String(minIdleMs), String(this.maxEvents), String(Date.now())];
     return this.withGroup(async () => {
-      const reply = await this.connection.call(op, (c) =>
-        c.sendCommand(['XREADGROUP', 'GROUP', QUEUE_GROUP, consumer, 'COUNT', String(max), 'STREAMS', this.keys.events, from]),
-      );
-      const streams = Array.isArray(reply) ? (reply as unknown[]) : [];
-      return parseEntries(Array.isArray(streams[0]) ? (streams[0] as unknown[])[1] : undefined);
+      const reply = await this.connection.call(op, (c) => READ.run(c, [events, born, dead], args));
+      if (!Array.isArray(reply) || reply.length !== 3 || typeof reply[0] !== 'string' || typeof reply[1] !== 'number') throw malformed('read');
+      if (how === 'claim') this.claimCursor = isStreamId(reply[0]) ? reply[0] : '0-0';
+      return { entries: parseEntries(reply[2]), oversized: reply[1] };
     });
   }
 
@@ -233,7 +254,7 @@ function isNoGroup(err: unknown): boolean {
   return replyText(err).startsWith('NOGROUP');
 }
 
-/** `[[id, [field, value, …]] | null, …]` (XRANGE, XREADGROUP's per-stream list, XAUTOCLAIM's second element). */
+/** `[[id, [field, value, …]] | null, …]` (XRANGE, the READ and LIST_DEAD scripts). */
 export function parseEntries(list: unknown): QueueEntry[] {
   if (!Array.isArray(list)) return [];
   const out: QueueEntry[] = [];
@@ -241,8 +262,13 @@ export function parseEntries(list: unknown): QueueEntry[] {
     if (!Array.isArray(item) || typeof item[0] !== 'string' || !isStreamId(item[0])) continue;
     const fields = Array.isArray(item[1]) ? (item[1] as unknown[]) : [];
     let json: string | null = null;
-    for (let i = 0; i + 1 < fields.length; i += 2) if (String(fields[i]) === 'e') json = String(fields[i + 1]);
-    out.push({ entryId: item[0], json });
+    let size: number | undefined;
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      if (String(fields[i]) === 'e') json = String(fields[i + 1]);
+      // Set by LIST_DEAD for an entry too large to read: its size, never its content.
+      else if (String(fields[i]) === 'n' && json === null) size = Number(fields[i + 1]);
+    }
+    out.push({ entryId: item[0], json, ...(size !== undefined && Number.isSafeInteger(size) ? { size } : {}) });
   }
   return out;
 }

@@ -53,7 +53,7 @@ export function startSharedState(options: SharedStateOptions): SharedState {
   const shared: SharedState = {
     connection,
     keyspace,
-    claims: new RedisClaimStore(connection, keyspace),
+    claims: new RedisClaimStore(connection, keyspace, { waitReplicas: redis.waitReplicas, waitTimeoutMs }),
     queue: new RedisQueueStore(connection, keyspace, {
       ...(options.queueMaxEvents !== undefined ? { maxEvents: options.queueMaxEvents } : {}),
       waitReplicas: redis.waitReplicas,

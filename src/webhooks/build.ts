@@ -9,6 +9,7 @@ import { AppRoutes } from './app-routes.js';
 import type { ClaimStore } from './claim-store.js';
 import type { DeliveryMode } from './delivery-mode.js';
 import { WebhookIngress, type RouteRejection, type WebhookAnswer } from './ingress.js';
+import { MarkerMacs } from './markers.js';
 import { MemoryDedupStore } from './memory-dedup-store.js';
 import { createQueueMetrics, createSharedDedupMetrics, createWebhookMetrics } from './metrics.js';
 import { PassthroughMode } from './passthrough-mode.js';
@@ -79,7 +80,10 @@ export function buildWebhooks(config: WebhookConfig, ports: WebhookPorts): Webho
       forwardTimeoutMs: config.forwardTimeoutMs,
       visibilityMs: config.dedupLeaseMs,
       horizonMs: config.queueHorizonMs,
+      toleranceS: config.toleranceS,
+      maxBodyBytes: config.maxBodyBytes,
       deliveredRetentionMs: config.dedupRetentionMs,
+      deliveredMaxEntries: config.dedupMaxEntries,
       now,
       ...(ports.tracer ? { tracing: ports.tracer } : {}),
     });
@@ -94,6 +98,7 @@ export function buildWebhooks(config: WebhookConfig, ports: WebhookPorts): Webho
           forwardTimeoutMs: config.forwardTimeoutMs,
           retentionMs: config.dedupRetentionMs,
           metrics: createSharedDedupMetrics(registry),
+          macs: new MarkerMacs(() => config.secrets.current()),
           logger,
           now,
         })

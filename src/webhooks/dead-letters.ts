@@ -1,11 +1,12 @@
-import type { QueueEntry, QueueStore } from './queue-store.js';
-import { decodeStored, reverify, storedType, type StoredDelivery } from './stored-delivery.js';
+import { MarkerMacs } from './markers.js';
+import type { QueueEntry, QueueStore, ReadBounds } from './queue-store.js';
+import { decodeStored, deadSubject, replaySubject, reverify, storedDeliveryMaxBytes, storedType, type StoredDelivery } from './stored-delivery.js';
 
 /** One dead letter as `webhook dead-letters list` shows it. */
 export interface DeadLetter {
   /** Entry id in the dead-letter stream. */
   readonly entryId: string;
-  /** Envelope id. */
+  /** Envelope id ('' when the dead letter was too large to read). */
   readonly id: string;
   /** Envelope type, read from the stored body (unverified: a listing only shows). */
   readonly type: string;
@@ -17,26 +18,42 @@ export interface DeadLetter {
   readonly deadAt: number;
 }
 
-/**
- * Dead letters read per page. Each holds its whole body (up to --webhook-max-body-bytes, base64),
- * and every page must come back inside --redis-command-timeout-ms: small pages.
- */
+/** Dead letters asked for per page; a page also stops at {@link DEAD_LETTER_PAGE_BYTES}. */
 export const DEAD_LETTER_PAGE = 50;
+/**
+ * Bytes one page brings into the process at most (about: one entry may take it past). Every page
+ * must also come back inside --redis-command-timeout-ms.
+ */
+export const DEAD_LETTER_PAGE_BYTES = 4 * 1024 * 1024;
 
-async function* deadEntries(store: QueueStore): AsyncGenerator<{ entry: QueueEntry; stored: StoredDelivery | null }> {
+/** How much a listing reads: no dead letter larger than a stored body of `maxBodyBytes`. */
+export function deadLetterBounds(maxBodyBytes: number): ReadBounds {
+  const entryBytes = storedDeliveryMaxBytes(maxBodyBytes);
+  return { entryBytes, batchBytes: Math.max(DEAD_LETTER_PAGE_BYTES, entryBytes) };
+}
+
+/** Every dead letter, page by page, until a page comes back empty (a page cut by its bytes is not the end). */
+async function* deadEntries(store: QueueStore, bounds: ReadBounds): AsyncGenerator<{ entry: QueueEntry; stored: StoredDelivery | null }> {
   let after: string | null = null;
   for (;;) {
-    const entries = await store.listDead(after, DEAD_LETTER_PAGE);
+    const entries = await store.listDead(after, DEAD_LETTER_PAGE, bounds);
+    if (entries.length === 0) return;
     for (const entry of entries) yield { entry, stored: decodeStored(entry.json) };
-    if (entries.length < DEAD_LETTER_PAGE) return;
     after = entries[entries.length - 1]!.entryId;
   }
 }
 
-/** Every dead letter, oldest first (entries that are not stored deliveries are skipped). */
-export async function listDeadLetters(store: QueueStore): Promise<DeadLetter[]> {
+/**
+ * Every dead letter, oldest first, never one larger than `bounds` allows: such a one is listed by
+ * its size alone (entries that are not stored deliveries are skipped).
+ */
+export async function listDeadLetters(store: QueueStore, bounds: ReadBounds): Promise<DeadLetter[]> {
   const out: DeadLetter[] = [];
-  for await (const { entry, stored } of deadEntries(store)) {
+  for await (const { entry, stored } of deadEntries(store, bounds)) {
+    if (entry.size !== undefined) {
+      out.push({ entryId: entry.entryId, id: '', type: '?', attempts: 0, lastError: `oversized (${entry.size} bytes, not read)`, acceptedAt: 0, deadAt: 0 });
+      continue;
+    }
     if (!stored) continue;
     out.push({
       entryId: entry.entryId,
@@ -51,7 +68,10 @@ export async function listDeadLetters(store: QueueStore): Promise<DeadLetter[]> 
   return out;
 }
 
-/** What a replay did: ids put back on the queue, asked-for ids that are not dead letters, and ids that do not verify (left where they are). */
+/**
+ * What a replay did: ids put back on the queue, asked-for ids that are not dead letters, and ids
+ * left where they are: their signature does not verify, or they carry no dead-letter mark of ours.
+ */
 export interface ReplayResult {
   readonly replayed: string[];
   readonly notFound: string[];
@@ -61,28 +81,42 @@ export interface ReplayResult {
 /**
  * Puts dead letters back on the queue with a fresh horizon and no attempts: every one (`all`), or
  * those whose event id is in `ids`. Each is verified again against `secrets` first (contract:
- * before every replay): one that does not verify (forged or altered in Redis, or signed with a
- * secret no longer configured) stays a dead letter and is reported. Each move is one step in the
- * store, so two operators replaying at once never double an event.
+ * before every replay), and must carry the mark a worker gives what it parks (a MAC keyed from the
+ * secrets): one added to the dead letters by whoever can write to Redis (an old delivery kept from
+ * the queue, however genuine) stays where it is and is reported. A replay re-authorises the event
+ * for a horizon from now: it carries a replay mark ({@link replaySubject}) the workers check. Each
+ * move is one step in the store, so two operators replaying at once never double an event.
  */
 export async function replayDeadLetters(
   store: QueueStore,
   which: { all: true } | { ids: readonly string[] },
   secrets: readonly string[],
   now: number,
+  bounds: ReadBounds,
 ): Promise<ReplayResult> {
+  const macs = new MarkerMacs(() => secrets);
   const wanted = 'ids' in which ? new Set(which.ids) : null;
   const replayed: string[] = [];
   const notVerified: string[] = [];
   const found = new Set<string>();
-  for await (const { entry, stored } of deadEntries(store)) {
+  for await (const { entry, stored } of deadEntries(store, bounds)) {
     if (!stored || (wanted && !wanted.has(stored.id))) continue;
     found.add(stored.id);
-    if (!reverify(stored, secrets).ok) {
+    const marked = stored.deadAt !== undefined && macs.verify('dead', deadSubject(stored, stored.deadAt), stored.deadMac);
+    if (!marked || !reverify(stored, secrets).ok) {
       notVerified.push(stored.id);
       continue;
     }
-    const fresh: StoredDelivery = { ...stored, acceptedAt: now, attempts: 0, lastError: undefined, deadAt: undefined };
+    const fresh: StoredDelivery = {
+      ...stored,
+      acceptedAt: now,
+      attempts: 0,
+      lastError: undefined,
+      deadAt: undefined,
+      deadMac: undefined,
+      replayedAt: now,
+      replayMac: macs.sign('replay', replaySubject(stored, now)),
+    };
     if (await store.replayDead(entry.entryId, stored.id, JSON.stringify(fresh), now)) replayed.push(stored.id);
   }
   const notFound = wanted ? [...wanted].filter((id) => !found.has(id)) : [];

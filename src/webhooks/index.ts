@@ -31,26 +31,32 @@ export {
 export {
   appHeaders,
   ATTEMPT_HEADER,
+  deadSubject,
   decodeStored,
   deliveryIdOf,
   OUT_OF_ORDER_HEADER,
+  replaySubject,
   reverify,
+  storedDeliveryMaxBytes,
   storeDelivery,
   VERIFIED_HEADER,
   type DeliveryFacts,
   type Reverified,
   type StoredDelivery,
 } from './stored-delivery.js';
-export type { EnqueueOutcome, QueueEntry, QueueStats, QueueStore } from './queue-store.js';
+export type { AcceptedMarks, Enqueued, EnqueueOutcome, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
-export { QUEUE_CONCURRENCY, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
-export { DEAD_LETTER_PAGE, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
+export { QUEUE_CONCURRENCY, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
+export { DEAD_LETTER_PAGE, DEAD_LETTER_PAGE_BYTES, deadLetterBounds, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
+export { MarkerMacs, type MarkerKind } from './markers.js';
 export { MemoryDedupStore, type MemoryDedupStoreOptions } from './memory-dedup-store.js';
 export {
   createQueueMetrics,
   createSharedDedupMetrics,
   createWebhookMetrics,
+  markerMismatchCounter,
   type DeliveryOutcome,
+  type MarkerMismatch,
   QUEUE_FORWARD_OUTCOMES,
   type QueueForwardOutcome,
   type QueueMetrics,

@@ -136,10 +136,36 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
 export interface SharedDedupMetrics {
   /** Steps decided by this replica alone because the shared store was known unreachable. */
   readonly fallbacks: Counter<'op'>;
-  /** Claims not decided because the store was slow or away for less than a lease: answered 503, never forwarded on a guess. */
+  /**
+   * Claims not decided, and accepts not known to be recorded, because the store was slow, in a
+   * failover, or away for less than a lease: answered 503, never forwarded on a guess (op: claim, accept).
+   */
   readonly unknownOutcomes: Counter<'op'>;
   /** A holder settled a claim whose lease had lapsed (the lease is too short for the app). */
   readonly leaseLapses: Counter;
+  /** Markers and announcements read back from Redis whose MAC did not verify, by marker. */
+  readonly markerMismatches: Counter<'marker'>;
+}
+
+/** Which kind of marker failed its MAC check (`marker` label). */
+export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay';
+
+/**
+ * `consent_sidecar_webhook_marker_mismatches_total`, declared once per registry (shared dedup and
+ * the queue both count into it).
+ */
+export function markerMismatchCounter(registry: Registry): Counter<'marker'> {
+  const name = `${METRIC_PREFIX}webhook_marker_mismatches_total`;
+  const existing = registry.getSingleMetric(name);
+  if (existing) return existing as Counter<'marker'>;
+  const counter = new Counter({
+    name,
+    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, by marker (accepted, announced, delivered, replay): each was taken as no marker, the event delivered.',
+    labelNames: ['marker'],
+    registers: [registry],
+  });
+  for (const marker of ['accepted', 'announced', 'delivered', 'replay'] satisfies MarkerMismatch[]) counter.labels(marker);
+  return counter;
 }
 
 export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics {
@@ -153,7 +179,7 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
     }),
     unknownOutcomes: new Counter({
       name: `${METRIC_PREFIX}webhook_dedup_unknown_outcomes_total`,
-      help: 'Webhook dedup claims not decided because Redis was slow or away for less than a lease (not down): the delivery got 503 and the service retries, by op (claim).',
+      help: 'Webhook dedup claims not decided, or accepts not known to be recorded, because Redis was slow, failing over or away for less than a lease (not down): the delivery got 503 and the service retries, by op (claim, accept).',
       labelNames: ['op'],
       registers,
     }),
@@ -162,11 +188,23 @@ export function createSharedDedupMetrics(registry: Registry): SharedDedupMetrics
       help: 'Claims settled after their lease had lapsed (raise --webhook-dedup-lease-ms).',
       registers,
     }),
+    markerMismatches: markerMismatchCounter(registry),
   };
 }
 
 /** What a worker did with an event it took: `outcome` label of the queue's forwards counter. */
-export const QUEUE_FORWARD_OUTCOMES = ['delivered', 'retry_scheduled', 'dead_lettered', 'already_delivered', 'signature_mismatch', 'unreadable', 'read_too_late', 'unrouted'] as const;
+export const QUEUE_FORWARD_OUTCOMES = [
+  'delivered',
+  'retry_scheduled',
+  'dead_lettered',
+  'already_delivered',
+  'signature_mismatch',
+  'expired',
+  'oversized',
+  'unreadable',
+  'read_too_late',
+  'unrouted',
+] as const;
 export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
 
 /** The queue's metrics (contract names for the three gauges), against an injected registry. */
@@ -181,17 +219,19 @@ export interface QueueMetrics {
   readonly forwards: Counter<'outcome'>;
   /** Events refused at ingress because the queue held its most (`--webhook-queue-max-events`). */
   readonly full: Counter;
+  /** Markers read back from Redis whose MAC did not verify, by marker. */
+  readonly markerMismatches: Counter<'marker'>;
 }
 
 export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, unreadable, read_too_late, unrouted).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late, unrouted).',
     labelNames: ['outcome'],
     registers,
   });
-  for (const outcome of ['signature_mismatch', 'unreadable', 'read_too_late'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
   return {
     depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
     oldestAge: new Gauge({
@@ -206,5 +246,6 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
       help: 'Queue mode: deliveries answered 503 because the queue held --webhook-queue-max-events.',
       registers,
     }),
+    markerMismatches: markerMismatchCounter(registry),
   };
 }

@@ -4,9 +4,11 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import { logId } from './event-id.js';
 import type { AppClient } from './app-client.js';
 import type { AppRoutes } from './app-routes.js';
+import type { DeliveredRecord } from './delivered-record.js';
+import type { MarkerMacs } from './markers.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
-import { reverify, type StoredDelivery } from './stored-delivery.js';
+import { deadSubject, replayOf, reverify, type StoredDelivery } from './stored-delivery.js';
 
 /** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
 export const QUEUE_BACKOFF_MIN_MS = 1000;
@@ -22,7 +24,7 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
 }
 
 /** What became of one entry a worker handled (the forwards counter's outcome). */
-export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late' | 'unrouted';
+export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'expired' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late' | 'unrouted';
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
@@ -35,7 +37,14 @@ export interface QueueDeliveryOptions {
   readonly routeForwards: { labels(route: string, outcome: string): { inc(): void } };
   readonly secrets: () => readonly string[];
   readonly horizonMs: number;
-  readonly deliveredRetentionMs: number;
+  /** The horizon plus the signature tolerance: no stored delivery older than this (from its signed timestamp) is forwarded. */
+  readonly maxAgeMs: number;
+  /** How long the delivered marker lives (ms). */
+  readonly markerTtlMs: number;
+  /** Deliveries known (markers, and this process's memory of every replica's). */
+  readonly record: DeliveredRecord;
+  /** The replay marks' MACs. */
+  readonly macs: MarkerMacs;
   readonly now: () => number;
   /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id (the worker's). */
   readonly unrecorded: Map<string, string>;
@@ -73,8 +82,11 @@ export class QueueDelivery {
       await store.drop(entry.entryId);
       return 'unreadable';
     }
-    const checked = reverify(stored, this.o.secrets());
-    if (!checked.ok) return this.park(entry.entryId, stored, 'signature_mismatch', true);
+    const replay = replayOf(stored, this.o.macs);
+    // A replay mark that fails its MAC is none (counted): the age counts from the signature then.
+    if (replay === 'invalid') metrics.markerMismatches.inc({ marker: 'replay' });
+    const checked = reverify(stored, this.o.secrets(), { nowMs: this.o.now(), maxAgeMs: this.o.maxAgeMs, replayedAt: typeof replay === 'number' ? replay : null });
+    if (!checked.ok) return this.park(entry.entryId, stored, checked.reason, checked.reason);
     if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
     const target = this.o.routes.pick(checked.envelope.type);
     if (target === null) {
@@ -100,7 +112,7 @@ export class QueueDelivery {
     const attempts = stored.attempts + 1;
     const failed: StoredDelivery = { ...stored, attempts, lastError: result.detail };
     const horizonEnd = stored.acceptedAt + this.o.horizonMs;
-    if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, false);
+    if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, 'dead_lettered');
     // The last try falls on the horizon itself.
     const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
     await store.retryLater(entry.entryId, dueAt, JSON.stringify(failed));
@@ -132,21 +144,27 @@ export class QueueDelivery {
     return 'read_too_late';
   }
 
-  /** A dead letter: past the horizon, or an entry that does not verify (`mismatch`). */
-  private async park(entryId: string, stored: StoredDelivery, lastError: string, mismatch: boolean): Promise<'signature_mismatch' | 'dead_lettered'> {
+  /**
+   * A dead letter: past the horizon (`dead_lettered`), an entry that does not verify
+   * (`signature_mismatch`), or one signed longer ago than the queue may hold it (`expired`).
+   */
+  private async park(entryId: string, stored: StoredDelivery, lastError: string, outcome: 'signature_mismatch' | 'expired' | 'dead_lettered'): Promise<'signature_mismatch' | 'expired' | 'dead_lettered'> {
     const { store, metrics, logger } = this.o;
-    const dead: StoredDelivery = { ...stored, lastError, deadAt: this.o.now() };
+    const deadAt = this.o.now();
+    // The mark `dead-letters replay` asks for: a dead letter of ours, not one added to the stream.
+    const dead: StoredDelivery = { ...stored, lastError, deadAt, deadMac: this.o.macs.sign('dead', deadSubject(stored, deadAt)) };
     await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
-    metrics.forwards.inc({ outcome: mismatch ? 'signature_mismatch' : 'dead_lettered' });
-    if (mismatch) {
-      const suppressed = this.eventLog.admit('signature_mismatch');
+    metrics.forwards.inc({ outcome });
+    if (outcome !== 'dead_lettered') {
+      const suppressed = this.eventLog.admit(outcome);
       if (suppressed !== undefined) {
-        logger.error(
-          { event: 'webhook_queue_signature_mismatch', eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed },
-          'queued entry does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured); dead-lettered, not forwarded',
-        );
+        const why =
+          outcome === 'expired'
+            ? 'signed longer ago than --webhook-queue-horizon-ms plus the tolerance (a copy added back to Redis?)'
+            : 'does not verify against the current secrets (altered in Redis, or signed with a secret no longer configured)';
+        logger.error({ event: `webhook_queue_${outcome}`, eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed }, `queued entry ${why}; dead-lettered, not forwarded`);
       }
-      return 'signature_mismatch';
+      return outcome;
     }
     logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
     return 'dead_lettered';
@@ -154,7 +172,8 @@ export class QueueDelivery {
 
   /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */
   private async recordOne(entryId: string, eventId: string): Promise<void> {
-    await this.o.store.markDelivered(entryId, eventId, this.o.deliveredRetentionMs);
+    this.o.record.remember(eventId);
+    await this.o.store.markDelivered(entryId, eventId, this.o.markerTtlMs, this.o.record.mac(eventId));
     this.o.unrecorded.delete(entryId);
   }
 

@@ -1,7 +1,11 @@
-/** One entry as the store hands it back: its id in the store and the JSON it holds (null when it holds none). */
+/**
+ * One entry as the store hands it back: its id in the store and the JSON it holds (null when it
+ * holds none, or, in a listing, when it is too large to read: then `size` says how large).
+ */
 export interface QueueEntry {
   readonly entryId: string;
   readonly json: string | null;
+  readonly size?: number;
 }
 
 /** Counts the gauges are read from (all replicas). */
@@ -16,35 +20,73 @@ export interface QueueStats {
 export type EnqueueOutcome = 'queued' | 'duplicate' | 'full';
 
 /**
+ * What an enqueue did, and whether it stored over a dedup value that was no accepted marker with
+ * one of the MACs given (forged, or written without our secrets): counted by the caller.
+ */
+export interface Enqueued {
+  readonly outcome: EnqueueOutcome;
+  readonly displaced: boolean;
+}
+
+/** The accepted marker an enqueue writes (its MAC) and the MACs that count as accepted before. */
+export interface AcceptedMarks {
+  readonly mac: string;
+  readonly accepted: readonly string[];
+}
+
+/**
+ * How much a read may bring into the process: no entry larger than `entryBytes` (the store
+ * dead-letters those itself, as `oversized`, without handing them over), and no more than about
+ * `batchBytes` per call (one entry past it at most).
+ */
+export interface ReadBounds {
+  readonly entryBytes: number;
+  readonly batchBytes: number;
+}
+
+/** Entries a read handed over, and how many larger ones it dead-lettered in the store instead. */
+export interface QueueBatch {
+  readonly entries: QueueEntry[];
+  readonly oversized: number;
+}
+
+/**
  * The storage half of queue mode (implemented in `src/redis/` by streams and scripts): one
  * consumer group, an entry is pending with exactly one consumer until it is delivered, parked for
  * a retry, or dead-lettered, each move atomic. It stores JSON and hands JSON back, checking
- * nothing: the worker (`QueueWorker`) verifies everything it reads.
+ * nothing but size (the bounds a read is given) and the equality of MACs it is handed: the worker
+ * (`QueueWorker`) verifies everything it reads, markers included.
  *
  * Every method rejects with an error that says whether it may have taken effect (`outcomeUnknown`,
  * src/lib/store-failure.ts).
  */
 export interface QueueStore {
   /**
-   * Stores the event unless its id was accepted before, marking the id accepted for
-   * `retentionMs`, in one step; when the store replicates, resolves only once the configured
-   * replicas hold it (rejects otherwise, even for a duplicate).
+   * Stores the event unless its id was accepted before (an accepted marker with one of
+   * `marks.accepted`), marking the id accepted (`marks.mac`) for `retentionMs`, in one step; when
+   * the store replicates, resolves only once the configured replicas hold it (rejects otherwise,
+   * even for a duplicate).
    */
-  enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number): Promise<EnqueueOutcome>;
-  /** New entries, now pending with `consumer`. */
-  readNew(consumer: string, max: number): Promise<QueueEntry[]>;
+  enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number, marks: AcceptedMarks): Promise<Enqueued>;
+  /** New entries, now pending with `consumer` (at most `max`, within `bounds`). */
+  readNew(consumer: string, max: number, bounds: ReadBounds): Promise<QueueBatch>;
   /**
    * Entries still pending with `consumer`, after `afterEntryId` (`0-0` for all): reads whose reply
    * was lost or came too late. Each one's visibility starts afresh (Redis 7 resets the idle time of
-   * an entry read again by id), which the worker relies on to forward an entry read too late.
+   * an entry read again by id), which the worker relies on to forward an entry read too late. A
+   * batch shorter than `max` is not the end (the bounds may cut it): read on after its last entry
+   * until one comes back empty.
    */
-  readPending(consumer: string, max: number, afterEntryId: string): Promise<QueueEntry[]>;
+  readPending(consumer: string, max: number, afterEntryId: string, bounds: ReadBounds): Promise<QueueBatch>;
   /** Entries pending with any consumer for at least `minIdleMs`, now `consumer`'s. */
-  takeOver(consumer: string, minIdleMs: number, max: number): Promise<QueueEntry[]>;
-  /** For each id, whether the app accepted it before. */
-  deliveredBefore(eventIds: readonly string[]): Promise<boolean[]>;
-  /** The app accepted it: marks the id delivered for `retentionMs` and removes the entry. */
-  markDelivered(entryId: string, eventId: string, retentionMs: number): Promise<void>;
+  takeOver(consumer: string, minIdleMs: number, max: number, bounds: ReadBounds): Promise<QueueBatch>;
+  /** For each id, the delivered marker's MAC the store holds, or null (the caller checks each MAC). */
+  deliveredMarks(eventIds: readonly string[]): Promise<(string | null)[]>;
+  /**
+   * The app accepted it: writes the delivered marker (`mac`, kept `markerTtlMs`), removes the entry,
+   * and announces `{id, mac}` to every replica ({@link onDelivered}).
+   */
+  markDelivered(entryId: string, eventId: string, markerTtlMs: number, mac: string): Promise<void>;
   /**
    * Removes an entry that must not be forwarded: unreadable, or delivered before (`eventId` given:
    * the id stops counting as waiting too).
@@ -59,14 +101,20 @@ export interface QueueStore {
   stats(): Promise<QueueStats>;
   /** Removes consumers other than `self` with nothing pending, idle at least `staleMs`. */
   sweepConsumers(self: string, staleMs: number): Promise<void>;
-  /** Dead letters after `afterEntryId` (null: from the oldest), at most `max`. */
-  listDead(afterEntryId: string | null, max: number): Promise<QueueEntry[]>;
+  /**
+   * Dead letters after `afterEntryId` (null: from the oldest), at most `max`, within `bounds`: one
+   * larger than `bounds.entryBytes` comes back with a null `json` and its `size`, never its content.
+   * A page shorter than `max` is not the end: read on until one comes back empty.
+   */
+  listDead(afterEntryId: string | null, max: number, bounds: ReadBounds): Promise<QueueEntry[]>;
   /** Puts a dead letter back on the queue as `json`; false when it is gone (replayed by someone else). */
   replayDead(entryId: string, eventId: string, json: string, now: number): Promise<boolean>;
   /** Whether the queue exists at all (it was ever used under this prefix). */
   exists(): Promise<boolean>;
   /** `wake` runs when something became due (best effort: the worker polls anyway). */
   onWake(wake: () => void): Promise<void>;
+  /** `listener` hears each delivery any replica announced (best effort), with its marker MAC. */
+  onDelivered(listener: (eventId: string, mac: string) => void): Promise<void>;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
 }

@@ -1,62 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { Logger } from '../observability/index.js';
-import type { Tracing } from '../observability/tracing.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { EnqueueResult, EventQueue, QueuedEvent } from './event-queue.js';
-import type { AppClient } from './app-client.js';
-import type { AppRoutes } from './app-routes.js';
-import type { QueueMetrics } from './metrics.js';
-import type { QueueEntry, QueueStore } from './queue-store.js';
+import { DeliveredRecord } from './delivered-record.js';
+import { MarkerMacs } from './markers.js';
+import { QueueIngress } from './queue-ingress.js';
+import type { QueueBatch, QueueEntry, ReadBounds } from './queue-store.js';
 import { QueueDelivery, type HandledOutcome } from './queue-delivery.js';
-import { decodeStored, storeDelivery, type StoredDelivery } from './stored-delivery.js';
+import { QueueUpkeep } from './queue-upkeep.js';
+import { QUEUE_CONCURRENCY, QUEUE_POLL_INTERVAL_MS, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, type QueueWorkerOptions } from './queue-worker-options.js';
 
-/** Forwards in flight per replica. */
-export const QUEUE_CONCURRENCY = 32;
-/** Workers look for due, new and abandoned events at least this often (ms); a wake message makes it sooner. */
-export const QUEUE_POLL_INTERVAL_MS = 250;
-/** A consumer with nothing pending and idle this long is removed (ms); a live one is recreated by its next read. */
-export const QUEUE_STALE_CONSUMER_MS = 3_600_000;
-/** How often the gauges are read (ms). */
-const STATS_INTERVAL_MS = 1000;
-/** How often a worker looks for consumers of dead processes to remove (ms). */
-const CONSUMER_SWEEP_INTERVAL_MS = 60_000;
-/** Due events moved back to the queue per step. */
-const PROMOTE_BATCH = 200;
+export { QUEUE_CONCURRENCY, QUEUE_POLL_INTERVAL_MS, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, type QueueWorkerOptions } from './queue-worker-options.js';
+import { decodeStored, storedDeliveryMaxBytes, type StoredDelivery } from './stored-delivery.js';
+
 const ERROR_LOG_INTERVAL_MS = 30_000;
-
-export interface QueueWorkerOptions {
-  readonly store: QueueStore;
-  readonly logger: Logger;
-  readonly metrics: QueueMetrics;
-  /** The current webhook secrets (`--webhook-secret[-file]`, rotation followed): every entry is verified again with them. */
-  readonly secrets: () => readonly string[];
-  /** The wing's one app client, and the routes by event type (`--app-webhook-route`, `--app-webhook-url`). */
-  readonly app: AppClient;
-  readonly routes: AppRoutes;
-  /** Forwards by route and outcome (shared with passthrough). */
-  readonly routeForwards: { labels(route: string, outcome: string): { inc(): void } };
-  /** `--webhook-forward-timeout-ms`. */
-  readonly forwardTimeoutMs: number;
-  /**
-   * How long an event taken by a worker stays its own before another replica may take it (ms),
-   * `--webhook-dedup-lease-ms`. Must exceed the forward timeout: a slow app must never get two copies at once.
-   */
-  readonly visibilityMs: number;
-  /** `--webhook-queue-horizon-ms`: retried this long after acceptance, then dead-lettered. */
-  readonly horizonMs: number;
-  /** How long an accepted id is remembered and the delivered marker lives (ms), `--webhook-dedup-retention-ms`. */
-  readonly deliveredRetentionMs: number;
-  /** Epoch ms. */
-  readonly now: () => number;
-  readonly concurrency?: number;
-  readonly pollIntervalMs?: number;
-  /** Default {@link QUEUE_STALE_CONSUMER_MS}. */
-  readonly staleConsumerMs?: number;
-  /** Each entry handled as a span of its own (spans on); off by default. */
-  readonly tracing?: Pick<Tracing, 'run'>;
-}
 
 /**
  * Queue mode's policy (contract, Webhooks `queue` and Several replicas). {@link enqueue} is the
@@ -89,6 +47,9 @@ export class QueueWorker implements EventQueue {
   private readonly unrecorded = new Map<string, string>();
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
   private readonly delivery: QueueDelivery;
+  private readonly ingress: QueueIngress;
+  private readonly record: DeliveredRecord;
+  private readonly bounds: ReadBounds;
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private timer: NodeJS.Timeout | undefined;
@@ -103,16 +64,26 @@ export class QueueWorker implements EventQueue {
    */
   private recoverReasons = 0;
   private lastTakeOver = 0;
-  private lastPromote = 0;
-  private lastStats = 0;
-  private lastSweep = 0;
+  private readonly upkeep: QueueUpkeep;
 
   constructor(private readonly options: QueueWorkerOptions) {
     if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('QueueWorker: visibilityMs must exceed forwardTimeoutMs');
     if (!(options.horizonMs > 0) || !(options.deliveredRetentionMs > 0)) throw new RangeError('QueueWorker: horizonMs and deliveredRetentionMs must be > 0');
-    this.delivery = new QueueDelivery({ ...options, unrecorded: this.unrecorded });
+    const macs = new MarkerMacs(options.secrets);
+    const toleranceMs = options.toleranceS * 1000;
+    // A re-added copy is recognised as long as it could still be forwarded: its signature's age
+    // may reach the horizon plus the tolerance, counted from up to a tolerance before we saw it.
+    const markerTtlMs = Math.max(options.deliveredRetentionMs, options.horizonMs + 2 * toleranceMs);
+    const { store, logger, metrics, now } = options;
+    this.record = new DeliveredRecord({ store, macs, ttlMs: markerTtlMs, maxEntries: options.deliveredMaxEntries ?? 1_000_000, mismatches: metrics.markerMismatches, logger, now });
+    this.delivery = new QueueDelivery({ ...options, unrecorded: this.unrecorded, record: this.record, macs, markerTtlMs, maxAgeMs: options.horizonMs + toleranceMs });
+    this.ingress = new QueueIngress({ store, macs, metrics, retentionMs: options.deliveredRetentionMs, now });
+    const entryBytes = storedDeliveryMaxBytes(options.maxBodyBytes);
+    this.bounds = { entryBytes, batchBytes: Math.max(QUEUE_READ_BATCH_BYTES, entryBytes) };
     this.concurrency = options.concurrency ?? QUEUE_CONCURRENCY;
     this.pollIntervalMs = options.pollIntervalMs ?? QUEUE_POLL_INTERVAL_MS;
+    const staleConsumerMs = options.staleConsumerMs ?? QUEUE_STALE_CONSUMER_MS;
+    this.upkeep = new QueueUpkeep({ store, metrics, consumer: this.consumer, pollIntervalMs: this.pollIntervalMs, staleConsumerMs });
   }
 
   /** Starts the workers; never waits for the store. */
@@ -125,15 +96,13 @@ export class QueueWorker implements EventQueue {
     this.timer = setInterval(() => this.kick(), this.pollIntervalMs);
     this.timer.unref();
     await store.onWake(() => this.kick());
+    await this.record.start();
     this.kick();
   }
 
-  async enqueue(event: QueuedEvent): Promise<EnqueueResult> {
-    const acceptedAt = this.options.now();
-    const stored = storeDelivery(event.facts, event.body, acceptedAt);
-    const outcome = await this.options.store.enqueue(event.facts.eventId, JSON.stringify(stored), acceptedAt, this.options.deliveredRetentionMs);
-    if (outcome === 'full') this.options.metrics.full.inc();
-    return outcome;
+  /** The ingress's side (see {@link QueueIngress}). */
+  enqueue(event: QueuedEvent): Promise<EnqueueResult> {
+    return this.ingress.enqueue(event);
   }
 
   /**
@@ -170,16 +139,14 @@ export class QueueWorker implements EventQueue {
     const { store } = this.options;
     const now = this.options.now();
     await this.step('record', () => this.delivery.recordDelivered((entryId) => this.active.has(entryId)));
+    const step = (where: string, work: () => Promise<unknown>): Promise<void> => this.step(where, work);
     if (this.recoverPending && this.free() > 0) await this.step('recover', () => this.recover());
-    if (now - this.lastPromote >= this.pollIntervalMs) {
-      this.lastPromote = now;
-      await this.step('promote', () => store.promoteDue(now, PROMOTE_BATCH));
-    }
+    await this.upkeep.promote(now, step);
     if (this.free() > 0 && now - this.lastTakeOver >= this.pollIntervalMs) {
       this.lastTakeOver = now;
       await this.step('take_over', async () => {
         const askedAt = performance.now();
-        const taken = await store.takeOver(this.consumer, this.options.visibilityMs, this.free());
+        const taken = this.bounded(await store.takeOver(this.consumer, this.options.visibilityMs, this.free(), this.bounds));
         if (taken.length > 0) this.options.logger.info({ event: 'webhook_queue_taken_over', events: taken.length }, 'events abandoned by another replica taken over');
         await this.dispatchBatch(taken, askedAt);
       });
@@ -187,19 +154,12 @@ export class QueueWorker implements EventQueue {
     await this.step('read', async () => {
       while (this.free() > 0 && !this.stopped) {
         const askedAt = performance.now();
-        const entries = await store.readNew(this.consumer, this.free());
+        const entries = this.bounded(await store.readNew(this.consumer, this.free(), this.bounds));
         if (entries.length === 0) break;
         await this.dispatchBatch(entries, askedAt);
       }
     });
-    if (now - this.lastStats >= STATS_INTERVAL_MS) {
-      this.lastStats = now;
-      await this.step('stats', () => this.readStats(now));
-    }
-    if (now - this.lastSweep >= CONSUMER_SWEEP_INTERVAL_MS) {
-      this.lastSweep = now;
-      await this.step('sweep', () => store.sweepConsumers(this.consumer, this.options.staleConsumerMs ?? QUEUE_STALE_CONSUMER_MS));
-    }
+    await this.upkeep.report(now, step);
   }
 
   private async step(where: string, work: () => Promise<unknown>): Promise<void> {
@@ -227,16 +187,25 @@ export class QueueWorker implements EventQueue {
       const free = this.free();
       if (free <= 0) return; // the flag stays: the rest is read when slots free up
       const askedAt = performance.now();
-      const entries = await this.options.store.readPending(this.consumer, free + this.active.size, after);
+      const entries = this.bounded(await this.options.store.readPending(this.consumer, free + this.active.size, after, this.bounds));
+      if (entries.length === 0) break;
       const orphans = entries.filter((e) => !this.active.has(e.entryId));
       if (orphans.length > 0) {
         this.options.logger.info({ event: 'webhook_queue_recovered', events: orphans.length }, 'own pending events taken up again after a lost or late reply');
         await this.dispatchBatch(orphans, askedAt);
       }
-      if (entries.length < free + this.active.size) break;
       after = entries[entries.length - 1]!.entryId;
     }
     if (this.recoverReasons === reasonsBefore) this.recoverPending = false;
+  }
+
+  /** The entries of a read; those it dead-lettered in the store as too large are counted (never seen here). */
+  private bounded(batch: QueueBatch): QueueEntry[] {
+    if (batch.oversized > 0) {
+      this.options.metrics.forwards.inc({ outcome: 'oversized' }, batch.oversized);
+      this.logError('oversized', { code: 'oversized', message: `${batch.oversized} queue entries larger than --webhook-max-body-bytes allows were dead-lettered unread` });
+    }
+    return batch.entries;
   }
 
   private free(): number {
@@ -252,7 +221,7 @@ export class QueueWorker implements EventQueue {
     const startBy = askedAt + this.options.visibilityMs - this.options.forwardTimeoutMs;
     const decoded = entries.map((e) => ({ entry: e, stored: decodeStored(e.json) }));
     const readable = decoded.filter((d) => d.stored !== null);
-    const seen = readable.length === 0 ? [] : await this.options.store.deliveredBefore(readable.map((d) => d.stored!.id));
+    const seen = readable.length === 0 ? [] : await this.record.before(readable.map((d) => d.stored!.id));
     const before = new Set(readable.filter((_d, i) => seen[i] === true).map((d) => d.entry.entryId));
     for (const { entry, stored } of decoded) {
       if (this.active.has(entry.entryId)) continue;
@@ -285,14 +254,6 @@ export class QueueWorker implements EventQueue {
         if (this.active.size <= this.concurrency - Math.max(1, Math.floor(this.concurrency / 4))) this.kick();
       });
     this.active.set(entryId, running);
-  }
-
-  private async readStats(now: number): Promise<void> {
-    const { depth, oldestAcceptedAt, deadLetters } = await this.options.store.stats();
-    const { metrics } = this.options;
-    metrics.depth.set(depth);
-    metrics.oldestAge.set(oldestAcceptedAt === null ? 0 : Math.max(0, (now - oldestAcceptedAt) / 1000));
-    metrics.deadLetters.set(deadLetters);
   }
 
   private logError(where: string, err: unknown): void {

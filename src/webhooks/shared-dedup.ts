@@ -3,21 +3,16 @@ import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { outcomeUnknown, storeRefused } from '../lib/store-failure.js';
 import type { ClaimStore } from './claim-store.js';
+import { DedupBacklog } from './dedup-backlog.js';
 import { logId } from './event-id.js';
 import type { ClaimResult, DedupStore, InFlightOutcome } from './dedup-store.js';
 import { WebhookError } from './errors.js';
+import type { MarkerMacs } from './markers.js';
 import type { SharedDedupMetrics } from './metrics.js';
 
 /** Slack after a remote claim's lease before a waiter gives up on it (ms). */
 const LEASE_SLACK_MS = 50;
 const FALLBACK_LOG_INTERVAL_MS = 30_000;
-/** Ids accepted while the store was away, kept to be written once it is back (oldest dropped beyond). */
-const MAX_UNSHARED = 100_000;
-/**
- * How soon what could not be written is tried again (ms). A restore writes it too, but one failed
- * call while the health check keeps passing is no restore.
- */
-const RETRY_MS = 1000;
 
 export interface SharedDedupOptions {
   readonly store: ClaimStore;
@@ -36,6 +31,8 @@ export interface SharedDedupOptions {
   /** How long an accepted id is remembered (ms), `--webhook-dedup-retention-ms`. */
   readonly retentionMs: number;
   readonly metrics: SharedDedupMetrics;
+  /** MACs of the accepted markers (keyed from the webhook secrets): a marker that fails is no duplicate. */
+  readonly macs: MarkerMacs;
   readonly logger: Logger;
   /** Epoch ms. */
   readonly now: () => number;
@@ -61,29 +58,29 @@ interface Held {
  *   An outage or stall shorter than the lease forwards no event twice;
  * - **down is down**: when the store answers with an error (misconfigured: it will not do it), or
  *   has been silent longer than a lease (past which anything it holds of ours has lapsed), this
- *   replica decides alone, counted; ids accepted meanwhile are written once it answers.
+ *   replica decides alone, counted; ids accepted meanwhile are written once it answers. An answer
+ *   that is not an answer (a replica turned read-only, a node loading, a slot moving: a failover)
+ *   is silence, not a refusal: another replica may be claiming on the new master meanwhile;
+ * - an accept the store did not record for sure (slow, a failover, too few replicas) is no 200.
  */
 export class SharedDedup implements DedupStore {
   private readonly held = new Map<string, Held>();
   private readonly waiters = new Map<string, Set<(outcome: InFlightOutcome) => void>>();
   private readonly fallbackLog = new RateLimiter(FALLBACK_LOG_INTERVAL_MS);
-  /** Accepted while the store did not answer: id → end of retention (epoch ms). */
-  private readonly unshared = new Map<string, number>();
-  /** Claims whose outcome was unknown, to release once the store answers: id → token. */
-  private readonly unreleased = new Map<string, string>();
-  private flushing = false;
-  private retryTimer: NodeJS.Timeout | null = null;
+  private readonly mismatchLog = new RateLimiter(FALLBACK_LOG_INTERVAL_MS);
+  private readonly backlog: DedupBacklog;
   private closed = false;
 
   constructor(private readonly options: SharedDedupOptions) {
     if (!(options.leaseMs > 0) || !(options.retentionMs > 0)) throw new RangeError('SharedDedup: leaseMs and retentionMs must be > 0');
     if (!(options.forwardTimeoutMs > 0) || options.forwardTimeoutMs >= options.leaseMs) throw new RangeError('SharedDedup: forwardTimeoutMs must be > 0 and below leaseMs');
+    this.backlog = new DedupBacklog({ store: options.store, marker: (id) => options.macs.sign('accepted', id), logger: options.logger, now: options.now });
   }
 
   /** Listens for settlements; call once before use. */
   async start(): Promise<void> {
-    this.options.store.onRestored(() => void this.flush());
-    await this.options.store.onSettled((id, outcome) => this.onSettled(id, outcome));
+    this.options.store.onRestored(() => void this.backlog.flush());
+    await this.options.store.onSettled((id, outcome, marker) => this.onSettled(id, outcome, marker));
   }
 
   async claim(id: string): Promise<ClaimResult> {
@@ -99,12 +96,14 @@ export class SharedDedup implements DedupStore {
     const askedAt = performance.now();
     let shared;
     try {
-      shared = await store.claim(id, token, leaseMs);
+      shared = await store.claim(id, token, leaseMs, this.options.macs.accepted('accepted', id));
     } catch (err) {
       wait.cancel();
       // Down is down: refused by a Redis that answers (misconfigured), or silent longer than a lease.
       if (storeRefused(err) || store.silentForMs() >= leaseMs) {
         this.fallback('claim', err);
+        // Per event, at debug: which events this replica decided alone (the counter says how many).
+        this.options.logger.debug({ event: 'webhook_dedup_decided_alone', eventId: logId(id) }, 'webhook dedup decided by this replica alone');
         this.held.set(id, { token, mode: 'local' });
         return { kind: 'claimed', token };
       }
@@ -112,15 +111,14 @@ export class SharedDedup implements DedupStore {
       // hold the event in Redis, or get it from the service's retry while we decide alone.
       this.options.metrics.unknownOutcomes.inc({ op: 'claim' });
       await local.release(id, token);
-      if (outcomeUnknown(err)) {
-        this.unreleased.set(id, token);
-        this.retrySoon();
-      }
+      if (outcomeUnknown(err)) this.backlog.unknownClaim(id, token);
       throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not answer; not forwarded on a guess', { cause: err });
     }
 
     if (shared.kind === 'claimed') {
       wait.cancel();
+      // Something else held the key: not a marker of ours (forged, or written without our secrets).
+      if (shared.displaced) this.mismatch('accepted', id);
       this.held.set(id, { token, mode: 'shared' });
       // A claim read too late to cover a whole forward could lapse under it, and another replica
       // claim the service's retry and forward it too: a slow answer is no answer. Let it go (the
@@ -149,21 +147,32 @@ export class SharedDedup implements DedupStore {
     return { kind: 'in_flight', outcome };
   }
 
+  /**
+   * Records the accept in the store (and, when it replicates, on its replicas). The app has the
+   * event: that stands, here and, once the store answers, everywhere. When the store is down the
+   * accept is this replica's alone (counted, written later). When it is not known to be recorded
+   * (no answer in time, a failover under way, fewer replicas than asked acknowledged it) it
+   * rejects with `ERR_WEBHOOK_DEDUP_UNKNOWN`: no 200 for an accept a failover could forget.
+   */
   async markAccepted(id: string, token: string): Promise<void> {
     const held = this.take(id, token);
+    const { store, leaseMs } = this.options;
     try {
-      const r = await this.options.store.accept(id, token, this.options.retentionMs);
+      const { macs } = this.options;
+      const r = await store.accept(id, token, this.options.retentionMs, macs.sign('accepted', id), macs.accepted('accepted', id));
       if (r === 'lapsed' && held?.mode === 'shared') {
         this.options.metrics.leaseLapses.inc();
         this.options.logger.warn({ event: 'webhook_dedup_lease_lapsed', eventId: logId(id) }, 'the claim lapsed before the app answered; raise --webhook-dedup-lease-ms');
       }
     } catch (err) {
-      // The app accepted it: that stands. The other replicas learn it once the store answers.
-      this.fallback('accept', err);
-      this.unshared.delete(id);
-      this.unshared.set(id, this.options.now() + this.options.retentionMs);
-      if (this.unshared.size > MAX_UNSHARED) this.unshared.delete(this.unshared.keys().next().value!);
-      this.retrySoon();
+      // The other replicas learn it once the store answers (written again then, whatever happened).
+      this.backlog.accepted(id, this.options.now() + this.options.retentionMs);
+      if (storeRefused(err) || store.silentForMs() >= leaseMs) {
+        this.fallback('accept', err);
+        return;
+      }
+      this.options.metrics.unknownOutcomes.inc({ op: 'accept' });
+      throw new WebhookError('ERR_WEBHOOK_DEDUP_UNKNOWN', 'the shared dedup store did not record the accept (no answer, a failover, or too few replicas); answered 503', { cause: err });
     } finally {
       await this.options.local.markAccepted(id, token);
     }
@@ -176,10 +185,7 @@ export class SharedDedup implements DedupStore {
     } catch (err) {
       // The lease frees the key anyway; releasing sooner lets the service's retry through sooner.
       this.fallback('release', err);
-      if (outcomeUnknown(err)) {
-        this.unreleased.set(id, token);
-        this.retrySoon();
-      }
+      if (outcomeUnknown(err)) this.backlog.unknownClaim(id, token);
     } finally {
       await this.options.local.release(id, token);
     }
@@ -187,47 +193,11 @@ export class SharedDedup implements DedupStore {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.backlog.close();
     for (const set of this.waiters.values()) for (const wake of set) wake('released');
     this.waiters.clear();
     this.held.clear();
     await this.options.local.close();
-  }
-
-  /** Writes what was accepted without the store, and releases claims whose outcome was unknown. */
-  private async flush(): Promise<void> {
-    if (this.flushing || this.closed) return;
-    this.flushing = true;
-    let written = 0;
-    try {
-      for (const [id, token] of [...this.unreleased]) {
-        await this.options.store.release(id, token);
-        this.unreleased.delete(id);
-      }
-      for (const [id, until] of [...this.unshared]) {
-        const remainingMs = until - this.options.now();
-        if (remainingMs > 0) {
-          await this.options.store.backfill(id, remainingMs);
-          written++;
-        }
-        this.unshared.delete(id);
-      }
-    } catch {
-      // The store went away again: the rest waits for the next try.
-    } finally {
-      this.flushing = false;
-      if (written > 0) this.options.logger.info({ event: 'webhook_dedup_backfilled', events: written }, 'events accepted while Redis was unreachable recorded in Redis');
-      if (this.unshared.size > 0 || this.unreleased.size > 0) this.retrySoon();
-    }
-  }
-
-  private retrySoon(): void {
-    if (this.retryTimer || this.closed) return;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      void this.flush();
-    }, RETRY_MS);
-    this.retryTimer.unref();
   }
 
   private take(id: string, token: string): Held | undefined {
@@ -267,11 +237,26 @@ export class SharedDedup implements DedupStore {
     };
   }
 
-  private onSettled(id: string, outcome: InFlightOutcome): void {
+  private onSettled(id: string, outcome: InFlightOutcome, marker: string | null): void {
     const set = this.waiters.get(id);
     if (!set) return;
+    // "Accepted" answers a waiting copy 200 without a forward: only with the marker's MAC. Without
+    // it the copy waits on, and is answered 503 at the holder's lease end (the service retries).
+    if (outcome === 'accepted' && !this.options.macs.verify('accepted', id, marker)) {
+      this.mismatch('announced', id);
+      return;
+    }
     this.waiters.delete(id);
     for (const wake of set) wake(outcome);
+  }
+
+  /** A marker (or an announcement) that did not carry our MAC: no duplicate, counted, logged rate-limited. */
+  private mismatch(marker: 'accepted' | 'announced', id: string): void {
+    this.options.metrics.markerMismatches.inc({ marker });
+    const suppressed = this.mismatchLog.admit(marker);
+    if (suppressed !== undefined) {
+      this.options.logger.warn({ event: 'webhook_marker_mismatch', marker, eventId: logId(id), suppressed }, 'a dedup marker in Redis without a valid MAC was not taken as a duplicate (written by something without the webhook secrets)');
+    }
   }
 
   private fallback(op: 'claim' | 'accept' | 'release', err: unknown): void {

@@ -1,4 +1,5 @@
 import { singleValue } from '../lib/headers.js';
+import type { MarkerMacs } from './markers.js';
 import { parseEnvelope, type WebhookEnvelope } from './envelope.js';
 import { EVENT_ID_ENCODING_HEADER, eventIdHeader } from './event-id.js';
 import { SIGNATURE_SCHEME_PREFIX } from './signature.js';
@@ -81,6 +82,42 @@ export interface StoredDelivery {
   readonly lastError?: string;
   /** Dead letters only: when it was parked (epoch ms). */
   readonly deadAt?: number;
+  /**
+   * Put back on the queue by an operator (`webhook dead-letters replay`, which holds the secrets):
+   * when (epoch ms), and the marker MAC of that act ({@link replaySubject}). A stored delivery may
+   * be forwarded until the horizon plus the tolerance after the later of its signed timestamp and
+   * a replay whose MAC verifies.
+   */
+  readonly replayedAt?: number;
+  readonly replayMac?: string;
+  /** Dead letters: the mark of a worker that parked it ({@link deadSubject}); replay needs it. */
+  readonly deadMac?: string;
+}
+
+/**
+ * Bytes an entry of a stored delivery can take at most for bodies of `maxBodyBytes` (base64, 4/3)
+ * plus the envelope around it (ids, timestamp, signature, bookkeeping: 16 KiB is generous). An
+ * entry larger than this was not written by the ingress: it is never read into the process.
+ */
+export function storedDeliveryMaxBytes(maxBodyBytes: number): number {
+  return 4 * Math.ceil(maxBodyBytes / 3) + 16_384;
+}
+
+/** What a replay's MAC covers: the event, its signed timestamp and signature, and when it was replayed. */
+export function replaySubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 'signature'>, replayedAt: number): string {
+  return JSON.stringify([stored.id, stored.timestamp, stored.signature, replayedAt]);
+}
+
+/** What a dead letter's mark covers: the event, its signed timestamp and signature, and when it was parked. */
+export function deadSubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 'signature'>, deadAt: number): string {
+  return JSON.stringify([stored.id, stored.timestamp, stored.signature, deadAt]);
+}
+
+/** The replay of a stored delivery: when, if its MAC verifies; `invalid` when it carries one that does not; null when none. */
+export function replayOf(stored: StoredDelivery, macs: MarkerMacs): number | 'invalid' | null {
+  if (stored.replayedAt === undefined && stored.replayMac === undefined) return null;
+  if (stored.replayedAt === undefined || !macs.verify('replay', replaySubject(stored, stored.replayedAt), stored.replayMac)) return 'invalid';
+  return stored.replayedAt;
 }
 
 /** The stored form of a verified delivery. */
@@ -116,6 +153,9 @@ export function decodeStored(json: string | null): StoredDelivery | null {
   if (!isCount(e.acceptedAt) || !isCount(e.attempts)) return null;
   if (e.deliveryId !== undefined && !isString(e.deliveryId)) return null;
   if (e.lastError !== undefined && !isString(e.lastError)) return null;
+  if (e.replayedAt !== undefined && !isCount(e.replayedAt)) return null;
+  if (e.replayMac !== undefined && !isString(e.replayMac)) return null;
+  if (e.deadMac !== undefined && !isString(e.deadMac)) return null;
   return e as StoredDelivery;
 }
 
@@ -129,14 +169,31 @@ export interface Reverified {
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** How old a stored delivery may be: `maxAgeMs` after the later of its signed timestamp and `replayedAt`. */
+export interface AgeLimit {
+  readonly nowMs: number;
+  /** The queue's horizon plus the signature tolerance. */
+  readonly maxAgeMs: number;
+  /** A replay whose MAC verified (epoch ms), if any. */
+  readonly replayedAt?: number | null;
+}
+
 /**
  * Verifies a stored delivery again against the current secrets, as the ingress did, but without
  * the ±300 s window (an event may wait in the queue for days): the HMAC over the stored timestamp
  * and raw body must match the stored signature under one of `secrets`, and the signed body's
  * envelope `id` must be the one the entry claims. Whoever can write to the store can forge
  * neither. `signature_mismatch` otherwise; it is never forwarded.
+ *
+ * With `age`, nothing outlives what the service allows: a delivery signed longer ago than the
+ * horizon plus the tolerance (or replayed by an operator that long ago) is `expired`, however
+ * genuine, so a copy kept by anyone who could read Redis cannot be added back and forwarded later.
  */
-export function reverify(stored: StoredDelivery, secrets: readonly string[]): Reverified | { readonly ok: false; readonly reason: 'signature_mismatch' } {
+export function reverify(
+  stored: StoredDelivery,
+  secrets: readonly string[],
+  age?: AgeLimit,
+): Reverified | { readonly ok: false; readonly reason: 'signature_mismatch' | 'expired' } {
   const mismatch = { ok: false, reason: 'signature_mismatch' } as const;
   // The ingress's own timestamp rule: a form it accepted is read here too.
   const timestampS = parseTimestamp(stored.timestamp);
@@ -152,6 +209,10 @@ export function reverify(stored: StoredDelivery, secrets: readonly string[]): Re
   if (!verifyBodySignature(checked, body, secrets).ok) return mismatch;
   const parsed = parseEnvelope(body);
   if (!parsed.ok || parsed.envelope.id !== stored.id) return mismatch;
+  if (age) {
+    const since = Math.max(checked.timestampS * 1000, age.replayedAt ?? 0);
+    if (!(age.nowMs - since <= age.maxAgeMs)) return { ok: false, reason: 'expired' };
+  }
   const headers = appHeaders({
     eventId: parsed.envelope.id,
     timestamp: stored.timestamp,

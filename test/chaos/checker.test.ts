@@ -27,6 +27,12 @@ describe('causeOf: why an event was accepted twice', () => {
     { name: 'nothing near', copies: [copy(0, 10_000), copy(1, 10_010)], faults: [fault('redis-stall', 40_000, 41_000)], cause: 'none' },
   ];
   for (const c of cases) it(c.name, () => expect(causeOf(c.copies, c.faults)).toBe(c.cause));
+
+  it('a copy forwarded by a replica that deduplicated the event alone (Redis silent past the lease) is the fallback, whatever fault is near', () => {
+    const faults = [fault('redis-failover', 10_000, 13_000)];
+    expect(causeOf([copy(0, 14_000), copy(2, 14_100)], faults, new Set([2]))).toBe('dedup-fallback');
+    expect(causeOf([copy(0, 14_000), copy(2, 14_100)], faults, new Set([1]))).toBe('redis-failover');
+  });
 });
 
 describe('lateAfterRedis: queue entries stranded by a Redis fault', () => {

@@ -7,7 +7,7 @@ import type { RevocationResult } from './revocations.js';
 import type { SentEvent } from './sender.js';
 import type { Topology } from './topology.js';
 
-export const CAUSES = ['redis-stall', 'redis-restart', 'redis-kill', 'redis-failover', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
+export const CAUSES = ['dedup-fallback', 'redis-stall', 'redis-restart', 'redis-kill', 'redis-failover', 'replica-kill', 'app-fail/hang', 'app-late', 'none'] as const;
 /** Redis faults: copies in their windows are theirs, and an event they strand fails the run. */
 export const REDIS_FAULTS: readonly FaultKind[] = ['redis-stall', 'redis-restart', 'redis-kill', 'redis-failover'];
 /**
@@ -89,6 +89,11 @@ export interface CheckInput {
   readonly left?: QueueLeft;
   readonly drainMs: number;
   readonly drained: boolean;
+  /**
+   * Passthrough: for each event, the replicas that claimed it alone (Redis silent longer than the
+   * lease: the contract's fallback to per-replica dedup), from their `webhook_dedup_decided_alone` lines.
+   */
+  readonly decidedAlone?: ReadonlyMap<string, ReadonlySet<number>>;
 }
 
 /** Everything the apps received, by event id, in order of arrival. */
@@ -114,10 +119,12 @@ function arrivalsOf(apps: readonly RecordingApp[], mode: Mode): Map<string, Arri
  * first copy reached its app after its replica had given up (passthrough: an app too slow, or a
  * machine too loaded), or the first copy's replica was killed right after its app took it (the
  * accept, or the queue's delivered marker, never written).
+ * Then a copy forwarded by a replica that decided the event alone (`alone`: Redis was silent for
+ * longer than the lease, and the contract has each replica fall back to its own dedup, counted).
  * Else the Redis fault whose window (extended by the lease) the copies span, nearest first; then
  * any app fault; else none.
  */
-export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): Cause {
+export function causeOf(copies: readonly Arrival[], faults: readonly Fault[], alone: ReadonlySet<number> = new Set()): Cause {
   const [c1, c2] = copies as [Arrival, Arrival];
   const hit = (f: Fault): boolean => f.target === c1.app;
   // A hang first: a replica killed while its app hangs had not got the 2xx yet.
@@ -127,6 +134,7 @@ export function causeOf(copies: readonly Arrival[], faults: readonly Fault[]): C
   // not get the app's 2xx in time): the app took it after the replica had given up.
   if (c1.attempt !== undefined && c2.attempt !== undefined && c2.attempt > c1.attempt) return 'app-late';
   if (faults.some((f) => f.kind === 'replica-kill' && hit(f) && c1.at <= f.at && c1.at >= f.at - KILL_AFTER_FORWARD_MS)) return 'replica-kill';
+  if (alone.has(c1.app) || alone.has(c2.app)) return 'dedup-fallback';
   const span: Window = { start: c1.at, end: c2.at };
   const extended = (f: Fault): Window => ({ start: f.start - 500, end: f.end + LEASE_MS + 1000 });
   const near = faults.filter((f) => REDIS_FAULTS.includes(f.kind) && overlaps(span, extended(f)));
@@ -194,7 +202,7 @@ export function check(input: CheckInput): ModeReport {
   const duplicated = events
     .map((e) => ({ id: e.id, copies: accepted(e.id) }))
     .filter((d) => d.copies.length >= 2)
-    .map((d) => ({ id: d.id, copies: d.copies.length, cause: causeOf(d.copies, input.faults), arrivals: d.copies.map(({ app, at }) => ({ app, at })) }));
+    .map((d) => ({ id: d.id, copies: d.copies.length, cause: causeOf(d.copies, input.faults, input.decidedAlone?.get(d.id)), arrivals: d.copies.map(({ app, at }) => ({ app, at })) }));
   const byCause = Object.fromEntries(CAUSES.map((c) => [c, duplicated.filter((d) => d.cause === c).length])) as Record<Cause, number>;
   const answers: Record<string, number> = {};
   for (const e of events) for (const [k, n] of Object.entries(e.answers)) answers[k] = (answers[k] ?? 0) + n;

@@ -1,4 +1,4 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { RecordingApp, replicaFlags, ServeProcess } from '../e2e/replicas.js';
@@ -63,7 +63,8 @@ export class Fleet {
         fleet.apps.push(app);
         const extra: Record<string, string> = mode === 'queue' ? { 'webhook-delivery': 'queue' } : {};
         const flags = replicaFlags({ upstreamUrl: sim.url, apiKey: sim.apiKey, appUrl: app.url, redis: redis.flags, prefix: fleet.prefix, extra });
-        fleet.replicas.push(new ServeProcess({ ...flags, 'webhook-forward-timeout-ms': String(FORWARD_TIMEOUT_MS) }));
+        // Debug: each event a replica deduplicates alone is a line (webhook_dedup_decided_alone).
+        fleet.replicas.push(new ServeProcess({ ...flags, 'webhook-forward-timeout-ms': String(FORWARD_TIMEOUT_MS), 'log-level': 'debug' }));
         fleet.down.push(false);
       }
       await Promise.all(fleet.replicas.map((r) => r.start()));
@@ -107,6 +108,25 @@ export class Fleet {
   private saveLog(i: number, why: string): void {
     const lines = this.replicas[i]!.logs().map((l) => JSON.stringify(l));
     appendFileSync(join(this.dir, `${this.mode}-replica-${i}.log`), `${lines.join('\n')}\n# ${new Date().toISOString()} ${why}\n`);
+  }
+
+  /**
+   * For each event, the replicas that deduplicated it alone (the contract's fallback when Redis has
+   * been silent longer than the lease), from every incarnation's log since `sinceMs` (epoch ms).
+   */
+  decidedAlone(sinceMs: number): Map<string, Set<number>> {
+    const out = new Map<string, Set<number>>();
+    this.replicas.forEach((r, i) => {
+      const file = join(this.dir, `${this.mode}-replica-${i}.log`);
+      const saved = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>) : [];
+      for (const line of [...saved, ...r.logs()]) {
+        if (line.event !== 'webhook_dedup_decided_alone' || !(Date.parse(String(line.time)) >= sinceMs)) continue;
+        const id = String(line.eventId);
+        if (!out.has(id)) out.set(id, new Set());
+        out.get(id)!.add(i);
+      }
+    });
+    return out;
   }
 
   /** What the queue still holds (queue mode), read from Redis directly. */

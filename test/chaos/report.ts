@@ -9,6 +9,7 @@ function row(label: string, cells: string[]): string {
 }
 
 const CAUSE_LABELS: Record<(typeof CAUSES)[number], string> = {
+  'dedup-fallback': 'a fallback (Redis silent > the lease)',
   'redis-stall': 'a Redis stall',
   'redis-restart': 'a Redis restart',
   'redis-kill': 'a Redis kill (SIGKILL)',

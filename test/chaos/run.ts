@@ -80,6 +80,7 @@ const progress = (line: string): void => console.log(`[+${((Date.now() - began) 
 
 async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
   progress(`${mode}: starting Redis (${o.topology}), the simulator, 3 replicas and their apps`);
+  const startedAt = Date.now();
   const fleet = await Fleet.start(mode, o.dir, o.topology);
   try {
     for (const r of fleet.replicas) {
@@ -99,7 +100,8 @@ async function runMode(mode: Mode, o: Options, rng: Rng): Promise<ModeReport> {
     progress(`${mode}: ${drained ? 'drained' : 'drain deadline passed'} after ${(drainMs / 1000).toFixed(1)} s`);
     await sender.giveUp(Date.now());
     const left = mode === 'queue' ? await fleet.queueLeft() : undefined;
-    const report = check({ mode, topology: o.topology, events: sender.events, apps: fleet.apps, faults: nemesis.faults, revocations: prober.results, crashes: fleet.crashes, left, drainMs, drained });
+    const decidedAlone = fleet.decidedAlone(startedAt);
+    const report = check({ mode, topology: o.topology, events: sender.events, apps: fleet.apps, faults: nemesis.faults, revocations: prober.results, crashes: fleet.crashes, left, drainMs, drained, decidedAlone });
     writeTimeline(o, fleet, sender, nemesis, prober, report);
     return report;
   } finally {

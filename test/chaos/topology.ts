@@ -103,11 +103,34 @@ async function sentinel(): Promise<ChaosRedis> {
       const old = await master();
       await old.kill();
       const moved = await until(async () => (await s.currentMasterPort().catch(() => old.port)) !== old.port, Date.now() + 30_000, 100);
-      if (!moved) throw new Error('the sentinels named no new master within 30 s of the master being killed');
+      if (!moved) throw new Error(`the sentinels named no new master within 30 s of the master (${old.port}) being killed; they say:\n${await sentinelViews(s, nodes, old)}`);
       await old.start();
     },
     close: () => s.stop(),
   };
+}
+
+/** What each sentinel and each live data node say, and the tail of each sentinel's log: why no failover came. */
+async function sentinelViews(s: SpawnedSentinels, nodes: readonly SpawnedRedis[], old: SpawnedRedis): Promise<string> {
+  const ask = async (n: SpawnedRedis, command: string[]): Promise<string> => {
+    const a = await adminOn(n.url).catch(() => null);
+    if (!a) return 'down';
+    try {
+      return JSON.stringify(await a.sendCommand(command));
+    } catch (err) {
+      return `error: ${(err as Error).message}`;
+    } finally {
+      a.destroy();
+    }
+  };
+  const out: string[] = [];
+  for (const sn of s.sentinels) {
+    out.push(`sentinel ${sn.port}: master ${await ask(sn, ['SENTINEL', 'MASTER', s.masterName])}`);
+    out.push(`  replicas ${await ask(sn, ['SENTINEL', 'REPLICAS', s.masterName])}`);
+    out.push(`  log tail:\n${sn.output().split('\n').slice(-25).join('\n')}`);
+  }
+  for (const n of nodes) if (n !== old) out.push(`node ${n.port}: ${(await ask(n, ['INFO', 'replication'])).replace(/\\r\\n/g, ' ')}`);
+  return out.join('\n');
 }
 
 async function cluster(prefix: string): Promise<ChaosRedis> {

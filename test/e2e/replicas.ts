@@ -63,6 +63,11 @@ export class ServeProcess {
     this.pools = [];
   }
 
+  /** The process id while it runs (to read its memory in /proc). */
+  get pid(): number | undefined {
+    return this.running ? this.child!.pid : undefined;
+  }
+
   /** Whether the process runs now (false once it exited, whoever ended it). */
   get running(): boolean {
     const c = this.child;

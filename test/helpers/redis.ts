@@ -327,13 +327,25 @@ export async function spawnSentinels(o: { sentinels?: number; replicas?: number;
   const masterName = o.masterName ?? 'mymaster';
   const started: SpawnedRedis[] = [];
   try {
-    // Data nodes: `args` instead of no persistence (each still gets a directory of its own).
+    // Data nodes: `args` instead of no persistence, each in a directory of its own with a
+    // configuration file holding its role, as deployed: Sentinel rewrites it (CONFIG REWRITE) when
+    // it promotes or demotes the node, so a node restarted keeps the role Sentinel gave it last.
+    // With the role on the command line instead, a promoted replica restarted came back a replica
+    // of the first primary (itself a replica by then): a master the sentinels kept naming while it
+    // answered READONLY, until they failed over on their own 20-30 s later, in the middle of the
+    // chaos nemesis' next failover ("no new master within 30 s", seeds 777 and 4242).
     const data = o.args ?? NO_PERSISTENCE;
-    const primary = await spawnRedisServer({ args: [...data] });
+    const dataNode = async (role: string[]): Promise<SpawnedRedis> => {
+      const dir = mkdtempSync(join(tmpdir(), 'cs-sentinel-data-'));
+      const configFile = join(dir, 'redis.conf');
+      writeFileSync(configFile, [`dir ${dir}`, ...role].join('\n') + '\n');
+      return spawnRedisServer({ configFile, args: [...data] });
+    };
+    const primary = await dataNode([]);
     started.push(primary);
     const replicas: SpawnedRedis[] = [];
     for (let i = 0; i < (o.replicas ?? 1); i++) {
-      replicas.push(await spawnRedisServer({ args: [...data, '--replicaof', '127.0.0.1', String(primary.port)] }));
+      replicas.push(await dataNode([`replicaof 127.0.0.1 ${primary.port}`]));
       started.push(replicas[i]!);
     }
     const sentinels: SpawnedRedis[] = [];

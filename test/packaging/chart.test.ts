@@ -515,6 +515,7 @@ describe('monitoring', () => {
       (g) => g.rules,
     );
     expect(rules.map((r) => r.alert).sort()).toEqual([
+      'ConsentSidecarCacheBypassed',
       'ConsentSidecarCircuitBreakerOpen',
       'ConsentSidecarDown',
       'ConsentSidecarFailClosedRateHigh',
@@ -547,8 +548,8 @@ describe('monitoring', () => {
     expect(names).not.toContain('ConsentSidecarDown');
     // 7 alerts since ConsentSidecarSecretReloadFailing (issue 13), 8 since ConsentSidecarRedecObligationPendingTooLong
     // (issue 11), 10 since the queue's two (issue 10), 11 since ConsentSidecarRedisDown, 12 since
-    // ConsentSidecarWebhookStalledPastLease, less the one switched off.
-    expect(names).toHaveLength(11);
+    // ConsentSidecarWebhookStalledPastLease, 13 since ConsentSidecarCacheBypassed, less the one switched off.
+    expect(names).toHaveLength(12);
   });
 });
 

@@ -102,7 +102,7 @@ describe('alerts only for the features that are on', () => {
   const ALWAYS = ['ConsentSidecarCircuitBreakerOpen', 'ConsentSidecarDown', 'ConsentSidecarFailClosedRateHigh', 'ConsentSidecarPreEvaluationDenials', 'ConsentSidecarSecretReloadFailing'];
   const WEBHOOKS = ['ConsentSidecarWebhookForwardFailures', 'ConsentSidecarWebhookRejectionsRising'];
   const QUEUE = ['ConsentSidecarWebhookDeadLetters', 'ConsentSidecarWebhookQueueOld'];
-  const REDIS = ['ConsentSidecarRedisDown', 'ConsentSidecarWebhookStalledPastLease'];
+  const REDIS = ['ConsentSidecarCacheBypassed', 'ConsentSidecarRedisDown', 'ConsentSidecarWebhookStalledPastLease'];
   const REDEC = ['ConsentSidecarRedecObligationPendingTooLong'];
   const base = ['monitoring.mode=always', 'config.upstreamUrl=https://consent.example.com/api', 'secrets.apiKey.existingSecret=consent-api', 'deployment.app.image=shop:1', 'image.repository=cs'];
   const webhooks = ['config.appWebhookUrl=http://127.0.0.1:8080/webhooks', 'secrets.webhookSecrets.existingSecret=hooks'];

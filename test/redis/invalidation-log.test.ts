@@ -26,6 +26,7 @@ async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTar
     local: rec.hook,
     metrics,
     logger: silentLogger(),
+    maxSilenceMs: 5000,
     pollIntervalMs: 200,
     ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
   });

@@ -44,3 +44,36 @@ export const count = async (
 ): Promise<number> => (await c.get()).values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((s, v) => s + v.value, 0);
 
 export const single = (url: string): RedisTargetSpec => ({ kind: 'single', url });
+
+/** The webhook secret the markers of the dedup tests are keyed from. */
+export const DEDUP_TEST_SECRET = 'whsec_dedup_test_secret';
+
+/**
+ * One replica's shared dedup on `url` under `prefix`: its own connection and memory store (the
+ * store's options, `--redis-wait-replicas` among them, passed through).
+ */
+export async function dedupReplica(
+  url: string,
+  prefix: string,
+  o: { opened: { close(): Promise<void> }[]; leaseMs?: number; forwardTimeoutMs?: number; commandTimeoutMs?: number; waitUp?: boolean; waitReplicas?: number },
+) {
+  const { RedisClaimStore } = await import('../../src/redis/index.js');
+  const { createSharedDedupMetrics, MarkerMacs, MemoryDedupStore, SharedDedup } = await import('../../src/webhooks/index.js');
+  const c = connectionTo(single(url), { prefix, opened: o.opened, commandTimeoutMs: o.commandTimeoutMs ?? 500 });
+  if (o.waitUp ?? true) await up(c);
+  const metrics = createSharedDedupMetrics(createRegistry({ defaultMetrics: false }));
+  const store = new SharedDedup({
+    store: new RedisClaimStore(c.conn, c.keyspace, { waitReplicas: o.waitReplicas ?? 0, waitTimeoutMs: 300 }),
+    local: new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 1000 }),
+    leaseMs: o.leaseMs ?? 10_000,
+    forwardTimeoutMs: o.forwardTimeoutMs ?? 1,
+    retentionMs: 60_000,
+    metrics,
+    macs: new MarkerMacs(() => [DEDUP_TEST_SECRET]),
+    logger: silentLogger(),
+    now: Date.now,
+  });
+  await store.start();
+  o.opened.push(store);
+  return { store, metrics, conn: c.conn, redisMetrics: c.metrics, key: (id: string) => c.keyspace.key('dedup', id) };
+}

@@ -9,10 +9,12 @@ import {
   createQueueMetrics,
   createWebhookMetrics,
   DEAD_LETTER_PAGE,
-  listDeadLetters,
+  deadLetterBounds,
+  listDeadLetters as listAll,
+  MarkerMacs,
   QUEUE_BACKOFF_MAX_MS,
   QueueWorker,
-  replayDeadLetters,
+  replayDeadLetters as replayAll,
   storeDelivery,
   type QueuedEvent,
 } from '../../src/webhooks/index.js';
@@ -27,6 +29,10 @@ import { connectionTo, count, single, up } from './room.js';
  */
 const fx = useTestRedis();
 const { opened } = fx;
+/** The listing and replay bounds of the default body limit. */
+const BOUNDS = deadLetterBounds(1_048_576);
+const listDeadLetters = (store: RedisQueueStore) => listAll(store, BOUNDS);
+const replayDeadLetters = (store: RedisQueueStore, which: Parameters<typeof replayAll>[1], secrets: readonly string[], now: number) => replayAll(store, which, secrets, now, BOUNDS);
 
 async function app(): Promise<FakeApp> {
   const a = await startApp();
@@ -66,6 +72,8 @@ async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
     forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
     visibilityMs: o.visibilityMs ?? 30_000,
     horizonMs: o.horizonMs ?? 60_000,
+    toleranceS: 300,
+    maxBodyBytes: 1_048_576,
     deliveredRetentionMs: 60_000,
     now: o.now ?? Date.now,
     ...(o.pollIntervalMs === undefined ? {} : { pollIntervalMs: o.pollIntervalMs }),
@@ -116,6 +124,8 @@ describe('the queue on a real Redis', () => {
           forwardTimeoutMs: 1000,
           visibilityMs: 1000,
           horizonMs: 1,
+          toleranceS: 300,
+          maxBodyBytes: 1_048_576,
           deliveredRetentionMs: 1,
           now: Date.now,
         }),
@@ -192,7 +202,8 @@ describe('the queue on a real Redis', () => {
     expect(await one.q.enqueue(signed('evt_once'))).toBe('duplicate');
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).q.enqueue(signed('evt_race'))));
     expect(results.filter((r) => r === 'queued')).toHaveLength(1);
-    await fx.admin.sendCommand(['SET', one.keys.dedup('evt_passthrough'), 'accepted', 'PX', '60000']);
+    // accepted before in passthrough: the marker passthrough writes (its MAC keyed from the secret)
+    await fx.admin.sendCommand(['SET', one.keys.dedup('evt_passthrough'), `accepted:${new MarkerMacs(() => [SECRET_A]).sign('accepted', 'evt_passthrough')}`, 'PX', '60000']);
     expect(await two.q.enqueue(signed('evt_passthrough'))).toBe('duplicate');
     expect(Number(await fx.admin.sendCommand(['PTTL', one.keys.dedup('evt_once')]))).toBeGreaterThan(50_000);
     await vi.waitFor(() => expect(a.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_once', 'evt_race']), { timeout: 5000 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import { appHeaders, buildWebhooks, decodeStored, type EnqueueOutcome, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
+import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from './helpers.js';
 
 /**
@@ -14,21 +14,21 @@ class RecordingQueue implements QueueStore {
   /** What was enqueued, read back as the worker would decode it. */
   readonly events: QueuedEvent[] = [];
   failing = false;
-  async enqueue(eventId: string, json: string): Promise<EnqueueOutcome> {
+  async enqueue(eventId: string, json: string): Promise<Enqueued> {
     if (this.failing) throw new Error('Redis is not connected');
-    if (this.events.some((e) => e.facts.eventId === eventId)) return 'duplicate';
+    if (this.events.some((e) => e.facts.eventId === eventId)) return { outcome: 'duplicate', displaced: false };
     const stored = decodeStored(json)!;
     const { id, timestamp, signature, deliveryId, outOfOrder } = stored;
     this.events.push({
       facts: { eventId: id, timestamp, signature, ...(deliveryId !== undefined ? { deliveryId } : {}), ...(outOfOrder !== undefined ? { outOfOrder } : {}) },
       body: Buffer.from(stored.body, 'base64'),
     });
-    return 'queued';
+    return { outcome: 'queued', displaced: false };
   }
-  readNew = async (): Promise<QueueEntry[]> => [];
-  readPending = async (): Promise<QueueEntry[]> => [];
-  takeOver = async (): Promise<QueueEntry[]> => [];
-  deliveredBefore = async (ids: readonly string[]): Promise<boolean[]> => ids.map(() => false);
+  readNew = async (): Promise<QueueBatch> => ({ entries: [], oversized: 0 });
+  readPending = async (): Promise<QueueBatch> => ({ entries: [], oversized: 0 });
+  takeOver = async (): Promise<QueueBatch> => ({ entries: [], oversized: 0 });
+  deliveredMarks = async (ids: readonly string[]): Promise<(string | null)[]> => ids.map(() => null);
   markDelivered = async (): Promise<void> => undefined;
   drop = async (): Promise<void> => undefined;
   retryLater = async (): Promise<boolean> => true;
@@ -40,6 +40,7 @@ class RecordingQueue implements QueueStore {
   replayDead = async (): Promise<boolean> => false;
   exists = async (): Promise<boolean> => true;
   onWake = async (): Promise<void> => undefined;
+  onDelivered = async (): Promise<void> => undefined;
   onRestored = (): void => undefined;
 }
 

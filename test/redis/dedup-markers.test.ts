@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { useTestRedis } from '../helpers/redis.js';
+import { count, dedupReplica } from './room.js';
+
+/**
+ * Dedup markers a Redis writer can make without the webhook secrets are no markers: not a
+ * duplicate, not an accepted announcement, not a claim that never ends.
+ */
+const fx = useTestRedis();
+const { opened } = fx;
+
+describe('dedup values without our MAC', () => {
+  it('a forged "accepted" announcement does not answer a waiting copy 200: it waits for the holder, then 503 (released), counted', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await dedupReplica(fx.redis.url, prefix, { opened, leaseMs: 1500 });
+    // a claim "in flight" written by the writer (its lease is real: a delay, at most one lease)
+    await fx.admin.sendCommand(['SET', a.key('evt_waiting'), 'inflight:not-ours', 'PX', '1500']);
+    const waiting = await a.store.claim('evt_waiting');
+    if (waiting.kind !== 'in_flight') throw new Error(`not in flight: ${waiting.kind}`);
+    await fx.admin.publish(`{${prefix}}dedup-settled`, JSON.stringify({ id: 'evt_waiting', outcome: 'accepted' }));
+    await fx.admin.publish(`{${prefix}}dedup-settled`, JSON.stringify({ id: 'evt_waiting', outcome: 'accepted', mac: 'f'.repeat(32) }));
+    expect(await waiting.outcome).toBe('released');
+    expect(await count(a.metrics.markerMismatches, { marker: 'announced' })).toBe(2);
+    // the lease over, the service's retry claims it
+    expect((await a.store.claim('evt_waiting')).kind).toBe('claimed');
+  });
+
+  it('an in-flight value with no TTL (it would hold the event for ever) and a value larger than any of ours are taken over by a claim, counted', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await dedupReplica(fx.redis.url, prefix, { opened });
+    await fx.admin.sendCommand(['SET', a.key('evt_forever'), 'inflight:forever']);
+    await fx.admin.sendCommand(['SET', a.key('evt_large'), 'x'.repeat(100_000)]);
+    expect(await a.store.claim('evt_forever')).toMatchObject({ kind: 'claimed' });
+    expect(await a.store.claim('evt_large')).toMatchObject({ kind: 'claimed' });
+    expect(await count(a.metrics.markerMismatches, { marker: 'accepted' })).toBe(2);
+    expect(await fx.admin.pTTL(a.key('evt_forever'))).toBeGreaterThan(0);
+  });
+});
