@@ -30,7 +30,7 @@ export function registerRedec(program: Command): void {
       if (problems.length > 0) throw new CliUsageError(problems.join('\n  '));
       const upstream = resolveUpstreamConfig(rawFlags(pending, UPSTREAM_OPTIONS));
       const fields = resolveRedecListingFields(rawFlags(pending, REDEC_LISTING_OPTIONS));
-      // The same bounds as serve's reconciler (issue 20): a listing past them ends with exit 1.
+      // The same bounds as serve's reconciler: a listing past them ends with exit 1.
       const bounds = resolveRedecListingBounds(rawFlags(pending, REDEC_LISTING_OPTIONS));
       const all: NotificationRequirementItem[] = [];
       let said = false;

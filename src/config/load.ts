@@ -20,7 +20,7 @@ export { resolveUpstreamConfig } from './upstream.js';
 export { resolveRedecListingBounds, resolveRedecListingFields } from './redec.js';
 export { OTEL_VARIABLES } from './tracing.js';
 
-/** The queue lives in Redis: without it there is nowhere to put an event (issue 10). */
+/** The queue lives in Redis: without it there is nowhere to put an event. */
 function checkQueueHasRedis(r: Reader, webhooks: SidecarConfig['webhooks'], redis: SidecarConfig['redis']): void {
   if (webhooks?.delivery === 'queue' && !redis && !r.problems.some((p) => p.startsWith('--redis'))) {
     r.problem('--redis-url', 'is required with --webhook-delivery queue (or --redis-url-file, --redis-cluster-nodes[-file], --redis-sentinels[-file]): the queue lives in Redis');

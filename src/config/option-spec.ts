@@ -15,7 +15,7 @@ export interface OptionSpec {
   readonly repeatable?: boolean;
   /**
    * A secret given as a value, which has a `-file` form: its help says the value shows in `ps`
-   * and recommends the file (issue 20).
+   * and recommends the file.
    */
   readonly secret?: boolean;
 }

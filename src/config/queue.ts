@@ -3,7 +3,7 @@ import type { Reader } from './reader.js';
 import type { WebhookConfig } from './types.js';
 
 // Webhooks with Redis: how long a replica holds an event it forwards (the shared claim's lease, and
-// the queue's visibility timeout), and the durable queue (issue 10).
+// the queue's visibility timeout), and the durable queue.
 
 /** Added to `--webhook-forward-timeout-ms` for the default dedup claim lease (ms). */
 export const DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS = 5000;

@@ -3,7 +3,7 @@ import type { OptionSpec } from './option-spec.js';
 import { Reader } from './reader.js';
 import type { RawEnv, RawFlags, RedecListingBounds, RedecListingFields, RedecReconcileConfig } from './types.js';
 
-// REDEC (issue 11): the listing's field names and bounds (`serve` and `redec pending`), and the reconciler.
+// REDEC: the listing's field names and bounds (`serve` and `redec pending`), and the reconciler.
 
 /**
  * How often the pending REDEC obligations are listed (ms) when the reconciler is on by default, that
@@ -16,7 +16,7 @@ export const DEFAULT_REDEC_RECONCILE_GRACE_MS = 7_200_000;
 export const DEFAULT_REDEC_RECONCILE_REPEAT_MS = 86_400_000;
 /** Page size the reconciler asks of the service (`limit`). */
 export const DEFAULT_REDEC_RECONCILE_PAGE_LIMIT = 100;
-/** Largest page of the REDEC listing read (bytes); a bigger one fails the run `too_large` (issue 20). */
+/** Largest page of the REDEC listing read (bytes); a bigger one fails the run `too_large`. */
 export const DEFAULT_REDEC_MAX_PAGE_BYTES = 8_388_608;
 /** Most records one run of the REDEC listing holds, all pages together; more fail the run `too_large`. */
 export const DEFAULT_REDEC_MAX_RECORDS = 100_000;
@@ -90,7 +90,7 @@ function readRedecFields(r: Reader): RedecListingFields {
   return Object.freeze({ itemsField: items?.value ?? null, cursorParam: cursor?.value ?? 'cursor' });
 }
 
-/** `--redec-max-page-bytes`, `--redec-max-records`, `--redec-max-listing-bytes` (issue 20). */
+/** `--redec-max-page-bytes`, `--redec-max-records`, `--redec-max-listing-bytes`. */
 function readRedecBounds(r: Reader): RedecListingBounds {
   const maxPageBytes = r.int('redec-max-page-bytes', DEFAULT_REDEC_MAX_PAGE_BYTES, 1024, 1024 * 1024 * 1024);
   const maxRecords = r.int('redec-max-records', DEFAULT_REDEC_MAX_RECORDS, 1, 100_000_000);

@@ -73,7 +73,7 @@ export const parseRedisUrl: SecretParser<URL> = (text) => {
   }
   // Not quoted: without `//` what looks like a scheme may be a user name (`user:password@host`).
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { error: 'must be a redis:// or rediss:// URL (the value is not quoted: it may hold credentials)' };
-  // What the Redis client would refuse only when it connects, after start (issue 20).
+  // What the Redis client would refuse only when it connects, after start: said at start instead.
   if (url.hostname === '') return { error: 'must name a host (redis://host:port)' };
   if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,5}$/.test(url.pathname)) {
     return { error: 'the path must be a database number (redis://host:port/0), or nothing' };

@@ -79,7 +79,7 @@ export interface WebhookConfig {
   readonly delivery: WebhookDeliveryMode;
   readonly dedupRetentionMs: number;
   readonly dedupMaxEntries: number;
-  // --- unauthenticated load (issue 8) ---
+  // --- unauthenticated load (docs/webhooks.md, Unauthenticated load) ---
   /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
   readonly maxUnverifiedBytes: number;
   /** Of those, what one sender address may hold (`--webhook-peer-max-unverified`). */
@@ -157,7 +157,7 @@ export interface DecisionLogConfig {
   readonly bufferBytes: number;
 }
 
-// --- REDEC reconciliation (issue 11) ---
+// --- REDEC reconciliation (docs/redec.md) ---
 /** Where the listing's records are and how its cursor goes out (`--redec-items-field`, `--redec-cursor-param`). */
 export interface RedecListingFields {
   /** null: `items`, else the page's only array of objects. */

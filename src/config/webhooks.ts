@@ -13,7 +13,7 @@ export const DEFAULT_WEBHOOK_PATH = '/webhooks';
 export const DEFAULT_WEBHOOK_TOLERANCE_S = 300;
 export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 1_048_576;
 /**
- * Unauthenticated load on the ingress (issue 8): bytes held at once, across all connections, for
+ * Unauthenticated load on the ingress (docs/webhooks.md, Unauthenticated load): bytes held at once, across all connections, for
  * deliveries whose signature is not verified yet (16 MiB); beyond it deliveries get 503 and the
  * connection is closed.
  */
@@ -191,7 +191,7 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   const delivery = r.oneOf<WebhookDeliveryMode>('webhook-delivery', WEBHOOK_DELIVERY_MODES, 'passthrough');
   const dedupRetentionMs = r.int('webhook-dedup-retention-ms', DEFAULT_WEBHOOK_DEDUP_RETENTION_MS, 60_000, 30 * 86_400_000);
   const dedupMaxEntries = r.int('webhook-dedup-max-entries', DEFAULT_WEBHOOK_DEDUP_MAX_ENTRIES, 1000, 100_000_000);
-  // Unauthenticated load (issue 8).
+  // Unauthenticated load: what a sender without a signature can make us hold, and for how long.
   const maxUnverifiedBytes = r.int('webhook-max-unverified-bytes', DEFAULT_WEBHOOK_MAX_UNVERIFIED_BYTES, 1024, 4 * 1024 * 1024 * 1024);
   const bodyTimeoutMs = r.int('webhook-body-timeout-ms', DEFAULT_WEBHOOK_BODY_TIMEOUT_MS, 1, 600_000);
   const minBodyRateBytes = r.int('webhook-min-body-rate-bytes', DEFAULT_WEBHOOK_MIN_BODY_RATE_BYTES, 0, 1_073_741_824);

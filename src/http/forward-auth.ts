@@ -90,7 +90,7 @@ const NOT_UTF8 = Symbol('not UTF-8');
 /**
  * A header value as the text it encodes. Node hands header values over as latin1 (one character
  * per byte); a proxy sends a user reference as UTF-8, as the check route's JSON body carries it and
- * as revocations name it (issue 20: `ålice` arrived as `Ã¥lice`). Bytes that are not UTF-8 are refused.
+ * as revocations name it (read as latin1, `ålice` would be `Ã¥lice`). Bytes that are not UTF-8 are refused.
  */
 function utf8Value(value: string | null | undefined): string | null | undefined | typeof NOT_UTF8 {
   if (typeof value !== 'string' || !NON_ASCII.test(value)) return value;

@@ -39,7 +39,7 @@ export class ListenError extends SidecarError<ListenErrorCode> {}
  * A Unix socket is created with mode 0666 by bind() itself (the process umask is set around the
  * synchronous bind), as reachable as a loopback port to whoever can reach its directory (an emptyDir
  * shared with the app, in Kubernetes). Its mode is never changed by path afterwards: whoever can
- * write to the directory could swap the path for a symlink in between (issue 20). What is at the
+ * write to the directory could swap the path for a symlink in between. What is at the
  * path decides: nothing, bind; a socket nobody accepts on (a crashed process's, connect gives
  * ECONNREFUSED), replaced; a live socket, a symlink, or any other kind of file, refused
  * ({@link ListenError}).

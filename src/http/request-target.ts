@@ -4,7 +4,7 @@ export const CHECK_PATH = '/v1/authorization/check';
 const PASSTHROUGH_PREFIX = '/v1/';
 
 /**
- * Why a raw target is refused (issue 20). Stable codes, sent as `problem` in the 400 body:
+ * Why a raw target is refused (docs/decision-api.md: the key is for /v1/ alone). Stable codes, sent as `problem` in the 400 body:
  * - `fragment`: a `#` in the target;
  * - `invalid_character`: a character that has no place in a path (`"`, `<`, `>`, `{`, `}`, `` ` ``);
  * - `backslash`: a literal `\`, which some servers read as `/`;

@@ -4,8 +4,8 @@ import type { NotificationRequirementItem } from './list-pending.js';
 /**
  * What one run holds of a listing: every record's identity, in listing order, and the records
  * themselves (as JSON text) only while they fit in `budgetChars`. Past it the texts are let go and
- * {@link complete} turns false: the reconciler then lists again for the records it hands (issue 20:
- * a run holds identities, not a copy of whatever the service sent).
+ * {@link complete} turns false: the reconciler then lists again for the records it hands (a run
+ * holds identities, not a copy of whatever the service sent).
  *
  * @example
  * const held = new HeldRecords(8_388_608);

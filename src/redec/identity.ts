@@ -7,7 +7,7 @@ export const MAX_IDENTITY_LENGTH = 256;
  * A record's identity (CONTRACT.md, REDEC reconciliation): its `id` when that is a string, else a
  * hash of the record (SHA-256 of its JSON with keys sorted at every depth, hex, 32 characters), so
  * the same record listed twice, members in any order, has the same identity. An `id` longer than
- * {@link MAX_IDENTITY_LENGTH} is replaced by the same kind of hash, of the id alone (issue 20: what a
+ * {@link MAX_IDENTITY_LENGTH} is replaced by the same kind of hash, of the id alone (what a
  * run holds per record, and the `reconcile_<identity>` event id, stay small whatever the service sends).
  *
  * @example identityOf({ id: 'nrq_1' }) // 'nrq_1'

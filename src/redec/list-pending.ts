@@ -46,7 +46,7 @@ export interface ListOptions {
  * `nextCursor` until it is null. Each page must answer within `upstream.timeoutMs`. The records are
  * found, and the cursor sent, as `options.fields` says (see {@link readPage}).
  *
- * Bounded (issue 20): a page is read as it arrives and cut off past `bounds.maxPageBytes` (or past
+ * Bounded (docs/redec.md, bounds): a page is read as it arrives and cut off past `bounds.maxPageBytes` (or past
  * what is left of `bounds.maxListingBytes`), never buffered beyond it; a page that would take the
  * listing past `bounds.maxRecords` records is not yielded. Either way the listing ends with
  * `ERR_REDEC_TOO_LARGE`, so a caller that uses nothing before the listing completes uses nothing of it.

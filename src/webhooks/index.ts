@@ -17,17 +17,16 @@ export { buildWebhooks, type WebhookPorts, type Webhooks } from './build.js';
 export type { DeliveryMode, DeliveryResult, VerifiedEvent } from './delivery-mode.js';
 export { PassthroughMode, type PassthroughModeOptions } from './passthrough-mode.js';
 export { QueueMode, type QueueModeOptions } from './queue-mode.js';
+export { WebhookIngress, type WebhookIngressDeps } from './ingress.js';
 export {
   ROUTE_REJECTIONS,
   WEBHOOK_OK_REASONS,
   WEBHOOK_UNAVAILABLE_REASONS,
-  WebhookIngress,
   type RouteRejection,
   type WebhookAnswer,
-  type WebhookIngressDeps,
   type WebhookOkReason,
   type WebhookUnavailableReason,
-} from './ingress.js';
+} from './answers.js';
 export {
   appHeaders,
   ATTEMPT_HEADER,

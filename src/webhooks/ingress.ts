@@ -12,67 +12,17 @@ import { reasonLabel, type WebhookAuthErrorCode } from './errors.js';
 import { logId } from './event-id.js';
 import { secretIndexLabel, type DeliveryOutcome, type WebhookMetrics } from './metrics.js';
 import { readUnverifiedBody, SlowBodyWatch } from './read-unverified-body.js';
+import { REFUSAL_STATUS, type RouteRejection, type WebhookAnswer } from './answers.js';
+import { deliveryHeaders } from './delivery-headers.js';
 import { revocationOf } from './revocations.js';
 import { deliveryIdOf, type DeliveryFacts } from './stored-delivery.js';
 import { UnverifiedBudget } from './unverified-budget.js';
 import { checkDeliveryHeaders, startBodyVerification, type DeliveryHeaders, type Verified } from './verify.js';
 
-/** Reasons a delivery is refused outside authentication (label values of the rejections counter). */
-export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout', 'body_too_slow'] as const;
-export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
-
 /** At most one log line per reason (rejections, failures) per interval (ms); the rest are counted. */
 export const REJECTION_LOG_INTERVAL_MS = 1000;
 /** Time a body has before `--webhook-min-body-rate-bytes` applies to it (ms). */
 const MIN_RATE_GRACE_MS = 2000;
-
-/** What a 200 says (`{"status": …}`): the event is the app's, the queue's, a copy, or routed nowhere. */
-export const WEBHOOK_OK_REASONS = ['accepted', 'queued', 'duplicate', 'unrouted'] as const;
-/** Why a delivery could not be taken now (`{"error": …}` of a 503; the service retries). */
-export const WEBHOOK_UNAVAILABLE_REASONS = [
-  'app_unavailable',
-  'dedup_unavailable',
-  'queue_unavailable',
-  'queue_full',
-  'revocation_failed',
-  'revocation_not_shared',
-  'unverified_budget_exhausted',
-  'body_timeout',
-  'body_too_slow',
-  'internal_error',
-] as const;
-export type WebhookOkReason = (typeof WEBHOOK_OK_REASONS)[number];
-export type WebhookUnavailableReason = (typeof WEBHOOK_UNAVAILABLE_REASONS)[number];
-
-/**
- * The answer to one delivery, and what the listener does with the rest of the request:
- * `keep` (the body was read), `discard` (let the unread rest flow to nowhere so the sender reads
- * the answer), `close` (read nothing more and close once answered: a sender refused for load or
- * slowness gets nothing more from us), `none` (the sender went away: nothing to answer). The
- * reasons of each status are closed sets, which the OpenAPI document lists.
- */
-export type WebhookAnswer = (
-  | { readonly status: 200; readonly reason: WebhookOkReason }
-  | { readonly status: 503; readonly reason: WebhookUnavailableReason }
-  | { readonly status: 401; readonly reason: string }
-  | { readonly status: 400; readonly reason: 'invalid_envelope' | 'aborted' }
-  | { readonly status: 404; readonly reason: 'not_found' }
-  | { readonly status: 405; readonly reason: 'method_not_allowed' }
-  | { readonly status: 413; readonly reason: 'body_too_large' }
-) & {
-  readonly outcome: DeliveryOutcome;
-  readonly then: 'keep' | 'discard' | 'close' | 'none';
-};
-
-/** The status each refusal outside authentication is answered with. */
-const REFUSAL_STATUS = {
-  not_found: 404,
-  method_not_allowed: 405,
-  body_too_large: 413,
-  unverified_budget_exhausted: 503,
-  body_timeout: 503,
-  body_too_slow: 503,
-} as const satisfies Record<RouteRejection, WebhookAnswer['status']>;
 
 export interface WebhookIngressDeps {
   readonly config: WebhookConfig;
@@ -86,26 +36,6 @@ export interface WebhookIngressDeps {
   readonly tracer: WebhookTracer | null;
   /** Epoch ms. */
   readonly now: () => number;
-}
-
-/** The headers a delivery is judged on (besides the required one, when configured). */
-const JUDGED = new Set(['x-service-timestamp', 'x-service-signature', 'x-service-delivery-id', 'traceparent', 'tracestate']);
-
-/**
- * The headers the ingress judges a delivery on, each as the list of its values, so one given twice
- * is seen as such (node would join it into one value). Picked from the raw list in one pass: node's
- * `headersDistinct` would build an array for every header the sender sent.
- */
-function deliveryHeaders(raw: readonly string[], required: string | undefined): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    if (!JUDGED.has(name) && name !== required) continue;
-    const values = out[name];
-    if (values === undefined) out[name] = [raw[i + 1]!];
-    else values.push(raw[i + 1]!);
-  }
-  return out;
 }
 
 /**

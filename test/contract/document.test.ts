@@ -6,7 +6,7 @@ import type { DecisionSource } from '../../src/decision/types.js';
 import type { TargetProblem } from '../../src/http/request-target.js';
 import { RECONCILED_EVENT_TYPE } from '../../src/redec/hand-off.js';
 import { reasonLabel, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/errors.js';
-import { WEBHOOK_OK_REASONS, WEBHOOK_UNAVAILABLE_REASONS } from '../../src/webhooks/ingress.js';
+import { WEBHOOK_OK_REASONS, WEBHOOK_UNAVAILABLE_REASONS } from '../../src/webhooks/answers.js';
 import { Contract, documentAsWritten, lintDocument, OPENAPI_URL } from '../helpers/openapi-contract.js';
 import { CLAIMS, NOT_PROVOKED } from './claims.js';
 

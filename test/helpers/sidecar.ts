@@ -1,8 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { afterEach } from 'vitest';
 import { Pool } from 'undici';
 import { loadServeConfig } from '../../src/config/index.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/index.js';
 import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startUpstream, type Reply, type ReplyFn, type ScriptedUpstream } from './upstream.js';
 
 /** A clock a test moves by hand, injected as the sidecar's `now`. Starts on a whole second. */
 export interface TestClock {
@@ -166,5 +168,48 @@ export function capturingLogger(level: 'debug' | 'info' | 'warn' = 'info'): { lo
         .split('\n')
         .filter((l) => l.trim() !== '')
         .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+/** The scripted service and the sidecar in front of it, for one test (see {@link useSidecar}). */
+export interface SidecarFixture {
+  /**
+   * Starts the scripted service answering `reply`, then the real sidecar in front of it
+   * (`BASE_FLAGS` overridden by `flags`); both are closed after the test.
+   */
+  start(reply?: Reply | ReplyFn, flags?: Record<string, string | undefined>, deps?: { now?: () => number; logger?: Logger }): Promise<{ u: ScriptedUpstream; s: TestSidecar }>;
+  /** The running pair, once started in this test. */
+  readonly upstream: ScriptedUpstream | undefined;
+  readonly sidecar: TestSidecar | undefined;
+}
+
+/**
+ * A sidecar and its scripted service per test, closed after each, as `useTestRedis()` does for
+ * Redis: the setup and teardown the decision tests used to repeat in each file.
+ *
+ * @example
+ * const fx = useSidecar();
+ * it('…', async () => { const { u, s } = await fx.start({ body: allow('k', Date.now() + 60_000) }); … });
+ */
+export function useSidecar(): SidecarFixture {
+  let upstream: ScriptedUpstream | undefined;
+  let sidecar: TestSidecar | undefined;
+  afterEach(async () => {
+    await sidecar?.close();
+    await upstream?.close();
+    sidecar = upstream = undefined;
+  });
+  return {
+    async start(reply = { status: 200, body: {} }, flags = {}, deps = {}) {
+      upstream = await startUpstream(reply);
+      sidecar = await startTestSidecar(upstream.url, flags, deps);
+      return { u: upstream, s: sidecar };
+    },
+    get upstream() {
+      return upstream;
+    },
+    get sidecar() {
+      return sidecar;
+    },
   };
 }

@@ -1,20 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { allow, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { describe, expect, it } from 'vitest';
+import { useSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { allow, deny, preDeny } from '../helpers/upstream.js';
 
 /**
  * `POST /sidecar/authorization/check-batch` on the real sidecar in front of a scripted service:
  * each item decided as a single check, fail closed per item, in request order, one deadline.
  */
 const PATH = '/sidecar/authorization/check-batch';
-let upstream: ScriptedUpstream | undefined;
-let sidecar: TestSidecar | undefined;
-
-afterEach(async () => {
-  await sidecar?.close();
-  await upstream?.close();
-  sidecar = upstream = undefined;
-});
+const fx = useSidecar();
 
 type Item = Record<string, unknown>;
 async function batch(s: TestSidecar, checks: unknown): Promise<{ status: number; results: Item[]; json: Record<string, unknown> | undefined }> {
@@ -34,8 +27,7 @@ function byUser(table: Record<string, unknown>): (req: { body: string }) => { bo
 describe('batch check', () => {
   it('answers every item as its single check would, in request order, each with source and its own decision id', async () => {
     const until = Date.now() + 60_000;
-    upstream = await startUpstream(byUser({ ann: allow('k', until), bob: deny('k'), cid: preDeny('customer_not_found'), dan: 500 }));
-    sidecar = await startTestSidecar(upstream.url, { 'breaker-failure-threshold': '1000' });
+    const { u: upstream, s: sidecar } = await fx.start(byUser({ ann: allow('k', until), bob: deny('k'), cid: preDeny('customer_not_found'), dan: 500 }), { 'breaker-failure-threshold': '1000' });
     await sidecar.check({ userReference: 'ann', configKey: 'k' }); // now cached
     const checks = ['ann', 'bob', 'cid', 'dan'].map((u) => ({ userReference: u, configKey: 'k' }));
     const r = await batch(sidecar, checks);
@@ -61,8 +53,7 @@ describe('batch check', () => {
   it('the same request twice in one batch makes one call; distinct misses are asked together', async () => {
     let release!: () => void;
     const held = new Promise((r) => (release = () => r(undefined)));
-    upstream = await startUpstream(() => ({ hold: held, body: allow('k', Date.now() + 60_000) }));
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start(() => ({ hold: held, body: allow('k', Date.now() + 60_000) }));
     const checks = [
       { userReference: 'a', configKey: 'k' },
       { userReference: 'b', configKey: 'k' },
@@ -80,8 +71,7 @@ describe('batch check', () => {
   });
 
   it('one deadline for the whole batch: an item the service never answers is no decision, the others keep theirs', async () => {
-    upstream = await startUpstream((req) => (JSON.parse(req.body).userReference === 'slow' ? { fault: 'hang' } : { body: deny('k') }));
-    sidecar = await startTestSidecar(upstream.url, { 'upstream-timeout-ms': '300' });
+    const { u: upstream, s: sidecar } = await fx.start((req) => (JSON.parse(req.body).userReference === 'slow' ? { fault: 'hang' } : { body: deny('k') }), { 'upstream-timeout-ms': '300' });
     const r = await batch(sidecar, [
       { userReference: 'slow', configKey: 'k' },
       { userReference: 'quick', configKey: 'k' },
@@ -94,11 +84,10 @@ describe('batch check', () => {
   });
 
   it('an ALLOW for another configKey is no decision for that item only', async () => {
-    upstream = await startUpstream((req) => {
+    const { u: upstream, s: sidecar } = await fx.start((req) => {
       const { userReference } = JSON.parse(req.body) as { userReference: string };
       return { body: userReference === 'odd' ? allow('other', Date.now() + 60_000) : allow('k', Date.now() + 60_000) };
     });
-    sidecar = await startTestSidecar(upstream.url);
     const r = await batch(sidecar, [
       { userReference: 'odd', configKey: 'k' },
       { userReference: 'fine', configKey: 'k' },
@@ -117,8 +106,7 @@ describe('batch check', () => {
     ['an item without configKey', { checks: [{ userReference: 'a', configKey: 'k' }, { userReference: 'b', configKey: 'k' }, { userReference: 'c' }] }, 'checks[2].configKey', 2],
     ['an item with a number as userReference', { checks: [{ userReference: 7, configKey: 'k' }] }, 'checks[0].userReference', 0],
   ])('%s: 400 naming the limit or the item, and nothing is asked', async (_name, body, field, index) => {
-    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
     const r = await sidecar.send('POST', PATH, { body: JSON.stringify(body) });
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request', field });
@@ -128,8 +116,7 @@ describe('batch check', () => {
   });
 
   it('100 items are accepted; another method is 405', async () => {
-    upstream = await startUpstream({ body: deny('k') });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ body: deny('k') });
     const r = await batch(sidecar, Array.from({ length: 100 }, (_, i) => ({ userReference: `u${i}`, configKey: 'k' })));
     expect(r.results).toHaveLength(100);
     expect(r.results.every((i) => i.decision === 'DENY' && i.source === 'upstream')).toBe(true);

@@ -1,20 +1,14 @@
 import { connect } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { describe, expect, it } from 'vitest';
+import { useSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { allow } from '../helpers/upstream.js';
 
 /**
  * The decision listener as a well-behaved proxy on loopback: a `Host` check against DNS
  * rebinding, a method allow-list for the passthrough, hop-by-hop headers dropped both ways, and the
  * sidecar's own `x-consent-*` headers never taken from the service.
  */
-let upstream: ScriptedUpstream | undefined;
-let sidecar: TestSidecar | undefined;
-afterEach(async () => {
-  await sidecar?.close();
-  await upstream?.close();
-  sidecar = upstream = undefined;
-});
+const fx = useSidecar();
 
 /** One raw HTTP/1.1 exchange (the Host is the test's to choose): status line, headers and body. */
 function raw(url: string, request: string): Promise<{ status: number; head: string; body: string }> {
@@ -38,15 +32,13 @@ const post = (path: string, host: string, body = CHECK): string =>
 
 describe('Host on the decision listener', () => {
   it.each(['localhost', 'localhost:7700', '127.0.0.1', '127.0.0.1:7700', '127.1.2.3', '[::1]:7700', 'LOCALHOST'])('%s is served', async (host) => {
-    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
     const r = await raw(sidecar.handle.urls.decision, post('/v1/authorization/check', host));
     expect(r.status).toBe(200);
   });
 
   it.each(['evil.example', 'evil.example:7700', '127.0.0.1.evil.example', 'localhost.evil.example'])('%s is refused (400 host) on every route but forward-auth, and the service is not asked', async (host) => {
-    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
     const url = sidecar.handle.urls.decision;
     for (const request of [post('/v1/authorization/check', host), post('/sidecar/authorization/check-batch', host, '{"checks":[{"userReference":"u","configKey":"k"}]}'), `GET /v1/customers/c1 HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`, `DELETE /sidecar/cache HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`]) {
       const r = await raw(url, request);
@@ -60,15 +52,13 @@ describe('Host on the decision listener', () => {
   });
 
   it('--allowed-host adds a name', async () => {
-    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
-    sidecar = await startTestSidecar(upstream.url, { 'allowed-host': 'consent-sidecar.internal' });
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) }, { 'allowed-host': 'consent-sidecar.internal' });
     expect((await raw(sidecar.handle.urls.decision, post('/v1/authorization/check', 'consent-sidecar.internal:7700'))).status).toBe(200);
     expect((await raw(sidecar.handle.urls.decision, post('/v1/authorization/check', 'other.internal'))).status).toBe(400);
   });
 
   it('two Host fields are refused', async () => {
-    upstream = await startUpstream({ body: allow('k', Date.now() + 60_000) });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
     const r = await raw(sidecar.handle.urls.decision, `GET /v1/customers/c1 HTTP/1.1\r\nhost: localhost\r\nhost: evil.example\r\nconnection: close\r\n\r\n`);
     expect(r.status).toBe(400);
     expect(upstream.count).toBe(0);
@@ -78,16 +68,14 @@ describe('Host on the decision listener', () => {
 describe('the passthrough as a proxy', () => {
   // TRACK is no method node's parser knows: refused as a malformed request (400) before any route.
   it.each([['TRACE', 405], ['TRACK', 400], ['CONNECT', 405], ['PROPFIND', 405]] as const)('%s is refused (%i) and never sent (the key would travel with it)', async (method, status) => {
-    upstream = await startUpstream({ status: 200, body: 'echo' });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ status: 200, body: 'echo' });
     const r = await raw(sidecar.handle.urls.decision, `${method} /v1/anything HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n`);
     expect(r.status).toBe(status);
     expect(upstream.count).toBe(0);
   });
 
   it('TRACE on a /v1 path: 405 naming the methods passed through', async () => {
-    upstream = await startUpstream({ status: 200, body: 'echo' });
-    sidecar = await startTestSidecar(upstream.url);
+    const { u: upstream, s: sidecar } = await fx.start({ status: 200, body: 'echo' });
     const r = await sidecar.send('TRACE', '/v1/anything');
     expect(r.status).toBe(405);
     expect(r.headers.allow).toBe('GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
@@ -96,12 +84,11 @@ describe('the passthrough as a proxy', () => {
   });
 
   it('hop-by-hop headers and those Connection names are dropped both ways; the service cannot set x-consent-* headers', async () => {
-    upstream = await startUpstream({
+    const { u: upstream, s: sidecar } = await fx.start({
       status: 200,
       headers: { connection: 'x-upstream-hop', 'x-upstream-hop': 'secret-hop', 'keep-alive': 'timeout=5', 'x-consent-decision-source': 'cache', 'x-consent-valid-until': '99999999999999', 'x-kept': 'yes' },
       body: 'ok',
     });
-    sidecar = await startTestSidecar(upstream.url);
     const r = await raw(
       sidecar.handle.urls.decision,
       `GET /v1/customers/c1 HTTP/1.1\r\nhost: localhost\r\nconnection: close, x-app-hop\r\nx-app-hop: private\r\nx-app-kept: yes\r\nkeep-alive: timeout=1\r\nte: trailers\r\nupgrade: websocket\r\n\r\n`,
