@@ -1,6 +1,6 @@
 // The bench's small servers, each run in a process of its own (plain JS: nothing to compile).
-//   upstream <port> <validUntil>            the consent service: ALLOW for the configKey asked
-//                                           (an empty, last REDEC listing page for a GET)
+//   upstream <port> <validUntil> [delayMs]  the consent service: ALLOW for the configKey asked, after
+//                                           delayMs (default 0); an empty, last REDEC listing page for a GET
 //   forwarder <port> <upstreamUrl> <apiKey> the miss path's baseline: node:http + an undici Pool
 //   hmac <port> <secret>                    the webhooks' baseline: reads the body, checks the HMAC
 //   hmac-forward <port> <secret> <appUrl>   the same, then POSTs the body to the app (undici Pool)
@@ -26,14 +26,19 @@ const readBody = (req, done) => {
 let handler;
 if (role === 'upstream') {
   const validUntil = Number(a);
+  const delayMs = Number(b ?? 0);
   handler = (req, res) =>
     readBody(req, (body) => {
       // Anything but a check (the REDEC reconciler's listing) gets an empty page.
       if (req.method !== 'POST') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"items":[],"nextCursor":null}');
       const { configKey } = JSON.parse(body.toString('utf8'));
       const text = JSON.stringify({ decision: 'ALLOW', configKey, validUntil });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
+      const answer = () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      };
+      if (delayMs > 0) setTimeout(answer, delayMs);
+      else answer();
     });
 } else if (role === 'forwarder') {
   const upstream = new URL(a);

@@ -11,7 +11,7 @@
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
  * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
  * section names: decision, webhooks, cache-scale, coalescing, refresh-ahead, forward-auth,
- * webhook-queue, tracing, grpc, footprint), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
+ * webhook-queue, tracing, grpc, batch, footprint), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
  * dist/cli.js built before issue 24, for "off" against it).
  *
  * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
+import { batchLines, benchBatch } from './batch.js';
 import { benchFootprint, footprintLines } from './footprint.js';
 import { benchForwardAuth } from './forward-auth.js';
 import { benchGrpc } from './grpc.js';
@@ -313,8 +314,18 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['webhook-queue', webhookQueueSection],
   ['tracing', tracingSection],
   ['grpc', grpcSection],
+  ['batch', batchSection],
   ['footprint', footprintSection],
 ];
+
+async function batchSection(): Promise<void> {
+  // The batch check against single checks on the same sidecar (its own file).
+  const b = await benchBatch({ rounds: ROUNDS, durationS: DURATION_S, connections: CONNECTIONS });
+  if (!b) return;
+  comparisons.push(b.cost);
+  console.log(`${batchLines(b).join('\n')}\n`);
+  results.batch = b;
+}
 
 async function footprintSection(): Promise<void> {
   // What a pod pays: RSS idle and under load, and the time to ready (its own file).
