@@ -36,5 +36,5 @@ export async function startTracing(options: TracingOptions | null, deps: { upstr
   const provider = new sdk.TracerProvider({ sampler, resource, spanProcessors: [processor] });
   const tracer = provider.getTracer('consent-sidecar', deps.version);
   deps.logger.info({ event: 'tracing_on', sampler: options.sampler, ratio: options.ratio }, 'OpenTelemetry spans on (OTLP over HTTP)');
-  return Tracing.on(tracer, new W3CTraceContextPropagator(), deps.upstreamUrl, () => provider.shutdown());
+  return Tracing.on(api, tracer, new W3CTraceContextPropagator(), deps.upstreamUrl, () => provider.shutdown());
 }

@@ -1,4 +1,5 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanContext, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
+import type * as OtelApi from '@opentelemetry/api';
+import type { Attributes, Context, Span, SpanContext, TextMapPropagator, Tracer } from '@opentelemetry/api';
 import type { DeliveryTrace, RequestTrace, TracedAnswer, UpstreamCallTrace, WebhookTracer } from '../lib/trace.js';
 import { passedOn, validTraceparent, validTracestate } from './trace-context.js';
 
@@ -14,6 +15,14 @@ export interface TracingOptions {
   /** `OTEL_BSP_SCHEDULE_DELAY`: how long spans wait to be exported in a batch (ms). */
   readonly scheduleDelayMs: number;
 }
+
+/**
+ * The API's values (its enums, `trace`, `ROOT_CONTEXT`) come from the module `startTracing` loads
+ * when tracing is on: with it off, a pod never loads `@opentelemetry/api` (about a hundred modules).
+ * `SpanStatusCode.ERROR` is 2 in the API's stable enum.
+ */
+type Otel = typeof OtelApi;
+const STATUS_ERROR = 2 as OtelApi.SpanStatusCode.ERROR;
 
 const NO_CALL_SPAN: Omit<UpstreamCallTrace, 'headers'> = { end: () => undefined };
 
@@ -78,7 +87,7 @@ class SpanTrace implements RequestTrace {
 /** Marks a span failed (semantic conventions: `error.type`, status ERROR). */
 function failed(span: Span, type: string): void {
   span.setAttribute('error.type', type);
-  span.setStatus({ code: SpanStatusCode.ERROR, message: type });
+  span.setStatus({ code: STATUS_ERROR, message: type });
 }
 
 /** An error's stable code (`ERR_…`) or its class name; `_OTHER` (the conventions' fallback) for anything else. */
@@ -104,7 +113,7 @@ const setter = { set: (c: string[], k: string, v: string) => void c.push(k, v) }
  */
 export class Tracing implements WebhookTracer {
   /** What `serve` runs with when no OTLP endpoint is configured. */
-  static readonly OFF = new Tracing(null, null, null);
+  static readonly OFF = new Tracing(null, null, null, null);
 
   /** The check's call to the service (POST to the check URL). */
   private readonly callAttributes: Attributes;
@@ -112,6 +121,7 @@ export class Tracing implements WebhookTracer {
   private readonly serverAttributes: Attributes;
 
   private constructor(
+    private readonly api: Otel | null,
     private readonly tracer: Tracer | null,
     private readonly propagator: TextMapPropagator | null,
     upstreamUrl: URL | null,
@@ -130,8 +140,8 @@ export class Tracing implements WebhookTracer {
   }
 
   /** @internal for {@link startTracing}. */
-  static on(tracer: Tracer, propagator: TextMapPropagator, upstreamUrl: URL, close: () => Promise<void>): Tracing {
-    return new Tracing(tracer, propagator, upstreamUrl, close);
+  static on(api: Otel, tracer: Tracer, propagator: TextMapPropagator, upstreamUrl: URL, close: () => Promise<void>): Tracing {
+    return new Tracing(api, tracer, propagator, upstreamUrl, close);
   }
 
   get on(): boolean {
@@ -150,7 +160,7 @@ export class Tracing implements WebhookTracer {
     const parent = validTraceparent(traceparent);
     const span = this.tracer.startSpan(
       `${method} ${path}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'http.route': path, 'consent.route': route } },
+      { kind: this.api!.SpanKind.SERVER, attributes: { 'http.request.method': method, 'http.route': path, 'consent.route': route } },
       this.parentContext(parent, tracestate),
     );
     return new SpanTrace(this, span, route, method);
@@ -161,6 +171,7 @@ export class Tracing implements WebhookTracer {
    * context: the check's POST, or (`passthroughMethod`) a passthrough's call with that method.
    */
   callSpan(parent: Span, passthroughMethod: string | null): UpstreamCallTrace {
+    const { trace, ROOT_CONTEXT, SpanKind } = this.api!;
     const ctx = trace.setSpan(ROOT_CONTEXT, parent);
     const span = this.tracer!.startSpan(
       passthroughMethod ?? 'POST',
@@ -179,6 +190,7 @@ export class Tracing implements WebhookTracer {
    * nothing of what is exported. `end` says how it was answered. Null when spans are off.
    */
   webhook(path: string): DeliveryTrace {
+    const { trace, ROOT_CONTEXT, SpanKind } = this.api!;
     const span = this.tracer!.startSpan(`POST ${path}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': path } }, ROOT_CONTEXT);
     return {
       step: (name, work) => this.inSpan(`consent.webhook.${name}`, span, work),
@@ -227,6 +239,7 @@ export class Tracing implements WebhookTracer {
   }
 
   private async inSpan<T>(name: string, parent: Span | null, work: () => Promise<T>, outcome?: (result: T) => { readonly outcome: string; readonly failed: boolean }): Promise<T> {
+    const { trace, ROOT_CONTEXT, SpanKind } = this.api!;
     const span = this.tracer!.startSpan(name, { kind: SpanKind.INTERNAL }, parent ? trace.setSpan(ROOT_CONTEXT, parent) : ROOT_CONTEXT);
     try {
       const result = await work();
@@ -246,6 +259,7 @@ export class Tracing implements WebhookTracer {
   }
 
   private parentContext(traceparent: string | null, tracestate: string | undefined): Context {
+    const { ROOT_CONTEXT } = this.api!;
     if (traceparent === null) return ROOT_CONTEXT;
     const carrier: Record<string, string> = { traceparent };
     const state = validTracestate(tracestate);

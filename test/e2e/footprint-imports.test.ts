@@ -13,6 +13,8 @@ const HEAVY = [
   '/@redis/client/',
   '/@opentelemetry/sdk-trace',
   '/@opentelemetry/exporter-trace-otlp-http/',
+  // prom-client's process CPU metric requires the API's CommonJS build; with tracing off, its ES module build stays out.
+  '/@opentelemetry/api/dist/index.mjs',
   '/@grpc/grpc-js/',
   '/express/',
   '/undici/index.js',

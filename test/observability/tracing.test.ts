@@ -1,3 +1,4 @@
+import * as otelApi from '@opentelemetry/api';
 import { SpanKind } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
@@ -12,7 +13,7 @@ const PARENT = `00-${TRACE}-${APP_SPAN}-01`;
 function tracingOn(): { tracing: Tracing; spans(): ReadableSpan[] } {
   const exporter = new InMemorySpanExporter();
   const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
-  const tracing = Tracing.on(provider.getTracer('test'), new W3CTraceContextPropagator(), new URL('http://consent.example:8443/api/'), () => provider.shutdown());
+  const tracing = Tracing.on(otelApi, provider.getTracer('test'), new W3CTraceContextPropagator(), new URL('http://consent.example:8443/api/'), () => provider.shutdown());
   return { tracing, spans: () => exporter.getFinishedSpans() };
 }
 
