@@ -1,6 +1,5 @@
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { CacheConfig } from './types.js';
 
 // The ALLOW cache: its size, how long before `validUntil` an entry dies, the longest life, refresh-ahead.
 
@@ -39,6 +38,16 @@ export const CACHE_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_CACHE_REFRESH_AHEAD_MS),
   },
 ];
+
+/** The ALLOW cache (`--cache-*`). */
+export interface CacheConfig {
+  /** 0 disables the cache. */
+  readonly maxEntries: number;
+  readonly safetyMarginMs: number;
+  readonly maxTtlMs: number;
+  /** `--cache-refresh-ahead-ms`: an entry read within this long of its death is refreshed in the background; 0 or absent = off. */
+  readonly refreshAheadMs?: number;
+}
 
 /** `--cache-*`. */
 export function readCache(r: Reader): CacheConfig {

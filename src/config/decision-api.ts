@@ -1,6 +1,5 @@
 import type { OptionSpec } from './option-spec.js';
 import { HEADER_NAME, type Reader } from './reader.js';
-import type { DecisionApiConfig, ForwardAuthConfig } from './types.js';
 
 // The decision listener's own bounds: the largest request, how often pre-evaluation denials are
 // logged, and where forward-auth finds the user reference.
@@ -33,6 +32,12 @@ export const DECISION_API_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+/** The decision listener's bounds (`--max-request-bytes`, `--pre-evaluation-log-interval-ms`). */
+export interface DecisionApiConfig {
+  readonly maxRequestBytes: number;
+  readonly preEvaluationLogIntervalMs: number;
+}
+
 /** The decision API's own bounds. */
 export function readDecisionApi(r: Reader): DecisionApiConfig {
   const maxRequestBytes = r.int('max-request-bytes', DEFAULT_MAX_REQUEST_BYTES, 256, 1_048_576);
@@ -42,6 +47,12 @@ export function readDecisionApi(r: Reader): DecisionApiConfig {
 
 /** Headers a proxy or node itself owns, or that carry something else: never the user reference. */
 const FORBIDDEN_USER_HEADER = /^(host|content-length|content-type|transfer-encoding|connection|keep-alive|upgrade|te|trailer|cookie|cache-control|x-consent-config-key)$/;
+
+/** Forward-auth (`/sidecar/forward-auth`) for a proxy in the pod. */
+export interface ForwardAuthConfig {
+  /** Lower-case name of the header the proxy puts the user reference in. */
+  readonly userHeader: string;
+}
 
 /** `--forward-auth-user-header`, lower-cased. */
 export function readForwardAuth(r: Reader): ForwardAuthConfig {

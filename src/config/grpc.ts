@@ -1,6 +1,6 @@
+import type { ListenAddress } from '../lib/listen-address.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { GrpcConfig } from './types.js';
 
 // The gRPC ext_authz listener (contract, gRPC ext_authz): off unless --grpc-listen is given.
 
@@ -28,6 +28,15 @@ export const GRPC_OPTIONS: readonly OptionSpec[] = [
     defaultText: String(DEFAULT_GRPC_MAX_CONCURRENT_STREAMS),
   },
 ];
+
+/** The gRPC ext_authz listener (`--grpc-listen`). */
+export interface GrpcConfig {
+  readonly listen: ListenAddress;
+  /** Largest CheckRequest decided (bytes). */
+  readonly maxMessageBytes: number;
+  /** Streams one connection may have open at once. */
+  readonly maxConcurrentStreams: number;
+}
 
 /** `--grpc-listen` and its bounds; null when the gRPC listener is off. */
 export function readGrpc(r: Reader): GrpcConfig | null {

@@ -3,7 +3,15 @@ export { OTEL_VARIABLES, loadServeConfig, resolveRedecListingBounds, resolveRede
 export { createSecretMetrics, watchSecrets, type SecretMetrics, type SecretWatch } from './metrics.js';
 export * from './options.js';
 export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';
-export type * from './types.js';
-export { redisSecrets, serveSecrets } from './types.js';
+export type { CacheConfig } from './cache.js';
+export type { DecisionApiConfig, ForwardAuthConfig } from './decision-api.js';
+export type { GrpcConfig } from './grpc.js';
+export type { DecisionLogConfig } from './observability.js';
+export type { RawEnv, RawFlags } from './reader.js';
+export type { RedecListingBounds, RedecListingFields, RedecReconcileConfig } from './redec.js';
+export { redisSecrets, type RedisConfig, type RedisTarget } from './redis.js';
+export { serveSecrets, type SidecarConfig } from './sidecar-config.js';
+export type { UpstreamConfig, UpstreamPoolConfig } from './upstream.js';
+export type { RequiredHeader, WebhookConfig } from './webhooks.js';
 export { ENV_PREFIX, unknownEnvVariables, type UnknownVariable } from './unknown-env.js';
 export { LOOPBACK_HOSTS, type ListenerBounds, type ListenersBoundsConfig } from './listener-bounds.js';

@@ -1,7 +1,6 @@
 import type { ListenAddress } from '../lib/listen-address.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { SidecarConfig } from './types.js';
 
 // Where the three listeners bind (contract, Processes and ports).
 
@@ -20,8 +19,15 @@ export const LISTEN_OPTIONS: readonly OptionSpec[] = [
   { name: 'admin-listen', arg: '<host:port>', description: 'metrics and probes listener', defaultText: DEFAULT_ADMIN_LISTEN },
 ];
 
+/** Where the three listeners bind (`--listen`, `--webhook-listen`, `--admin-listen`). */
+export interface ListenersConfig {
+  readonly decision: ListenAddress;
+  readonly webhook: ListenAddress;
+  readonly admin: ListenAddress;
+}
+
 /** The three listeners' addresses; the webhook one matters only when the ingress is on. */
-export function readListeners(r: Reader): SidecarConfig['listeners'] {
+export function readListeners(r: Reader): ListenersConfig {
   const decision = r.listen('listen', DEFAULT_DECISION_LISTEN, true);
   const webhook = r.listen('webhook-listen', DEFAULT_WEBHOOK_LISTEN);
   const admin = r.listen('admin-listen', DEFAULT_ADMIN_LISTEN);
@@ -29,7 +35,7 @@ export function readListeners(r: Reader): SidecarConfig['listeners'] {
 }
 
 /** Two listeners on one port (a wildcard host overlaps every host): the second one named. */
-export function checkPorts(r: Reader, listeners: SidecarConfig['listeners'], webhooksOn: boolean, grpc?: ListenAddress): void {
+export function checkPorts(r: Reader, listeners: ListenersConfig, webhooksOn: boolean, grpc?: ListenAddress): void {
   const ports: (readonly [string, ListenAddress])[] = [
     ['--listen', listeners.decision],
     ['--admin-listen', listeners.admin],

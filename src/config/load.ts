@@ -9,8 +9,8 @@ import { readProcessWide } from './process-wide.js';
 import { readRedecReconcile } from './redec.js';
 import { readRedis } from './redis.js';
 import { readTracing } from './tracing.js';
-import { Reader } from './reader.js';
-import type { RawEnv, RawFlags, SidecarConfig } from './types.js';
+import { Reader, type RawEnv, type RawFlags } from './reader.js';
+import type { SidecarConfig } from './sidecar-config.js';
 import { readUpstream, readUpstreamPool } from './upstream.js';
 import { readWebhooks } from './webhooks.js';
 

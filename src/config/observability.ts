@@ -2,8 +2,7 @@ import { lstatSync } from 'node:fs';
 import { LOG_LEVELS, type LogLevel } from '../observability/log-levels.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { SecretParser } from './secret.js';
-import type { DecisionLogConfig } from './types.js';
+import type { Secret, SecretParser } from './secret.js';
 
 // What the sidecar says about itself: the log level, and the optional decision log (one JSON line
 // per decision, never the user reference).
@@ -60,6 +59,18 @@ function isSymbolicLink(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The optional decision log (`--decision-log*`). */
+export interface DecisionLogConfig {
+  /** `stdout`, or a file path the lines are appended to. */
+  readonly destination: string;
+  /** Share of decisions written, 0..1. */
+  readonly sampleRate: number;
+  /** HMAC key of the user reference hash; null: a random key per process. */
+  readonly hashKey: Secret<string> | null;
+  /** Bytes waiting to be written before lines are dropped. */
+  readonly bufferBytes: number;
 }
 
 /** `--decision-log*`: null when off. */

@@ -1,6 +1,5 @@
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { SidecarConfig } from './types.js';
 
 // What the whole process shares: the shutdown budget and how often secret files are re-read.
 
@@ -24,8 +23,16 @@ export const PROCESS_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+/** What the whole process shares (`--shutdown-timeout-ms`, `--secret-poll-interval-ms`). */
+export interface ProcessWideConfig {
+  /** Time given to in-flight work after SIGTERM (ms). */
+  readonly shutdownTimeoutMs: number;
+  /** How often secret files are re-read (ms). */
+  readonly secretPollIntervalMs: number;
+}
+
 /** `--shutdown-timeout-ms`, `--secret-poll-interval-ms`. */
-export function readProcessWide(r: Reader): Pick<SidecarConfig, 'shutdownTimeoutMs' | 'secretPollIntervalMs'> {
+export function readProcessWide(r: Reader): ProcessWideConfig {
   const shutdownTimeoutMs = r.int('shutdown-timeout-ms', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 600_000);
   const secretPollIntervalMs = r.int('secret-poll-interval-ms', DEFAULT_SECRET_POLL_INTERVAL_MS, 100, 3_600_000);
   return { shutdownTimeoutMs, secretPollIntervalMs };

@@ -1,6 +1,5 @@
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { WebhookConfig } from './types.js';
 
 // Webhooks with Redis: how long a replica holds an event it forwards (the shared claim's lease, and
 // the queue's visibility timeout), and the durable queue.
@@ -33,8 +32,18 @@ export const QUEUE_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+/** With Redis: the claim on an event a replica forwards, and the durable queue; part of {@link WebhookConfig}. */
+export interface WebhookQueueConfig {
+  /** With Redis: how long a claim on an event lives (ms); always more than `forwardTimeoutMs`. */
+  readonly dedupLeaseMs: number;
+  /** Queue mode: how long an event is retried before it is dead-lettered (ms), `--webhook-queue-horizon-ms`. */
+  readonly queueHorizonMs: number;
+  /** Queue mode: events waiting at most, and dead letters kept at most, `--webhook-queue-max-events`. */
+  readonly queueMaxEvents: number;
+}
+
 /** `--webhook-dedup-lease-ms`, `--webhook-queue-*`: the lease is checked against the forward's timeout. */
-export function readQueue(r: Reader, forwardTimeoutMs: number): Pick<WebhookConfig, 'dedupLeaseMs' | 'queueHorizonMs' | 'queueMaxEvents'> {
+export function readQueue(r: Reader, forwardTimeoutMs: number): WebhookQueueConfig {
   const dedupLeaseMs = readDedupLease(r, forwardTimeoutMs);
   const queueHorizonMs = r.int('webhook-queue-horizon-ms', DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, 1, 365 * 86_400_000);
   const queueMaxEvents = r.int('webhook-queue-max-events', DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS, 1, 100_000_000);

@@ -1,7 +1,11 @@
 import { parseListenAddress, type ListenAddress } from '../lib/listen-address.js';
 import { envName } from './option-spec.js';
 import { fileSecret, staticSecret, type Secret, type SecretParser } from './secret.js';
-import type { RawEnv, RawFlags } from './types.js';
+
+/** Raw values as commander parsed them, keyed by long flag name without dashes. */
+export type RawFlags = Readonly<Record<string, string | readonly string[] | boolean | undefined>>;
+/** Environment variables (defaults to `process.env` inside `src/config/` only). */
+export type RawEnv = Readonly<Record<string, string | undefined>>;
 
 /** An HTTP header name (RFC 9110 token). */
 export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

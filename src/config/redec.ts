@@ -1,7 +1,6 @@
 import { ConfigError } from './errors.js';
 import type { OptionSpec } from './option-spec.js';
-import { Reader } from './reader.js';
-import type { RawEnv, RawFlags, RedecListingBounds, RedecListingFields, RedecReconcileConfig } from './types.js';
+import { Reader, type RawEnv, type RawFlags } from './reader.js';
 
 // REDEC: the listing's field names and bounds (`serve` and `redec pending`), and the reconciler.
 
@@ -79,6 +78,36 @@ export const REDEC_RECONCILE_OPTIONS: readonly OptionSpec[] = [
   },
   ...REDEC_LISTING_OPTIONS,
 ];
+
+/** Where the listing's records are and how its cursor goes out (`--redec-items-field`, `--redec-cursor-param`). */
+export interface RedecListingFields {
+  /** null: `items`, else the page's only array of objects. */
+  readonly itemsField: string | null;
+  readonly cursorParam: string;
+}
+
+/**
+ * How much of the listing one run reads (`--redec-max-page-bytes`, `--redec-max-records`,
+ * `--redec-max-listing-bytes`); beyond any, the run fails `too_large` and nothing from it is used.
+ */
+export interface RedecListingBounds {
+  /** Largest page read (bytes); the body is cut off past it. */
+  readonly maxPageBytes: number;
+  /** Most records in one run, all pages together. */
+  readonly maxRecords: number;
+  /** Most bytes read by one listing, all pages together. */
+  readonly maxListingBytes: number;
+}
+
+/** The reconciler (`--redec-reconcile-*`); null when the interval is 0. */
+export interface RedecReconcileConfig {
+  readonly intervalMs: number;
+  readonly graceMs: number;
+  readonly repeatMs: number;
+  readonly pageLimit: number;
+  readonly fields: RedecListingFields;
+  readonly bounds: RedecListingBounds;
+}
 
 const FIELD_NAME = /^[A-Za-z0-9_.~-]{1,64}$/;
 

@@ -1,8 +1,7 @@
 import { ConfigError } from './errors.js';
 import type { OptionSpec } from './option-spec.js';
-import { Reader } from './reader.js';
-import { fileSecret, type SecretParser } from './secret.js';
-import type { RawEnv, RawFlags, RedisConfig, RedisTarget } from './types.js';
+import { Reader, type RawEnv, type RawFlags } from './reader.js';
+import { fileSecret, type Secret, type SecretParser } from './secret.js';
 
 // Several replicas: where Redis is (one server, a cluster, or Sentinel), TLS, the key prefix.
 
@@ -107,6 +106,44 @@ export const parseRedisNodes: SecretParser<readonly URL[]> = (text) => {
 
 const parseCa: SecretParser<string> = (text) =>
   text.includes('-----BEGIN CERTIFICATE-----') ? { value: text } : { error: 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)' };
+
+/**
+ * Where Redis is (contract, Redis topologies): one server (`--redis-url`), a cluster
+ * (`--redis-cluster-nodes`, seed nodes) or a Sentinel-managed master (`--redis-sentinels` with
+ * `--redis-sentinel-master`). URLs carry the credentials; file-backed secrets follow rotation.
+ */
+export type RedisTarget =
+  | { readonly kind: 'single'; readonly url: Secret<URL> }
+  | { readonly kind: 'cluster'; readonly nodes: Secret<readonly URL[]> }
+  | { readonly kind: 'sentinel'; readonly sentinels: Secret<readonly URL[]>; readonly masterName: string };
+
+/** Redis, for state shared by replicas. */
+export interface RedisConfig {
+  readonly target: RedisTarget;
+  /** `--redis-tls-ca-file`: the PEM of a private CA that signed Redis' certificate; null: the system's CAs. */
+  readonly tlsCa: Secret<string> | null;
+  /** `--redis-key-prefix`: every key and channel starts with it, inside one hash tag. */
+  readonly keyPrefix: string;
+  /** `--redis-command-timeout-ms`: deadline of every call. */
+  readonly commandTimeoutMs: number;
+  /**
+   * `--redis-wait-replicas`: queue mode, passthrough claims and accepts, and shared revocations
+   * count only what this many Redis replicas hold.
+   */
+  readonly waitReplicas: number;
+  /**
+   * `--fleet-invalidation-max-silence-ms`: a replica that could not read the invalidation log this
+   * long while Redis answers others serves nothing from its cache until it has caught up.
+   */
+  readonly invalidationMaxSilenceMs: number;
+}
+
+/** Every secret a Redis configuration holds (to watch for rotation, and to close). */
+export function redisSecrets(redis: RedisConfig): Secret<unknown>[] {
+  const t = redis.target;
+  const where: Secret<unknown> = t.kind === 'single' ? t.url : t.kind === 'cluster' ? t.nodes : t.sentinels;
+  return redis.tlsCa ? [where, redis.tlsCa] : [where];
+}
 
 /** The three ways to say where Redis is (contract, Redis topologies); exactly one is allowed. */
 const REDIS_TARGET_FLAGS = ['redis-url', 'redis-cluster-nodes', 'redis-sentinels'] as const;

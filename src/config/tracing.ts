@@ -1,6 +1,8 @@
 import { SAMPLER_NAMES, type SamplerName, type TracingOptions } from '../observability/tracing.js';
-import type { Reader } from './reader.js';
-import type { RawEnv } from './types.js';
+import type { RawEnv, Reader } from './reader.js';
+
+// The options belong to the tracer (observability); the section's reader builds them from the variables.
+export type { TracingOptions };
 
 /** The OpenTelemetry variables `serve` follows; their defaults are the specification's. */
 export const OTEL_VARIABLES = [

@@ -1,8 +1,7 @@
 import { ConfigError } from './errors.js';
 import { envName, type OptionSpec } from './option-spec.js';
-import { Reader } from './reader.js';
-import type { SecretParser } from './secret.js';
-import type { RawEnv, RawFlags, SidecarConfig, UpstreamConfig } from './types.js';
+import { Reader, type RawEnv, type RawFlags } from './reader.js';
+import type { Secret, SecretParser } from './secret.js';
 
 // The decision capability's way to the service: where it is, its key, the deadline of a check, the
 // connection pool, the in-flight bound, the passthrough's deadline and the circuit breaker.
@@ -84,6 +83,15 @@ const parseApiKey: SecretParser<string> = (text) => {
   return { value: key };
 };
 
+/** How to reach the consent service. Shared by `serve`, `check` and `redec pending`. */
+export interface UpstreamConfig {
+  /** The service's `{base_url}`; paths such as `/v1/authorization/check` are appended to it. */
+  readonly baseUrl: URL;
+  readonly apiKey: Secret<string>;
+  /** Whole deadline of one check, retries included (ms). */
+  readonly timeoutMs: number;
+}
+
 /** `--upstream-url`, `--api-key[-file]`, `--upstream-timeout-ms`: null when the service cannot be reached. */
 export function readUpstream(r: Reader): UpstreamConfig | null {
   let baseUrl = r.url('upstream-url', true);
@@ -103,8 +111,24 @@ export function readUpstream(r: Reader): UpstreamConfig | null {
   return { baseUrl, apiKey, timeoutMs };
 }
 
+/** The pool, the in-flight bound, the passthrough's timeout, the breaker and the key check (`serve` only). */
+export interface UpstreamPoolConfig {
+  /** `--api-key-check`: probe the API key once at start (and with backoff until it is accepted). */
+  readonly keyCheck: boolean;
+  /** Keep-alive connections to the service. */
+  readonly connections: number;
+  /** Checks waiting on the service at once before misses are shed (503 `overload`). */
+  readonly maxInFlight: number;
+  /** Deadline of one passthrough request (ms). */
+  readonly passthroughTimeoutMs: number;
+  readonly breaker: {
+    readonly failureThreshold: number;
+    readonly cooldownMs: number;
+  };
+}
+
 /** The pool, the in-flight bound, the passthrough's timeout and the breaker beside the service. */
-export function readUpstreamPool(r: Reader): Omit<SidecarConfig['upstream'], keyof UpstreamConfig> {
+export function readUpstreamPool(r: Reader): UpstreamPoolConfig {
   const connections = r.int('upstream-connections', DEFAULT_UPSTREAM_CONNECTIONS, 1, 10_000);
   const maxInFlight = r.int('upstream-max-in-flight', DEFAULT_UPSTREAM_MAX_IN_FLIGHT, 1, 1_000_000);
   const passthroughTimeoutMs = r.int('passthrough-timeout-ms', DEFAULT_PASSTHROUGH_TIMEOUT_MS, 1, 600_000);

@@ -1,9 +1,8 @@
 import { ConfigError } from './errors.js';
 import type { OptionSpec } from './option-spec.js';
-import { readQueue } from './queue.js';
-import { HEADER_NAME, Reader } from './reader.js';
+import { readQueue, type WebhookQueueConfig } from './queue.js';
+import { HEADER_NAME, Reader, type RawEnv, type RawFlags } from './reader.js';
 import type { Secret, SecretParser } from './secret.js';
-import type { RawEnv, RawFlags, RequiredHeader, WebhookConfig } from './types.js';
 
 // The webhook capability's flags: the ingress, its secrets, the forward to the app and dedup; with
 // Redis, the shared claim and the durable queue (queue.ts).
@@ -127,6 +126,13 @@ export const parseWebhookSecrets: SecretParser<readonly string[]> = (text) => {
   return { value: Object.freeze(secrets) };
 };
 
+/** `--webhook-required-header "Name: value"`: a header every delivery must carry (not forwarded). */
+export interface RequiredHeader {
+  /** Lower-case header name. */
+  readonly name: string;
+  readonly value: string;
+}
+
 /** `Name: value`, as configured in the service's portal. */
 export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
   const line = text.trim();
@@ -173,6 +179,33 @@ function readRoutes(r: Reader): { glob: string; url: URL }[] {
     else routes.push({ glob, url });
   }
   return routes;
+}
+
+/** The webhook ingress (`--app-webhook-url`, `--app-webhook-route`, `--webhook-*`); with Redis, the claim and the queue (queue.ts). */
+export interface WebhookConfig extends WebhookQueueConfig {
+  /** `--app-webhook-url`: where events no route takes go; null when only routes are given. */
+  readonly appUrl: URL | null;
+  /** `--app-webhook-route 'GLOB=URL'`, in the order given (first match wins). */
+  readonly routes: readonly { readonly glob: string; readonly url: URL }[];
+  readonly path: string;
+  /** All accepted secrets, in the order given (rotation). */
+  readonly secrets: Secret<readonly string[]>;
+  readonly toleranceS: number;
+  readonly maxBodyBytes: number;
+  readonly requiredHeader: Secret<RequiredHeader> | null;
+  readonly forwardTimeoutMs: number;
+  readonly delivery: WebhookDeliveryMode;
+  readonly dedupRetentionMs: number;
+  readonly dedupMaxEntries: number;
+  // --- unauthenticated load (docs/webhooks.md, Unauthenticated load) ---
+  /** Bytes of bodies not verified yet held at once, across all connections; beyond, 503. */
+  readonly maxUnverifiedBytes: number;
+  /** Of those, what one sender address may hold (`--webhook-peer-max-unverified`). */
+  readonly maxUnverifiedBytesPerPeer: number;
+  /** Time a delivery's body has to arrive once its headers passed (ms); beyond, 503 `body_timeout`. */
+  readonly bodyTimeoutMs: number;
+  /** Slowest accepted body, in bytes a second after a short grace (`--webhook-min-body-rate-bytes`; 0: off); slower, 503 `body_too_slow`. */
+  readonly minBodyRateBytes: number;
 }
 
 /** The ingress's flags; null when it is off (no `--app-webhook-url` nor route) or cannot start. */

@@ -18,7 +18,7 @@ import { createRedisMetrics, RedisConnection, RedisKeyspace, RedisRedecState } f
 import { createRegistry } from '../../src/observability/registry.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { getTestRedis } from '../helpers/redis.js';
-import { reconcilerFor, upstreamOf } from '../redec/helpers.js';
+import { reconcilerFor, upstreamOf } from '../helpers/redec.js';
 
 const N = Number(process.env.BENCH_REDEC_OBLIGATIONS ?? 10_000);
 const PAGE = Number(process.env.BENCH_REDEC_PAGE_LIMIT ?? 100);

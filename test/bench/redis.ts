@@ -10,7 +10,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { replicaFlags, RecordingApp, ServeProcess, signedEvent } from '../e2e/replicas.js';
+import { replicaFlags, RecordingApp, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 import { getTestRedis } from '../helpers/redis.js';
 
 const ROUNDS = Number(process.env.BENCH_REDIS_ROUNDS ?? 6);

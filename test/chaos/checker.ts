@@ -1,4 +1,4 @@
-import type { RecordingApp } from '../e2e/replicas.js';
+import type { RecordingApp } from '../helpers/serve-process.js';
 import type { Crash, Mode, QueueLeft } from './fleet.js';
 import { FORWARD_TIMEOUT_MS, LEASE_MS } from './fleet.js';
 import { overlaps, quantile, type Window } from './lib.js';

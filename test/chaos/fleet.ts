@@ -1,7 +1,7 @@
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { RecordingApp, replicaFlags, ServeProcess } from '../e2e/replicas.js';
+import { RecordingApp, replicaFlags, ServeProcess } from '../helpers/serve-process.js';
 import { adminOn } from '../helpers/redis.js';
 import { startChaosRedis, type ChaosRedis, type Topology } from './topology.js';
 

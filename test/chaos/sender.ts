@@ -1,5 +1,5 @@
-import { deliver, SECRET, signedEvent } from '../e2e/replicas.js';
-import { deliveryHeaders } from '../webhooks/helpers.js';
+import { deliver, SECRET, signedEvent } from '../helpers/serve-process.js';
+import { deliveryHeaders } from '../helpers/webhooks.js';
 import type { Fleet } from './fleet.js';
 import { Semaphore, sleep, type Rng } from './lib.js';
 

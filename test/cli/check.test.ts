@@ -9,7 +9,7 @@ import { buildProgram } from '../../src/cli/program.js';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar } from '../../src/sidecar.js';
-import { runCli, startCli } from '../e2e/cli.js';
+import { runCli, startCli } from '../helpers/cli.js';
 import { freePort } from '../helpers/ports.js';
 import { allow, deny, startUpstream } from '../helpers/upstream.js';
 

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { cliEntry } from '../e2e/cli.js';
+import { cliEntry } from '../helpers/cli.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/ports.js';
 import { buildProgram } from '../../src/cli/program.js';

@@ -3,10 +3,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cliEntry } from '../e2e/cli.js';
+import { cliEntry } from '../helpers/cli.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/index.js';
-import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../webhooks/helpers.js';
+import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../helpers/webhooks.js';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 

@@ -1,6 +1,6 @@
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { chunked, response, type Script } from './hostile-sidecar.js';
+import { chunked, response, type Script } from '../helpers/hostile-sidecar.js';
 
 /** Generation's "now": every future `validUntil` is at least an hour after it, every past one before it. */
 export const T0 = Date.now();

@@ -6,7 +6,7 @@ import { ConsentClient, holdsAt, MAX_BATCH_CHECKS } from '../../src/client/index
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { freePort } from '../helpers/ports.js';
-import { HostileSidecar, response } from './hostile-sidecar.js';
+import { HostileSidecar, response } from '../helpers/hostile-sidecar.js';
 
 const KEY = 'marketing-email';
 const dir = mkdtempSync(join(tmpdir(), 'client-'));

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsentClient, holdsAt, type CheckResult } from '../../src/client/index.js';
 import { allowCaseArb, brokenCaseArb, configKeyArb, T0, type Case } from './answers.js';
-import { response, HostileSidecar } from './hostile-sidecar.js';
+import { response, HostileSidecar } from '../helpers/hostile-sidecar.js';
 
 // The client against a sidecar that answers anything: not one allowed result unless the answer
 // was a valid ALLOW, and every valid ALLOW recognised. One fake and one kept-alive client per

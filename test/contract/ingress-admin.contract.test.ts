@@ -6,7 +6,7 @@ import { Contract } from '../helpers/openapi-contract.js';
 import { startTestSidecar, type AppResponse, type TestSidecar } from '../helpers/sidecar.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { until } from '../helpers/wait.js';
-import { envelope, sign, startApp, type FakeApp } from '../webhooks/helpers.js';
+import { envelope, sign, startApp, type FakeApp } from '../helpers/webhooks.js';
 import { CLAIMS } from './claims.js';
 
 // The webhook and admin listeners' real answers, and what the app really receives (a verified

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostileSidecar, response } from '../client/hostile-sidecar.js';
+import { HostileSidecar, response } from '../helpers/hostile-sidecar.js';
 import { docText } from '../helpers/docs.js';
 import { freePort } from '../helpers/ports.js';
 import { PATIENCE_MS } from '../helpers/wait.js';

@@ -3,7 +3,7 @@ import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.
 import { freePort } from '../helpers/ports.js';
 import { sampleOf } from '../helpers/sidecar.js';
 import { until } from '../helpers/wait.js';
-import { startCli } from './cli.js';
+import { startCli } from '../helpers/cli.js';
 
 // `serve --api-key wrong`, as a newcomer runs it against the simulator: the first thing it logs
 // after starting is the rejected key, naming the flag and never the key, while /readyz stays 200

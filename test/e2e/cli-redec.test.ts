@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { runCli } from './cli.js';
+import { runCli } from '../helpers/cli.js';
 
 let sim: SimulatorHandle | undefined;
 let fake: Server | undefined;

@@ -3,8 +3,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { check, startReceiver, until, type Receiver } from '../simulator/helpers.js';
-import { runCli, startCli } from './cli.js';
+import { check, startReceiver, until, type Receiver } from '../helpers/simulator.js';
+import { runCli, startCli } from '../helpers/cli.js';
 
 let receiver: Receiver | undefined;
 afterEach(async () => {

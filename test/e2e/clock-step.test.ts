@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PATIENTLY } from '../helpers/wait.js';
-import { cliEntry } from './cli.js';
+import { cliEntry } from '../helpers/cli.js';
 
 // Issue 8, item 2, proven once for real: a running `serve` process whose wall clock is stepped back
 // one hour (libfaketime, monotonic clock left alone) must stop serving a cached ALLOW by validUntil.

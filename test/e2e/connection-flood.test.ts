@@ -3,7 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY, until } from '../helpers/wait.js';
-import { RecordingApp, replicaFlags, ServeProcess } from './replicas.js';
+import { RecordingApp, replicaFlags, ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * The webhook port faces the internet. 1,100 slow partial requests on it, against a serve limited

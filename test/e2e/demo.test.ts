@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DEMO_RECONCILE_GRACE_MS, DEMO_RECONCILE_INTERVAL_MS, startDemo, type DemoHandle } from '../../src/cli/demo.js';
 import { redecWait } from '../../src/cli/demo-guide.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { deliveryHeaders, metricValue } from '../webhooks/helpers.js';
-import { runCli } from './cli.js';
+import { deliveryHeaders, metricValue } from '../helpers/webhooks.js';
+import { runCli } from '../helpers/cli.js';
 
 const ANY = { host: '127.0.0.1', port: 0 };
 /** Every listener on a free loopback port, nothing logged: what each test's demo shares. */

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { resolveHook } from '../helpers/resolve-hook.js';
-import { ServeProcess } from './replicas.js';
+import { ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * A pod pays for what it runs: a plain `serve` resolves none of the tracing SDK, the Redis client,

@@ -2,8 +2,8 @@ import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from './replicas.js';
-import { runCli } from './cli.js';
+import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from '../helpers/serve-process.js';
+import { runCli } from '../helpers/cli.js';
 
 /**
  * The contract's queue mode (`--webhook-delivery queue`, issue 10) with real `serve` processes, a

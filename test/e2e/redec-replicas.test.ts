@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
-import { RecordingApp, replicaFlags, ServeProcess } from './replicas.js';
+import { RecordingApp, replicaFlags, ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * What a pod runs: two real `node dist/cli.js serve` processes, each in front of its own app, on one

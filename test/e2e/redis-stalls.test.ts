@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * Redis slow is not Redis down (contract, Several replicas), with real `serve` processes and a

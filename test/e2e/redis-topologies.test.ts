@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { slotOf, spawnRedisCluster, spawnSentinels, waitForClusterOk, type SpawnedCluster, type SpawnedSentinels } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * Redis as tenants run it (contract, Redis topologies), with real `serve` processes: a 3-master

@@ -2,7 +2,7 @@ import { createClient } from '@redis/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { adminOn, spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * A writer to the shared Redis (no webhook secret, no API key) must not keep a revoked ALLOW alive

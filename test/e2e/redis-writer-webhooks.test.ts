@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { adminOn, spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
-import { deliveryHeaders } from '../webhooks/helpers.js';
-import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from './replicas.js';
+import { deliveryHeaders } from '../helpers/webhooks.js';
+import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * A writer to the shared Redis (no webhook secret, no API key) against the webhook wing, with real

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { getTestRedis, spawnRedisServer, type SpawnedRedis, type TestRedis } from '../helpers/redis.js';
-import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * The contract's "Several replicas", with real `serve` processes (what each pod runs), one real

@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, until } from '../helpers/wait.js';
-import { deliveryHeaders } from '../webhooks/helpers.js';
-import { cliEntry } from './cli.js';
+import { deliveryHeaders } from '../helpers/webhooks.js';
+import { cliEntry } from '../helpers/cli.js';
 
 // Issue 8, item 4: with --shutdown-timeout-ms 5000 and a passthrough call hanging, `serve` exited
 // after 9.5 s (the pools waited for their calls). Nothing in flight may outlive the budget.

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY } from '../helpers/wait.js';
-import { sign } from '../webhooks/helpers.js';
-import { RecordingApp, replicaFlags, SECRET, ServeProcess } from './replicas.js';
+import { sign } from '../helpers/webhooks.js';
+import { RecordingApp, replicaFlags, SECRET, ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * One timestamp rule for the ingress and the queue's re-verification (contract, Webhooks): each form

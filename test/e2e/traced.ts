@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { allow, type ReceivedRequest, type Reply, type ScriptedUpstream } from '../helpers/upstream.js';
-import { SECRET, type RecordingApp, type ServeProcess } from './replicas.js';
+import { SECRET, type RecordingApp, type ServeProcess } from '../helpers/serve-process.js';
 
 /** Shared by the tracing end-to-end tests (spans on, spans off). */
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { until } from '../helpers/wait.js';
-import { deliver, RecordingApp, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 import { ask, check, flagsFor, forwardAuth, hex, lastAt, service, traceparentOf } from './traced.js';
 
 /**

@@ -3,7 +3,7 @@ import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver, type OtlpSpan } from '../helpers/otlp.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY } from '../helpers/wait.js';
-import { RecordingApp, ServeProcess, signedEvent } from './replicas.js';
+import { RecordingApp, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 import { flagsFor, hex, service, traceparentOf } from './traced.js';
 
 /**

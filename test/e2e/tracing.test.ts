@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENT, INTERNAL, SERVER, startOtlpReceiver, type OtlpReceiver, type OtlpSpan } from '../helpers/otlp.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY, until } from '../helpers/wait.js';
-import { RecordingApp, ServeProcess, signedEvent } from './replicas.js';
+import { RecordingApp, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 import { ask, check, flagsFor, forwardAuth, hex, lastAt, service, traceparentOf } from './traced.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   MAX_RETRY_DELAY_MS,
   type DeliveryTimeline,
 } from '../../src/simulator/index.js';
-import { scheduleLog, until } from '../simulator/helpers.js';
+import { scheduleLog, until } from '../helpers/simulator.js';
 import { SCHEDULE_MINUTES, startStack, type Stack } from './stack.js';
 
 let stack: Stack | undefined;

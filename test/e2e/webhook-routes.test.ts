@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { PATIENTLY } from '../helpers/wait.js';
-import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from './replicas.js';
+import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '../helpers/serve-process.js';
 
 /**
  * Routes by event type (`--app-webhook-route 'GLOB=URL'`, repeatable, first match wins), on a real

@@ -1,6 +1,6 @@
 import { Metadata } from '@grpc/grpc-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ServeProcess } from '../e2e/replicas.js';
+import { ServeProcess } from '../helpers/serve-process.js';
 import { startTestSidecar } from '../helpers/sidecar.js';
 import { checkRequest, GrpcClient, metadataOf } from '../helpers/grpc.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';

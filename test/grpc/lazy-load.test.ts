@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { ServeProcess } from '../e2e/replicas.js';
+import { ServeProcess } from '../helpers/serve-process.js';
 import { resolveHook } from '../helpers/resolve-hook.js';
 import { until } from '../helpers/wait.js';
 

@@ -9,7 +9,7 @@ import { docText } from '../helpers/docs.js';
 import { GrpcClient, headersOf } from '../helpers/grpc.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
-import { parseYamlStream } from '../packaging/helm.js';
+import { parseYamlStream } from '../helpers/helm.js';
 
 // The recipes of docs/ext-authz-grpc.md, as written there: parsed, their fields checked against
 // what the sidecar and its chart expect, Kubernetes objects validated with kubernetes-models where

@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseYamlStream, render, vendoredExampleChart, type K8sObject } from '../packaging/helm.js';
+import { parseYamlStream, render, vendoredExampleChart, type K8sObject } from '../helpers/helm.js';
 import { startCaddy } from '../helpers/caddy.js';
 import { docText } from '../helpers/docs.js';
 import { freePort, startNginx } from '../helpers/nginx.js';

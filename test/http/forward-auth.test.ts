@@ -7,7 +7,7 @@ import { Pool } from 'undici';
 import { DecisionMetrics } from '../../src/decision/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
-import { startApp, type FakeApp } from '../webhooks/helpers.js';
+import { startApp, type FakeApp } from '../helpers/webhooks.js';
 
 // /sidecar/forward-auth on the real sidecar in front of a scripted consent service on loopback:
 // each answer a proxy can get, where the user reference and configKey may come from, and the

@@ -11,7 +11,7 @@ import {
   run,
   vendoredExampleChart,
   type K8sObject,
-} from './helm.js';
+} from '../helpers/helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath, type Scenario } from './scenarios.js';
 import { schemaProblems, unknownFieldProblems } from './validate.js';
 

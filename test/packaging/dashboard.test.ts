@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { startCli } from '../e2e/cli.js';
+import { startCli } from '../helpers/cli.js';
 import { freePort } from '../helpers/ports.js';
 import { startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
 import { sampleOf } from '../helpers/sidecar.js';
 import { until } from '../helpers/wait.js';
-import { CHART, mustFind, render, type K8sObject } from './helm.js';
+import { CHART, mustFind, render, type K8sObject } from '../helpers/helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 
 /**

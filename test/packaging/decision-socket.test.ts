@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { helmTemplateRaw, mustFind, render } from './helm.js';
+import { helmTemplateRaw, mustFind, render } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 // decisionSocket: the decision API on a Unix socket in an emptyDir the app container shares.

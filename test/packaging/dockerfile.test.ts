@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { validate, ValidationSeverity, type ValidatorSettings } from 'dockerfile-utils';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { docText } from '../helpers/docs.js';
-import { ROOT } from './helm.js';
+import { ROOT } from '../helpers/helm.js';
 
 interface Instruction {
   readonly keyword: string;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderShippedConf } from '../helpers/nginx.js';
-import { HELM, mustFind, render, run, vendoredExampleChart, type K8sObject } from './helm.js';
+import { HELM, mustFind, render, run, vendoredExampleChart, type K8sObject } from '../helpers/helm.js';
 import { schemaProblems, unknownFieldProblems } from './validate.js';
 
 // The shop example with nginx.enabled: nginx in the pod in front of the app, configured with the

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { docText, readmeText } from '../helpers/docs.js';
-import { HELM, mustFind, parseYamlStream, render, ROOT, run, type K8sObject } from './helm.js';
+import { HELM, mustFind, parseYamlStream, render, ROOT, run, type K8sObject } from '../helpers/helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 import { schemaProblems, unknownFieldProblems } from './validate.js';
 

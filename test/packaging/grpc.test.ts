@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { helmTemplateRaw, mustFind, render, type K8sObject } from './helm.js';
+import { helmTemplateRaw, mustFind, render, type K8sObject } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 // grpc.enabled: --grpc-listen on 127.0.0.1:7703 (the Envoy in the pod), a container port named
@@ -53,7 +53,7 @@ describe('the .proto files ship', () => {
   it('npm run build copies src/grpc/proto into dist (the package\'s files, the image\'s COPY), unchanged', async () => {
     const { readFileSync, readdirSync } = await import('node:fs');
     const { join } = await import('node:path');
-    const { ROOT } = await import('./helm.js');
+    const { ROOT } = await import('../helpers/helm.js');
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[]; scripts: { build: string } };
     expect(pkg.files).toContain('dist');
     expect(pkg.scripts.build).toContain("cpSync('src/grpc/proto', 'dist/grpc/proto'");

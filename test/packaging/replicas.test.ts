@@ -2,7 +2,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHART, helmTemplateRaw, mustFind, render, type K8sObject } from './helm.js';
+import { CHART, helmTemplateRaw, mustFind, render, type K8sObject } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 /** Several replicas: the Redis URL from an existing Secret, and what NOTES.txt tells the operator. */

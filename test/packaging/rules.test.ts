@@ -2,7 +2,7 @@ import { access, constants, copyFile, mkdtemp, readdir, readFile, rm, writeFile 
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, mustFind, render, run, vendoredExampleChart, type K8sObject } from './helm.js';
+import { ROOT, mustFind, render, run, vendoredExampleChart, type K8sObject } from '../helpers/helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 import { declaredMetricFamilies } from '../helpers/metric-families.js';
 

@@ -8,7 +8,7 @@ import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.
 import { anchorsOf, docText } from '../helpers/docs.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { mustFind, render, ROOT, type K8sObject } from './helm.js';
+import { mustFind, render, ROOT, type K8sObject } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 /**

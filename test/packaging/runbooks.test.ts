@@ -10,7 +10,7 @@ import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
 import { FAIL_CLOSED_CAUSES } from '../../src/decision/errors.js';
 import { PRE_EVALUATION_REASONS } from '../../src/decision/types.js';
 import { QUEUE_FORWARD_OUTCOMES, reasonLabel, ROUTE_REJECTIONS, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/index.js';
-import { ROOT, mustFind, render, type K8sObject } from './helm.js';
+import { ROOT, mustFind, render, type K8sObject } from '../helpers/helm.js';
 import { MONITORING_API, SCENARIOS, valuesPath } from './scenarios.js';
 import { declaredMetricFamilies } from '../helpers/metric-families.js';
 

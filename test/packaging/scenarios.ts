@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { CHART } from './helm.js';
+import { CHART } from '../helpers/helm.js';
 
 export const MONITORING_API = 'monitoring.coreos.com/v1';
 

@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, mustFind, render, run, type K8sObject } from './helm.js';
+import { ROOT, mustFind, render, run, type K8sObject } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 import { freePort } from '../helpers/ports.js';
 

@@ -6,7 +6,7 @@ import { Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import ts from 'typescript';
 // The example chart's nginx config (forward-auth).
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { ROOT, type K8sObject } from './helm.js';
+import { ROOT, type K8sObject } from '../helpers/helm.js';
 
 interface Validatable {
   validate(): void;

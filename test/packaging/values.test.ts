@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVE_OPTIONS, envName } from '../../src/config/options.js';
-import { CHART, helmTemplateRaw, mustFind, parseYamlStream, render, type K8sObject } from './helm.js';
+import { CHART, helmTemplateRaw, mustFind, parseYamlStream, render, type K8sObject } from '../helpers/helm.js';
 import { SCENARIOS, valuesPath } from './scenarios.js';
 
 type Schema = {

@@ -4,8 +4,8 @@ import { ConfigError, loadServeConfig, resolveRedecListingBounds, type RedecList
 import { listNotificationRequirements, RedecError } from '../../src/redec/index.js';
 import { capturingLogger, testClock } from '../helpers/sidecar.js';
 import { configProblems } from '../helpers/config.js';
-import { metricValue, startApp, type FakeApp } from '../webhooks/helpers.js';
-import { json, reconcilerFor, scriptedService, upstreamOf, type ReconcilerUnderTest } from './helpers.js';
+import { metricValue, startApp, type FakeApp } from '../helpers/webhooks.js';
+import { json, reconcilerFor, scriptedService, upstreamOf, type ReconcilerUnderTest } from '../helpers/redec.js';
 
 // Issue 20 item 2: a REDEC listing can no longer kill the sidecar. A page is read with a byte bound
 // (cut off past it, never buffered beyond), records and bytes are counted across the listing, and a

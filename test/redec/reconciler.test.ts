@@ -2,8 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { RECONCILED_EVENT_TYPE } from '../../src/redec/index.js';
 import { capturingLogger, testClock } from '../helpers/sidecar.js';
-import { metricValue, startApp, type FakeApp } from '../webhooks/helpers.js';
-import { reconcilerFor, upstreamOf, type ReconcilerUnderTest } from './helpers.js';
+import { metricValue, startApp, type FakeApp } from '../helpers/webhooks.js';
+import { reconcilerFor, upstreamOf, type ReconcilerUnderTest } from '../helpers/redec.js';
 
 const KEY = 'redec-key';
 let sim: SimulatorHandle | undefined;

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { SECRET_A, startApp, type FakeApp } from '../webhooks/helpers.js';
+import { SECRET_A, startApp, type FakeApp } from '../helpers/webhooks.js';
 
 /**
  * Two real sidecars (each its own Redis connection, timers and pools) on one Redis, reconciling the

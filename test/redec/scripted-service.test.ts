@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { capturingLogger, testClock } from '../helpers/sidecar.js';
-import { metricValue, startApp, type FakeApp } from '../webhooks/helpers.js';
-import { json, reconcilerFor, scriptedService, upstreamOf, type ReconcilerUnderTest } from './helpers.js';
+import { metricValue, startApp, type FakeApp } from '../helpers/webhooks.js';
+import { json, reconcilerFor, scriptedService, upstreamOf, type ReconcilerUnderTest } from '../helpers/redec.js';
 
 /**
  * A service whose page names its records `obligations` (no `items`) and reads its cursor from

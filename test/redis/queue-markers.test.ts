@@ -15,7 +15,7 @@ import {
   type QueuedEvent,
 } from '../../src/webhooks/index.js';
 import { useTestRedis } from '../helpers/redis.js';
-import { envelope, SECRET_A, sign, startApp } from '../webhooks/helpers.js';
+import { envelope, SECRET_A, sign, startApp } from '../helpers/webhooks.js';
 import { connectionTo, count, single, up } from './room.js';
 
 /**

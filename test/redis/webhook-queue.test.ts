@@ -19,13 +19,13 @@ import {
   type QueuedEvent,
 } from '../../src/webhooks/index.js';
 import { adminOn, spawnRedisServer, unreadBytesAt, useTestRedis } from '../helpers/redis.js';
-import { envelope, SECRET_A, SECRET_B, sign, startApp, type FakeApp } from '../webhooks/helpers.js';
+import { envelope, SECRET_A, SECRET_B, sign, startApp, type FakeApp } from '../helpers/webhooks.js';
 import { connectionTo, count, single, up } from './room.js';
 
 /**
  * The queue's pieces against a real Redis, in process (the scenarios with real `serve` processes
  * are in test/e2e/queue-mode.test.ts). No timed assertions: waits poll for an outcome. Deliveries are
- * signed here with node:crypto (test/webhooks/helpers.ts), independently of src/.
+ * signed here with node:crypto (test/helpers/webhooks.ts), independently of src/.
  */
 const fx = useTestRedis();
 const { opened } = fx;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { check } from './helpers.js';
+import { check } from '../helpers/simulator.js';
 
 const KEY = 'sim_key_for_tests';
 const T0 = Date.UTC(2026, 0, 1);

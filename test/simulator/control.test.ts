@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { check, startReceiver, type Receiver } from './helpers.js';
+import { check, startReceiver, type Receiver } from '../helpers/simulator.js';
 
 const KEY = 'k_ctl';
 let sim: SimulatorHandle | undefined;

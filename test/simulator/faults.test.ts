@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
-import { check } from './helpers.js';
+import { check } from '../helpers/simulator.js';
 
 const KEY = 'k_faults';
 const ALICE = { userReference: 'alice', configKey: 'marketing-email' };

@@ -8,7 +8,7 @@ import {
   type SimulatorHandle,
 } from '../../src/simulator/index.js';
 import { signDelivery } from '../../src/simulator/signature.js';
-import { scheduleLog, startReceiver, until, type Receiver } from './helpers.js';
+import { scheduleLog, startReceiver, until, type Receiver } from '../helpers/simulator.js';
 
 const SECRET = 'whsec_test_secret';
 let sim: SimulatorHandle | undefined;

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryDedupStore } from '../../src/webhooks/index.js';
-import { deliveryHeaders, envelope, metricValue, post, SECRET_A, startApp, startSidecar, VECTOR_TS, type FakeApp, type SidecarUnderTest } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, post, SECRET_A, startApp, startSidecar, VECTOR_TS, type FakeApp, type SidecarUnderTest } from '../helpers/webhooks.js';
 
 let app: FakeApp;
 let sidecar: SidecarUnderTest;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logId, MAX_EVENT_ID_BYTES } from '../../src/webhooks/index.js';
-import { deliveryHeaders, envelope, metricValue, nowS, post, SECRET_A, startApp, startSidecar, type FakeApp, type SidecarUnderTest } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, SECRET_A, startApp, startSidecar, type FakeApp, type SidecarUnderTest } from '../helpers/webhooks.js';
 
 /**
  * Event ids as the contract bounds them (Several replicas, "Event ids"): any Unicode up to 1,024

@@ -14,7 +14,7 @@ import {
   VECTOR_TS,
   webhookConfig,
   type FakeApp,
-} from './helpers.js';
+} from '../helpers/webhooks.js';
 
 let app: FakeApp;
 beforeEach(async () => {

@@ -16,7 +16,7 @@ import {
   VECTOR_TS,
   type FakeApp,
   type SidecarUnderTest,
-} from './helpers.js';
+} from '../helpers/webhooks.js';
 import type { RequiredHeader, Secret } from '../../src/config/index.js';
 
 let app: FakeApp;

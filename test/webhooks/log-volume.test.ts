@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { staticSecret } from '../../src/config/index.js';
 import { createLogger, createRegistry } from '../../src/observability/index.js';
-import { deliveryHeaders, envelope, metricValue, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, VECTOR_TS, webhookConfig, type FakeApp } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, VECTOR_TS, webhookConfig, type FakeApp } from '../helpers/webhooks.js';
 
 // Issue 14: at the default level (info) a delivery writes no line of its own; purges are logged
 // at most once a second per scope, saying how many were held back. Counters keep every event.

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
 import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
-import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from '../helpers/webhooks.js';
 
 /**
  * The ingress in queue mode, through the real listener: what it hands the queue, and what it answers

@@ -13,7 +13,7 @@ import {
   VECTOR_TS,
   type FakeApp,
   type SidecarUnderTest,
-} from './helpers.js';
+} from '../helpers/webhooks.js';
 
 let app: FakeApp;
 let sidecar: SidecarUnderTest;

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { WebhookConfig } from '../../src/config/index.js';
 import { createRegistry } from '../../src/observability/index.js';
-import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from './helpers.js';
+import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from '../helpers/webhooks.js';
 
 // Issue 8, item 3: what an unauthenticated sender can make the ingress hold, and for how long.
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { verifyDelivery, WEBHOOK_AUTH_ERROR_CODES, type DeliveryHeaders, type WebhookAuthErrorCode } from '../../src/webhooks/index.js';
-import { loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from './helpers.js';
+import { loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../helpers/webhooks.js';
 
 const base = { toleranceS: 300, requiredHeader: null, secrets: [SECRET_A] } as const;
 

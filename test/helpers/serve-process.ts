@@ -4,8 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { sampleOf } from '../helpers/sidecar.js';
-import { deliveryHeaders } from '../webhooks/helpers.js';
+import { sampleOf } from './sidecar.js';
+import { deliveryHeaders } from './webhooks.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = `${ROOT}dist/cli.js`;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** Repository root (this file is test/packaging/helm.ts). */
+/** Repository root (this file is test/helpers/helm.ts). */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART = join(ROOT, 'charts/consent-sidecar');
 export const EXAMPLE_CHART = join(ROOT, 'charts/examples/shop');

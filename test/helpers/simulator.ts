@@ -1,8 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../src/observability/index.js';
-import { capturingLogger } from '../helpers/sidecar.js';
-import { PATIENCE_MS } from '../helpers/wait.js';
+import { capturingLogger } from './sidecar.js';
+import { PATIENCE_MS } from './wait.js';
 
 /** One request a test receiver got, with its raw body. */
 export interface Received {
