@@ -48,6 +48,10 @@ LABEL org.opencontainers.image.title="consent-sidecar" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.base.name="${NODE_RUNTIME_IMAGE}"
 ENV NODE_ENV=production
+# A young generation of 1 MiB semi-spaces instead of V8's up to 8: idle RSS 77 -> 74 MiB, under
+# load 102 -> 89 MiB (with Redis 170 -> 119 MiB), with no measurable loss of cache-hit throughput
+# (docs/performance.md, Footprint). A NODE_OPTIONS of your own replaces it: keep the flag in it.
+ENV NODE_OPTIONS=--max-semi-space-size=1
 WORKDIR /app
 # package.json is needed at run time: it declares "type": "module" for dist/*.js, and the CLI reads
 # its version from it.

@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync } from '../lib/node-fs.js';
 import { dirname, join } from 'node:path';
 import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import type { Logger } from 'pino';

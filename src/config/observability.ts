@@ -1,4 +1,4 @@
-import { lstatSync } from 'node:fs';
+import { lstatSync } from '../lib/node-fs.js';
 import { LOG_LEVELS, type LogLevel } from '../observability/log-levels.js';
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from '../lib/node-fs.js';
 import { readFile, stat } from 'node:fs/promises';
 
 /** Parses a secret's text; returns the value or an error message. */

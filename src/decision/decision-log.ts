@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { constants, createWriteStream, openSync } from 'node:fs';
+import { constants, createWriteStream, openSync } from '../lib/node-fs.js';
 import { stdoutSink } from '../observability/stdout.js';
 import type { Logger } from 'pino';
 import type { DecisionLogConfig } from '../config/index.js';

@@ -1,4 +1,4 @@
-import { lstatSync, unlinkSync } from 'node:fs';
+import { lstatSync, unlinkSync } from '../lib/node-fs.js';
 import type { Server } from 'node:http';
 import { connect, type AddressInfo, type Server as NetServer } from 'node:net';
 import { SidecarError } from '../lib/errors.js';

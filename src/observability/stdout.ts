@@ -1,4 +1,4 @@
-import { writeSync } from 'node:fs';
+import { writeSync } from '../lib/node-fs.js';
 import type { DestinationStream } from 'pino';
 
 /**

@@ -145,6 +145,12 @@ describe('Dockerfile', () => {
     expect(JSON.parse(cmd[0]!.args)).toEqual(['serve']);
   });
 
+  it('runs node with 1 MiB semi-spaces (docs/performance.md, Footprint) and in production mode', () => {
+    const env = runtime.filter((x) => x.keyword === 'ENV').map((x) => x.args);
+    expect(env).toContain('NODE_OPTIONS=--max-semi-space-size=1');
+    expect(env).toContain('NODE_ENV=production');
+  });
+
   it('ships package.json (it makes dist/*.js ES modules) and exposes the three ports', () => {
     expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContainEqual(expect.stringMatching(/^package\.json\s/));
     expect(runtime.find((x) => x.keyword === 'EXPOSE')?.args.split(/\s+/)).toEqual(['7700', '7701', '7702']);
