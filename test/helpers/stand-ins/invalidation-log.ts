@@ -1,0 +1,108 @@
+import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../../../src/decision/invalidation-log.js';
+import type { Revocation } from '../../../src/lib/revocation-hook.js';
+import type { Link, Wire } from './wire.js';
+
+const APPENDED = 'invalidation-appended';
+
+interface Kept {
+  readonly seq: number;
+  readonly at: number;
+  readonly origin: string;
+  readonly revocation: Revocation;
+}
+
+/**
+ * A scripted stand-in of {@link InvalidationLog}: an ordered, numbered log on the injected clock,
+ * behind the fault script of {@link Wire}, that can lose entries the ways a Redis stream does and
+ * says so in each page's flags: {@link trim} (from the front: `trimmed`), {@link remove} (one entry:
+ * `deleted`), {@link restartEmpty} (a new epoch). Positions are sequence numbers as strings.
+ *
+ * For the model, `seen(link, revoked)` hears, for each page a reader was answered, the revocations
+ * appended (in any epoch) before that read ran: the ones that reader now knows of.
+ */
+export class StandInInvalidationLog {
+  private kept: Kept[] = [];
+  private epoch = 1;
+  private bornAt = Date.now();
+  private head = 0;
+  /** The lowest sequence still in the log if nothing had been removed from the front. */
+  private trimmedThrough = 0;
+  private readonly deletedSeqs = new Set<number>();
+  /** Every revocation ever appended, in order. */
+  readonly appended: Revocation[] = [];
+
+  constructor(
+    private readonly wire: Wire,
+    private readonly seen: (link: Link, revoked: readonly Revocation[]) => void,
+  ) {}
+
+  connect(link: Link): InvalidationLog & { silentForMs(): number } {
+    const read = (op: string, page: () => InvalidationPage): Promise<InvalidationPage> => {
+      let known: Revocation[] = [];
+      return link.call(
+        op,
+        () => {
+          known = [...this.appended];
+          return page();
+        },
+        () => this.seen(link, known),
+      );
+    };
+    return {
+      append: (origin, revocation) =>
+        link.call('append', () => {
+          this.kept.push({ seq: ++this.head, at: Date.now(), origin, revocation });
+          this.appended.push(revocation);
+          this.wire.publish(APPENDED, null);
+        }),
+      readAfter: (position, max) => read('readAfter', () => (position === null ? this.page([], false, false) : this.after(Number(position), max))),
+      readSince: (sinceMs, max) =>
+        read('readSince', () => {
+          const since = this.kept.filter((k) => k.at >= sinceMs);
+          return this.page(since.slice(0, max), this.trimmedAt !== null && this.trimmedAt >= sinceMs, false);
+        }),
+      onAppended: (nudge) => link.subscribe(APPENDED, () => nudge()),
+      onRestored: (hook) => link.onRestored(hook),
+      silentForMs: () => link.silentForMs(),
+    };
+  }
+
+  /** The oldest `n` entries are trimmed away. */
+  trim(n: number): void {
+    const gone = this.kept.splice(0, n);
+    if (gone.length === 0) return;
+    this.trimmedThrough = gone[gone.length - 1]!.seq;
+    this.trimmedAt = gone[gone.length - 1]!.at;
+  }
+
+  /** The `index`th entry (modulo how many there are) is deleted by hand. */
+  remove(index: number): void {
+    if (this.kept.length === 0) return;
+    const [gone] = this.kept.splice(index % this.kept.length, 1);
+    this.deletedSeqs.add(gone!.seq);
+  }
+
+  /** The store restarted empty: a new epoch, born now. */
+  restartEmpty(): void {
+    this.kept = [];
+    this.epoch++;
+    this.bornAt = Date.now();
+    this.head = 0;
+    this.trimmedThrough = 0;
+    this.trimmedAt = null;
+    this.deletedSeqs.clear();
+  }
+
+  private trimmedAt: number | null = null;
+
+  private after(position: number, max: number): InvalidationPage {
+    const entries = this.kept.filter((k) => k.seq > position).slice(0, max);
+    const deleted = [...this.deletedSeqs].some((s) => s > position);
+    return { ...this.page(entries, this.trimmedThrough > position, deleted), rewound: position > this.head };
+  }
+
+  private page(kept: readonly Kept[], trimmed: boolean, deleted: boolean): InvalidationPage {
+    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), origin: k.origin, revocation: k.revocation }));
+    return { epoch: String(this.epoch), epochBornMs: this.bornAt, head: String(this.head), trimmed, deleted, rewound: false, entries };
+  }
+}

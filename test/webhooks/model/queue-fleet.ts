@@ -1,0 +1,142 @@
+import { createRegistry, silentLogger } from '../../../src/observability/index.js';
+import { AppRoutes, createQueueMetrics, createWebhookMetrics, QueueWorker, type EnqueueResult, type QueuedEvent } from '../../../src/webhooks/index.js';
+import { StandInApp, type Forward } from '../../helpers/stand-ins/app.js';
+import type { ModelClock } from '../../helpers/stand-ins/clock.js';
+import { StandInQueueStore } from '../../helpers/stand-ins/queue-store.js';
+import { Wire, type Link } from '../../helpers/stand-ins/wire.js';
+import { envelope, SECRET_A, sign } from '../../helpers/webhooks.js';
+
+/** The fleet's sizing: the visibility exceeds the forward timeout; the command deadline exceeds their difference (so a read can be answered too late to use). */
+export const VISIBILITY_MS = 5000;
+export const FORWARD_TIMEOUT_MS = 3000;
+export const DEADLINE_MS = 4000;
+const POLL_MS = 250;
+const HORIZON_MS = 3_600_000;
+export const EVENT_IDS = ['evt_a', 'evt_b', 'evt_c'] as const;
+
+interface Replica {
+  readonly name: string;
+  readonly link: Link;
+  readonly worker: QueueWorker;
+}
+
+/** A delivery as the ingress hands it to the queue, signed now (on the model's clock). */
+function signed(id: string): QueuedEvent {
+  const body = envelope({ id, type: 'test.event' });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  return { facts: { eventId: id, timestamp, signature: sign(SECRET_A, timestamp, body) }, body };
+}
+
+/**
+ * Replicas of queue mode (a {@link QueueWorker} each: its ingress side and its workers) sharing one
+ * {@link StandInQueueStore} and one {@link StandInApp}, and what the model holds them to:
+ *
+ * - never two copies at once: a forward never starts while another of the same event may still
+ *   be running in the app (open, or sent by a replica that crashed, until its forward timeout);
+ * - no 200 without the app or the store holding the event: once an enqueue resolved `queued` or
+ *   `duplicate`, the store holds the event (waiting, pending, parked or dead) or the app accepted
+ *   it, after every step;
+ * - nothing stranded: once the store answers, the app accepts and the visibility has run out
+ *   (after {@link drain}), every event answered 200 was accepted by the app.
+ */
+export class QueueFleet {
+  readonly wire = new Wire({ deadlineMs: DEADLINE_MS });
+  readonly store = new StandInQueueStore(this.wire);
+  readonly app = new StandInApp({ timeoutMs: FORWARD_TIMEOUT_MS, onForward: (f) => this.onForward(f) });
+  readonly replicas: Replica[] = [];
+  readonly violations: string[] = [];
+  /** Events the service got a 200 for. */
+  private readonly answered200 = new Set<string>();
+  private spawned = 0;
+
+  constructor(readonly clock: ModelClock) {}
+
+  async start(replicas: number): Promise<void> {
+    for (let i = 0; i < replicas; i++) this.replicas.push(await this.spawn());
+  }
+
+  /** The service delivers `id` to the replica in `slot` (its ingress enqueues it). */
+  deliver(slot: number, id: string): void {
+    const r = this.replicas[slot % this.replicas.length]!;
+    void r.worker.enqueue(signed(id)).then(
+      (result: EnqueueResult) => {
+        if (r.link.dead || result === 'full') return;
+        this.answered200.add(id);
+        this.check();
+      },
+      () => undefined, // 503: the service retries
+    );
+  }
+
+  /** The replica in `slot` dies (its workers stop, its calls go unanswered), and a fresh one takes its place. */
+  async crash(slot: number): Promise<void> {
+    const i = slot % this.replicas.length;
+    const r = this.replicas[i]!;
+    r.link.crash();
+    this.app.crash(r.name);
+    void r.worker.stop(0);
+    this.replicas[i] = await this.spawn();
+  }
+
+  /** After every step: nothing answered 200 is held by neither the app nor the store. */
+  check(): void {
+    for (const id of this.answered200) {
+      if (this.app.accepted(id).length === 0 && !this.store.holds(id)) this.violations.push(`${id}: answered 200 at some point, but neither the app nor the store holds it at ${Date.now()}`);
+    }
+  }
+
+  /** The store answers, the app accepts, and every visibility and backoff has run out. */
+  async drain(): Promise<void> {
+    this.wire.thaw();
+    this.app.mode = 'accept';
+    while (this.app.answer('accepted'));
+    // Backoffs double from 1 s; a few minutes cover the retries a run can leave.
+    for (let i = 0; i < 60 && [...this.answered200].some((id) => this.app.accepted(id).length === 0); i++) await this.clock.advance(VISIBILITY_MS);
+  }
+
+  /** Violations found at the end (after {@link drain}). */
+  finalCheck(): string[] {
+    this.check();
+    const found = [...this.violations];
+    for (const id of this.answered200) {
+      if (this.app.accepted(id).length === 0 && !this.store.dead.some((d) => d.eventId === id)) found.push(`${id}: answered 200 but never delivered (stranded)`);
+    }
+    return found;
+  }
+
+  stop(): Promise<void> {
+    return Promise.all(this.replicas.map((r) => r.worker.stop(0))).then(() => undefined);
+  }
+
+  private async spawn(): Promise<Replica> {
+    const name = `r${this.spawned++}`;
+    const link = this.wire.link(name);
+    const registry = createRegistry({ defaultMetrics: false });
+    const worker = new QueueWorker({
+      store: this.store.connect(link),
+      logger: silentLogger(),
+      metrics: createQueueMetrics(registry),
+      secrets: () => [SECRET_A],
+      app: this.app.client(name),
+      routes: new AppRoutes([], new URL('http://app.test/hooks')),
+      routeForwards: createWebhookMetrics(registry).routeForwards,
+      forwardTimeoutMs: FORWARD_TIMEOUT_MS,
+      visibilityMs: VISIBILITY_MS,
+      horizonMs: HORIZON_MS,
+      toleranceS: 300,
+      maxBodyBytes: 65_536,
+      deliveredRetentionMs: HORIZON_MS,
+      now: Date.now,
+      pollIntervalMs: POLL_MS,
+    });
+    await worker.start();
+    return { name, link, worker };
+  }
+
+  private onForward(f: Forward): void {
+    const running = this.app.forwards.find(
+      (g) => g !== f && g.id === f.id && (g.state === 'open' || (g.state === 'abandoned' && Date.now() < g.at + FORWARD_TIMEOUT_MS)),
+    );
+    if (running) this.violations.push(`${f.id}: forward #${f.n} from ${f.replica} at ${f.at} while #${running.n} from ${running.replica} (at ${running.at}, ${running.state}) may still be running`);
+  }
+}

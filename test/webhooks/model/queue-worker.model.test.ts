@@ -1,0 +1,103 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { useModelClock } from '../../helpers/stand-ins/clock.js';
+import type { Fate } from '../../helpers/stand-ins/wire.js';
+import { DEADLINE_MS, EVENT_IDS, FORWARD_TIMEOUT_MS, QueueFleet, VISIBILITY_MS } from './queue-fleet.js';
+
+/**
+ * Queue mode driven through random interleavings of deliveries to three replicas, an app that
+ * accepts, refuses or holds, worker crashes, visibility lapses (the injected clock moved on) and
+ * store faults (late, lost, unknown, refused and unsent replies, freezes and reordered calls),
+ * against the model in {@link QueueFleet}. The real Redis tests (test/redis/webhook-queue.test.ts)
+ * prove the adapter; these prove the worker's policy.
+ *
+ * With the read-too-late rule of QueueDelivery taken out it finds, e.g.,
+ * `deliver(e to 0), store freezes, advance(5000), store answers again (order 2)`: a read answered
+ * after the freeze forwards while another replica's forward of the same entry is running.
+ */
+
+type Cmd = fc.AsyncCommand<object, QueueFleet>;
+
+function command(name: string, run: (f: QueueFleet) => void | Promise<void>): Cmd {
+  return {
+    check: () => true,
+    run: async (_m, f) => {
+      await run(f);
+      await f.clock.settle();
+      f.check();
+      if (f.violations.length > 0) throw new Error(f.violations.join('\n'));
+    },
+    toString: () => name,
+  };
+}
+
+const slot = fc.nat({ max: 2 });
+const id = fc.constantFrom(...EVENT_IDS);
+/** Steps that land on the boundaries that matter: the poll, the visibility's slack, the forward timeout, the deadline, the visibility. */
+const step = fc.constantFrom(10, 250, 1000, VISIBILITY_MS - FORWARD_TIMEOUT_MS, FORWARD_TIMEOUT_MS, DEADLINE_MS, VISIBILITY_MS);
+const fate: fc.Arbitrary<Fate> = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(100, VISIBILITY_MS - FORWARD_TIMEOUT_MS + 500, DEADLINE_MS - 100, DEADLINE_MS + 500).map((delayMs) => ({ kind: 'late' as const, delayMs })) },
+  fc.boolean().map((applied) => ({ kind: 'unknown' as const, applied })),
+  fc.constant({ kind: 'lost' as const }),
+  fc.constant({ kind: 'refused' as const }),
+  fc.constant({ kind: 'unsent' as const }),
+);
+const ops = ['readNew', 'readNew', 'readPending', 'takeOver', 'takeOver', 'markDelivered', 'retryLater', 'deliveredMarks', 'enqueue', 'promoteDue', '*'] as const;
+
+function commands(): fc.Arbitrary<Iterable<Cmd>> {
+  const weighted = <T>(arb: T, n: number): T[] => Array.from({ length: n }, () => arb);
+  const deliver = fc.tuple(slot, id).map(([s, e]) => command(`deliver(${e} to ${s})`, (f) => f.deliver(s, e)));
+  const fault = fc
+    .tuple(slot, fc.constantFrom(...ops), fate)
+    .map(([s, op, x]) => command(`fault(${s}: next ${op} ${JSON.stringify(x)})`, (f) => f.replicas[s % f.replicas.length]!.link.next(x, op)));
+  const advance = step.map((ms) => command(`advance(${ms})`, (f) => f.clock.advance(ms)));
+  const thaw = fc.array(fc.nat(2), { maxLength: 4 }).map((order) => command(`store answers again (order ${order.join(',')})`, (f) => f.wire.thaw(order)));
+  return fc.commands(
+    [
+      ...weighted(deliver, 5),
+      ...weighted(fault, 6),
+      ...weighted(advance, 6),
+      fc.constantFrom('accept', 'refuse', 'hold').map((m) => command(`app ${m}s`, (f) => void (f.app.mode = m))),
+      ...weighted(fc.tuple(fc.constantFrom('accepted', 'refused'), fc.nat(3)).map(([how, i]) => command(`app answers open #${i} ${how}`, (f) => void f.app.answer(how, i))), 2),
+      slot.map((s) => command(`lose next wake and delivery notice to ${s}`, (f) => (f.replicas[s % f.replicas.length]!.link.dropNext('queue-wake'), f.replicas[s % f.replicas.length]!.link.dropNext('queue-delivered')))),
+      fc.constantFrom('freeze', 'down').map((how) => command(`store ${how === 'freeze' ? 'freezes' : 'down'}`, (f) => (how === 'freeze' ? f.wire.freeze() : f.wire.down()))),
+      thaw,
+      slot.map((s) => command(`crash(${s})`, (f) => f.crash(s))),
+    ],
+    { size: '+1', maxCommands: 25 },
+  );
+}
+
+async function run(cmds: Iterable<Cmd>): Promise<void> {
+  const clock = useModelClock();
+  const fleet = new QueueFleet(clock);
+  try {
+    await fleet.start(3);
+    fleet.app.mode = 'hold';
+    await fc.asyncModelRun(() => ({ model: {}, real: fleet }), cmds);
+    await fleet.drain();
+    const found = fleet.finalCheck();
+    if (found.length > 0) throw new Error(found.join('\n'));
+  } finally {
+    // The workers' grace is a timer on the model's clock.
+    const stopped = fleet.stop();
+    await clock.advance(1);
+    await stopped;
+    clock.restore();
+  }
+}
+
+describe('queue worker, model-based', () => {
+  // Skipped: on the current code it finds `deliver(e to 0), store freezes, advance(5000), store
+  // answers again (order 0,1)`: a retryLater held by the freeze runs after another replica took the
+  // entry over (XACK does not check the consumer, src/redis/queue-scripts.ts RETRY_LATER; the
+  // stand-in does the same), so the entry is parked, promoted and forwarded again while the
+  // takeover's forward runs. To be judged and fixed in src/ before this runs in the suite.
+  it.skip('through any store fault, crashes and lapsed visibilities: never two copies at once, no 200 neither the app nor the store holds, nothing stranded', async () => {
+    await fc.assert(fc.asyncProperty(commands(), run), { numRuns: 500 });
+  });
+
+  it('the sizing leaves room for a read answered too late to use', () => {
+    expect(DEADLINE_MS).toBeGreaterThan(VISIBILITY_MS - FORWARD_TIMEOUT_MS);
+  });
+});
