@@ -71,11 +71,16 @@ return acked
 
 /**
  * Not accepted, horizon not reached: park it until its next attempt. KEYS: events, delayed.
- * ARGV: group, entry id, due at (ms), json. 0 (nothing moved) when the entry is not pending any
- * more: another worker took it over, and that one decides.
+ * ARGV: group, entry id, due at (ms), json, consumer. 0 (nothing moved) when the entry is not
+ * pending with this consumer any more: another worker took it over (this call was answered after
+ * the entry's visibility, a Redis slow past it), and that one decides. XACK alone acknowledges an
+ * entry whoever holds it: parked then, it would be promoted and forwarded again beside the
+ * takeover's forward.
  */
 export const RETRY_LATER = new RedisScript(`
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[5] then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
@@ -83,10 +88,13 @@ return 1
 
 /**
  * Past the horizon, or not verifying: a dead letter. KEYS: events, born, dead.
- * ARGV: group, entry id, event id, json, max dead letters.
+ * ARGV: group, entry id, event id, json, max dead letters, consumer. 0 when the entry is not pending
+ * with this consumer any more (as RETRY_LATER: the one that took it over decides).
  */
 export const DEAD_LETTER = new RedisScript(`
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[6] then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[4])

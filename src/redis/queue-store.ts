@@ -124,14 +124,14 @@ export class RedisQueueStore implements QueueStore {
     await this.connection.call('queue_drop', (c) => DROP.run(c, [this.keys.events, this.keys.born], [QUEUE_GROUP, entryId, eventId ?? '']));
   }
 
-  async retryLater(entryId: string, dueAt: number, json: string): Promise<boolean> {
-    const r = await this.connection.call('queue_retry', (c) => RETRY_LATER.run(c, [this.keys.events, this.keys.delayed], [QUEUE_GROUP, entryId, String(dueAt), json]));
+  async retryLater(consumer: string, entryId: string, dueAt: number, json: string): Promise<boolean> {
+    const r = await this.connection.call('queue_retry', (c) => RETRY_LATER.run(c, [this.keys.events, this.keys.delayed], [QUEUE_GROUP, entryId, String(dueAt), json, consumer]));
     return r === 1;
   }
 
-  async deadLetter(entryId: string, eventId: string, json: string): Promise<boolean> {
+  async deadLetter(consumer: string, entryId: string, eventId: string, json: string): Promise<boolean> {
     const { events, born, dead } = this.keys;
-    const r = await this.connection.call('queue_dead_letter', (c) => DEAD_LETTER.run(c, [events, born, dead], [QUEUE_GROUP, entryId, eventId, json, String(this.maxEvents)]));
+    const r = await this.connection.call('queue_dead_letter', (c) => DEAD_LETTER.run(c, [events, born, dead], [QUEUE_GROUP, entryId, eventId, json, String(this.maxEvents), consumer]));
     return r === 1;
   }
 

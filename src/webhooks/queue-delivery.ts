@@ -28,6 +28,8 @@ export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'expired' | '
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
+  /** The consumer the worker reads as: only an entry still pending with it is parked or dead-lettered. */
+  readonly consumer: string;
   readonly logger: Logger;
   readonly metrics: QueueMetrics;
   /** The wing's one app client, and the routes by event type it posts to. */
@@ -115,7 +117,7 @@ export class QueueDelivery {
     if (now >= horizonEnd) return this.park(entry.entryId, failed, result.detail, 'dead_lettered');
     // The last try falls on the horizon itself.
     const dueAt = Math.min(now + backoffMs(attempts), horizonEnd);
-    await store.retryLater(entry.entryId, dueAt, JSON.stringify(failed));
+    await store.retryLater(this.o.consumer, entry.entryId, dueAt, JSON.stringify(failed));
     metrics.forwards.inc({ outcome: 'retry_scheduled' });
     const suppressed = this.eventLog.admit(`retry:${result.cause}`);
     if (suppressed !== undefined) {
@@ -153,7 +155,7 @@ export class QueueDelivery {
     const deadAt = this.o.now();
     // The mark `dead-letters replay` asks for: a dead letter of ours, not one added to the stream.
     const dead: StoredDelivery = { ...stored, lastError, deadAt, deadMac: this.o.macs.sign('dead', deadSubject(stored, deadAt)) };
-    await store.deadLetter(entryId, stored.id, JSON.stringify(dead));
+    await store.deadLetter(this.o.consumer, entryId, stored.id, JSON.stringify(dead));
     metrics.forwards.inc({ outcome });
     if (outcome !== 'dead_lettered') {
       const suppressed = this.eventLog.admit(outcome);

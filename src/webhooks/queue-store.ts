@@ -92,10 +92,13 @@ export interface QueueStore {
    * the id stops counting as waiting too).
    */
   drop(entryId: string, eventId?: string): Promise<void>;
-  /** Parks it (as `json`) until `dueAt`; false when the entry was not pending any more. */
-  retryLater(entryId: string, dueAt: number, json: string): Promise<boolean>;
-  /** Moves it (as `json`) to the dead letters; false when it was not pending any more. */
-  deadLetter(entryId: string, eventId: string, json: string): Promise<boolean>;
+  /**
+   * Parks it (as `json`) until `dueAt`; false, nothing moved, when the entry is not pending with
+   * `consumer` any more (taken over while this call was on its way: the new holder decides).
+   */
+  retryLater(consumer: string, entryId: string, dueAt: number, json: string): Promise<boolean>;
+  /** Moves it (as `json`) to the dead letters; false, as {@link retryLater}, when it is not `consumer`'s any more. */
+  deadLetter(consumer: string, entryId: string, eventId: string, json: string): Promise<boolean>;
   /** Moves parked entries due by `now` back to the queue; how many. */
   promoteDue(now: number, max: number): Promise<number>;
   stats(): Promise<QueueStats>;

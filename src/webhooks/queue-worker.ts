@@ -76,7 +76,7 @@ export class QueueWorker implements EventQueue {
     const markerTtlMs = Math.max(options.deliveredRetentionMs, options.horizonMs + 2 * toleranceMs);
     const { store, logger, metrics, now } = options;
     this.record = new DeliveredRecord({ store, macs, ttlMs: markerTtlMs, maxEntries: options.deliveredMaxEntries ?? 1_000_000, mismatches: metrics.markerMismatches, logger, now });
-    this.delivery = new QueueDelivery({ ...options, unrecorded: this.unrecorded, record: this.record, macs, markerTtlMs, maxAgeMs: options.horizonMs + toleranceMs });
+    this.delivery = new QueueDelivery({ ...options, consumer: this.consumer, unrecorded: this.unrecorded, record: this.record, macs, markerTtlMs, maxAgeMs: options.horizonMs + toleranceMs });
     this.ingress = new QueueIngress({ store, macs, metrics, retentionMs: options.deliveredRetentionMs, now });
     const entryBytes = storedDeliveryMaxBytes(options.maxBodyBytes);
     this.bounds = { entryBytes, batchBytes: Math.max(QUEUE_READ_BATCH_BYTES, entryBytes) };

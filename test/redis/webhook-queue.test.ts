@@ -261,6 +261,28 @@ describe('the queue on a real Redis', () => {
     expect(await names()).toContain('ghost-holding');
   });
 
+  it('an entry another consumer took over is neither parked nor dead-lettered by the one that had it (its call answered after the takeover)', async () => {
+    const c = connectionTo(single(fx.redis.url), { prefix: prefix(), opened });
+    await up(c);
+    const store = new RedisQueueStore(c.conn, c.keyspace);
+    const { events, delayed, dead } = store.keys;
+    await fx.admin.sendCommand(['XGROUP', 'CREATE', events, 'workers', '0', 'MKSTREAM']);
+    const entryId = String(await fx.admin.sendCommand(['XADD', events, '*', 'e', '{}', 'i', 'evt_1']));
+    await fx.admin.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'first', 'COUNT', '1', 'STREAMS', events, '>']);
+    // What XAUTOCLAIM does once the entry is idle past the visibility: it is the second's now.
+    await fx.admin.sendCommand(['XCLAIM', events, 'workers', 'second', '0', entryId]);
+    const owner = async (): Promise<string | undefined> => String(((await fx.admin.sendCommand(['XPENDING', events, 'workers', entryId, entryId, '1'])) as unknown[][])[0]?.[1]);
+    expect(await store.retryLater('first', entryId, Date.now(), '{}')).toBe(false);
+    expect(await store.deadLetter('first', entryId, 'evt_1', '{}')).toBe(false);
+    expect(await owner()).toBe('second');
+    expect(await fx.admin.sendCommand(['ZCARD', delayed])).toBe(0);
+    expect(await fx.admin.sendCommand(['XLEN', dead])).toBe(0);
+    // The one holding it decides.
+    expect(await store.retryLater('second', entryId, Date.now(), '{}')).toBe(true);
+    expect(await fx.admin.sendCommand(['ZCARD', delayed])).toBe(1);
+    expect(await fx.admin.sendCommand(['XLEN', events])).toBe(0);
+  });
+
   it('Redis unreachable: enqueue rejects with a RedisError (the ingress answers 503), nothing is claimed to be stored', async () => {
     const a = await app();
     const { q } = await queue(prefix(), a.url, { url: 'redis://127.0.0.1:1' });

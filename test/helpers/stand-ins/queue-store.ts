@@ -63,10 +63,10 @@ export class StandInQueueStore {
           this.wire.publish(DELIVERED, { id: eventId, mac });
         }),
       drop: (entryId) => op('drop', () => void this.entries.delete(entryId)),
-      retryLater: (entryId, dueAt, json) => op('retryLater', () => this.move(entryId, (e) => Object.assign(e, { state: 'parked', consumer: null, dueAt, json }))),
-      deadLetter: (entryId, eventId, json) =>
+      retryLater: (consumer, entryId, dueAt, json) => op('retryLater', () => this.move(consumer, entryId, (e) => Object.assign(e, { state: 'parked', consumer: null, dueAt, json }))),
+      deadLetter: (consumer, entryId, eventId, json) =>
         op('deadLetter', () =>
-          this.move(entryId, () => {
+          this.move(consumer, entryId, () => {
             this.entries.delete(entryId);
             this.dead.push({ entryId, eventId, json });
           }),
@@ -113,9 +113,9 @@ export class StandInQueueStore {
     return { entries: entries.map((e): QueueEntry => ({ entryId: e.entryId, json: e.json })), oversized: 0 };
   }
 
-  private move(entryId: string, effect: (e: Entry) => void): boolean {
+  private move(consumer: string, entryId: string, effect: (e: Entry) => void): boolean {
     const e = this.entries.get(entryId);
-    if (e?.state !== 'pending') return false;
+    if (e?.state !== 'pending' || e.consumer !== consumer) return false;
     effect(e);
     return true;
   }
