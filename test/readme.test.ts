@@ -91,10 +91,12 @@ describe('README and docs/ tell the truth', () => {
     }
   });
 
-  it('documents every OpenTelemetry variable serve follows, in docs/tracing.md, and the chart\'s tracing values', () => {
+  it('documents every OpenTelemetry variable serve follows, in docs/tracing.md and the configuration reference, and the chart\'s tracing values', () => {
     const page = docText('tracing.md');
+    const reference = docText('configuration.md');
     expect(OTEL_VARIABLES.length).toBeGreaterThanOrEqual(10);
     for (const v of OTEL_VARIABLES) expect(page, v).toContain(`\`${v}\``);
+    for (const v of OTEL_VARIABLES) expect(reference, v).toContain(`\`${v}\``);
     for (const key of ['endpoint', 'sampler', 'samplerArg', 'serviceName', 'resourceAttributes']) expect(page, key).toContain(`${key}:`);
   });
 
