@@ -1,5 +1,6 @@
 import { createSecretMetrics } from '../../src/config/index.js';
 import { createInvalidationMetrics, DecisionMetrics } from '../../src/decision/index.js';
+import { createListenerMetrics } from '../../src/http/listener-bounds.js';
 import { createRegistry, registerBuildInfo } from '../../src/observability/index.js';
 import { createRedecMetrics } from '../../src/redec/index.js';
 import { createRedisMetrics } from '../../src/redis/index.js';
@@ -22,6 +23,7 @@ export async function declaredMetricFamilies(): Promise<Set<string>> {
   createSecretMetrics(registry);
   createRedecMetrics(registry);
   createUpstreamKeyMetrics(registry);
+  createListenerMetrics(registry);
   registerBuildInfo(registry, 'x');
   return new Set((await registry.getMetricsAsJSON()).map((m) => m.name));
 }
