@@ -5,7 +5,8 @@ const LABEL_WIDTH = 54;
 const COLUMN_WIDTH = 30;
 
 function row(label: string, cells: string[]): string {
-  return `${label.padEnd(LABEL_WIDTH)}${cells.map((c) => c.padEnd(COLUMN_WIDTH)).join('')}`.trimEnd();
+  // A cell wider than its column still leaves a space before the next one.
+  return `${label.padEnd(LABEL_WIDTH)}${cells.map((c) => `${c} `.padEnd(COLUMN_WIDTH)).join('')}`.trimEnd();
 }
 
 const CAUSE_LABELS: Record<(typeof CAUSES)[number], string> = {
