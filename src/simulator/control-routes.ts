@@ -1,9 +1,10 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import { Router, type Request } from 'express';
 import type { ConsentTarget, GrantOptions } from './consent-store.js';
 import { SimulatorError } from './errors.js';
 import { validateFault } from './faults.js';
-import { readJsonObject, sendJson } from './http-util.js';
+import { readJsonObject, sendJson, sendNotFound } from './http-util.js';
 import type { SimulatorCore } from './simulator-core.js';
 import type { WebhookEndpointInput } from './webhook-endpoints.js';
 
@@ -12,9 +13,6 @@ const MAX_SEEDED_OBLIGATIONS = 100_000;
 
 /** Prefix of the control surface. */
 export const CONTROL_PREFIX = '/_simulator';
-
-const FLOW_VERSIONS = /^\/_simulator\/flows\/([^/]+)\/versions$/;
-const EVENT_RESEND = /^\/_simulator\/events\/([^/]+)\/resend$/;
 
 function target(body: Record<string, unknown>): ConsentTarget {
   const problems: string[] = [];
@@ -46,28 +44,8 @@ function tokenOk(req: IncomingMessage, token: string | undefined): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/**
- * Serves the control surface (`/_simulator/…`, JSON bodies):
- *
- * | request | body | effect |
- * |---|---|---|
- * | `GET /_simulator/state` | | customers, Flows, consent states, endpoints, active fault |
- * | `POST /_simulator/consents/grant` | `{userReference, configKey or consentId, ttlMs?, expiresAt?, scopes?}` | grant, emits events |
- * | `POST /_simulator/consents/revoke` | `{userReference, configKey or consentId}` | revoke, emits events |
- * | `POST /_simulator/consents/deny` | `{userReference, configKey or consentId}` | record a refusal, emits `consent_action.created` |
- * | `POST /_simulator/consents/expire` | `{userReference, configKey or consentId}` | expire now (no event) |
- * | `POST /_simulator/flows/{configKey}/versions` | a Flow version (`version` defaults to next, `published` to true) | publish |
- * | `POST /_simulator/webhook-endpoints` | `{url, secret, types?, header?}` | register |
- * | `POST /_simulator/events` | `{type, data?}` | emit any catalog event |
- * | `POST /_simulator/events/{id}/resend` | | deliver a past event again (same id: a replay) |
- * | `GET /_simulator/deliveries` | | delivery timelines |
- * | `PUT /_simulator/faults` / `DELETE /_simulator/faults` | a fault spec | inject / clear |
- * | `POST /_simulator/redec/notification-requirements` | `{count}` (1..100000) | seed `count` pending tenant obligations (no events): volume for the reconciler |
- *
- * With a control token, requests must carry `x-simulator-control-token`.
- */
 /** One control route: what it answers (status, body) for a request. */
-type ControlRoute = (core: SimulatorCore, req: IncomingMessage) => Promise<[number, unknown]> | [number, unknown];
+type ControlRoute = (core: SimulatorCore, req: Request) => Promise<[number, unknown]> | [number, unknown];
 
 function state(core: SimulatorCore): [number, unknown] {
   return [
@@ -106,64 +84,97 @@ async function setFault(core: SimulatorCore, req: IncomingMessage): Promise<[num
   return [200, { fault: core.faults.current() }];
 }
 
-/** The routes with a fixed path, by `METHOD path`. */
-const ROUTES: Readonly<Record<string, ControlRoute>> = {
-  'GET /_simulator/state': state,
-  'POST /_simulator/consents/grant': async (core, req) => {
-    const body = await readJsonObject(req);
-    return [200, core.grant(target(body), grantOptions(body))];
-  },
-  'POST /_simulator/consents/revoke': async (core, req) => [200, core.revoke(target(await readJsonObject(req)))],
-  'POST /_simulator/consents/deny': async (core, req) => [200, core.deny(target(await readJsonObject(req)))],
-  'POST /_simulator/consents/expire': async (core, req) => {
-    core.expire(target(await readJsonObject(req)));
-    return [200, { expired: true }];
-  },
-  'POST /_simulator/webhook-endpoints': async (core, req) => {
-    const { secret: _secret, ...endpoint } = core.sender.register((await readJsonObject(req)) as unknown as WebhookEndpointInput);
-    return [201, endpoint];
-  },
-  'GET /_simulator/webhook-endpoints': (core) => [200, core.sender.endpoints().map(({ secret: _secret, ...e }) => e)],
-  'POST /_simulator/events': emitEvent,
-  'GET /_simulator/deliveries': (core) => [200, core.sender.timelines()],
-  'PUT /_simulator/faults': setFault,
-  'POST /_simulator/faults': setFault,
-  'DELETE /_simulator/faults': (core) => {
-    core.faults.clear();
-    return [200, { fault: null }];
-  },
-  'POST /_simulator/redec/notification-requirements': seedObligations,
-};
+async function resend(core: SimulatorCore, req: Request): Promise<[number, unknown]> {
+  const id = req.params.id as string;
+  const result = core.sender.resend(id);
+  if (!result) throw new SimulatorError('ERR_SIMULATOR_NOT_FOUND', `no event "${id}" was sent (see GET /_simulator/deliveries)`);
+  return [201, { ...result.envelope, deliveries: result.deliveries }];
+}
 
-export async function handleControl(
-  core: SimulatorCore,
-  controlToken: string | undefined,
-  req: IncomingMessage,
-  res: ServerResponse,
-  url: URL,
-): Promise<void> {
-  if (!tokenOk(req, controlToken)) {
-    sendJson(res, 401, { error: 'unauthorized' });
-    return;
+/** The control route table, by method and path below {@link CONTROL_PREFIX}. */
+const ROUTES: readonly (readonly ['get' | 'post' | 'put' | 'delete', string, ControlRoute])[] = [
+  ['get', '/state', state],
+  [
+    'post',
+    '/consents/grant',
+    async (core, req) => {
+      const body = await readJsonObject(req);
+      return [200, core.grant(target(body), grantOptions(body))];
+    },
+  ],
+  ['post', '/consents/revoke', async (core, req) => [200, core.revoke(target(await readJsonObject(req)))]],
+  ['post', '/consents/deny', async (core, req) => [200, core.deny(target(await readJsonObject(req)))]],
+  [
+    'post',
+    '/consents/expire',
+    async (core, req) => {
+      core.expire(target(await readJsonObject(req)));
+      return [200, { expired: true }];
+    },
+  ],
+  ['post', '/flows/:configKey/versions', async (core, req) => [201, core.publish(req.params.configKey as string, await readJsonObject(req))]],
+  [
+    'post',
+    '/webhook-endpoints',
+    async (core, req) => {
+      const { secret: _secret, ...endpoint } = core.sender.register((await readJsonObject(req)) as unknown as WebhookEndpointInput);
+      return [201, endpoint];
+    },
+  ],
+  ['get', '/webhook-endpoints', (core) => [200, core.sender.endpoints().map(({ secret: _secret, ...e }) => e)]],
+  ['post', '/events', emitEvent],
+  ['post', '/events/:id/resend', resend],
+  ['get', '/deliveries', (core) => [200, core.sender.timelines()]],
+  ['put', '/faults', setFault],
+  ['post', '/faults', setFault],
+  [
+    'delete',
+    '/faults',
+    (core) => {
+      core.faults.clear();
+      return [200, { fault: null }];
+    },
+  ],
+  ['post', '/redec/notification-requirements', seedObligations],
+];
+
+/**
+ * The control surface's route table, mounted below {@link CONTROL_PREFIX} (`/_simulator/…`, JSON bodies):
+ *
+ * | request | body | effect |
+ * |---|---|---|
+ * | `GET /_simulator/state` | | customers, Flows, consent states, endpoints, active fault |
+ * | `POST /_simulator/consents/grant` | `{userReference, configKey or consentId, ttlMs?, expiresAt?, scopes?}` | grant, emits events |
+ * | `POST /_simulator/consents/revoke` | `{userReference, configKey or consentId}` | revoke, emits events |
+ * | `POST /_simulator/consents/deny` | `{userReference, configKey or consentId}` | record a refusal, emits `consent_action.created` |
+ * | `POST /_simulator/consents/expire` | `{userReference, configKey or consentId}` | expire now (no event) |
+ * | `POST /_simulator/flows/{configKey}/versions` | a Flow version (`version` defaults to next, `published` to true) | publish |
+ * | `POST /_simulator/webhook-endpoints` | `{url, secret, types?, header?}` | register |
+ * | `GET /_simulator/webhook-endpoints` | | registered endpoints, without secrets |
+ * | `POST /_simulator/events` | `{type, data?}` | emit any catalog event |
+ * | `POST /_simulator/events/{id}/resend` | | deliver a past event again (same id: a replay) |
+ * | `GET /_simulator/deliveries` | | delivery timelines |
+ * | `PUT` (or `POST`) `/_simulator/faults` / `DELETE /_simulator/faults` | a fault spec | inject / clear |
+ * | `POST /_simulator/redec/notification-requirements` | `{count}` (1..100000) | seed `count` pending tenant obligations (no events): volume for the reconciler |
+ *
+ * With a control token, requests must carry `x-simulator-control-token` (401 `{error:"unauthorized"}`
+ * otherwise, before anything else). Any other method (HEAD included) or path: 404 `{error:"not_found"}`;
+ * paths are case-sensitive and exact (no trailing slash). Errors are JSON.
+ */
+export function controlRouter(core: SimulatorCore, controlToken: string | undefined): Router {
+  const router = Router({ caseSensitive: true, strict: true });
+  router.use((req, res, next) => {
+    if (tokenOk(req, controlToken)) next();
+    else sendJson(res, 401, { error: 'unauthorized' });
+  });
+  for (const [method, path, route] of ROUTES) {
+    // HEAD first: express would otherwise answer HEAD with the GET route; the control surface has none.
+    if (method === 'get') router.head(path, sendNotFound);
+    router[method](path, async (req, res) => {
+      const [status, body] = await route(core, req);
+      sendJson(res, status, body);
+    });
   }
-  const route = ROUTES[`${req.method} ${url.pathname}`];
-  if (route) {
-    const [status, body] = await route(core, req);
-    sendJson(res, status, body);
-    return;
-  }
-  const flow = FLOW_VERSIONS.exec(url.pathname);
-  if (flow && req.method === 'POST') {
-    sendJson(res, 201, core.publish(decodeURIComponent(flow[1] as string), await readJsonObject(req)));
-    return;
-  }
-  const resend = EVENT_RESEND.exec(url.pathname);
-  if (resend && req.method === 'POST') {
-    const id = decodeURIComponent(resend[1] as string);
-    const result = core.sender.resend(id);
-    if (!result) throw new SimulatorError('ERR_SIMULATOR_NOT_FOUND', `no event "${id}" was sent (see GET /_simulator/deliveries)`);
-    sendJson(res, 201, { ...result.envelope, deliveries: result.deliveries });
-    return;
-  }
-  sendJson(res, 404, { error: 'not_found' });
+  router.use(sendNotFound);
+  return router;
 }

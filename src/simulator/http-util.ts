@@ -33,10 +33,16 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
   return value as Record<string, unknown>;
 }
 
+/** Writes `body` as JSON with `content-type: application/json` and `content-length`, nothing else. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** 404 `{error: "not_found"}`: a path no route table knows (express's own 404 would be HTML). */
+export function sendNotFound(_req: IncomingMessage, res: ServerResponse): void {
+  sendJson(res, 404, { error: 'not_found' });
 }
 
 const STATUS_BY_CODE: Record<SimulatorError['code'], number> = {

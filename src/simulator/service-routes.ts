@@ -1,8 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Router, type RequestHandler } from 'express';
 import type { FaultSpec } from './faults.js';
-import { readBody, readJsonObject, sendJson } from './http-util.js';
+import { readBody, readJsonObject, sendJson, sendNotFound } from './http-util.js';
 import type { SimulatorCore } from './simulator-core.js';
 
 /** What the service routes need besides the core. */
@@ -12,9 +13,8 @@ export interface ServiceRouteOptions {
   readonly latencyMs: number;
 }
 
-const EVIDENCE_PATH = /^\/v1\/redec\/consents\/([^/]+)\/notification-evidence$/;
-// Referenced by the document without shapes: answered 501 so a passthrough has something to relay.
-const REFERENCED_ONLY = [/^\/v1\/customers\/[^/]+\/consent-compliance$/, /^\/v1\/embed\/sessions$/, /^\/v1\/redec\/accesses\/authorize$/];
+/** Operations the document references without a shape: answered 501 so a passthrough has something to relay. */
+const REFERENCED_ONLY = ['/customers/:customerId/consent-compliance', '/embed/sessions', '/redec/accesses/authorize'];
 
 function authorized(req: IncomingMessage, apiKey: string): boolean {
   const given = Buffer.from(req.headers.authorization ?? '', 'utf8');
@@ -22,8 +22,18 @@ function authorized(req: IncomingMessage, apiKey: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
+/** 405 `{error:"method_not_allowed"}` with `allow: <method>`. */
+function methodNotAllowed(allow: string): RequestHandler {
+  return (_req, res) => {
+    res.setHeader('allow', allow);
+    sendJson(res, 405, { error: 'method_not_allowed' });
+  };
+}
+
 /**
- * Serves `/v1/*` behind `Authorization: Bearer <apiKey>` (401 `{error:"unauthorized"}` otherwise):
+ * The service's `/v1/*` route table, mounted below `/v1` (paths here are relative to it). Every
+ * request needs `Authorization: Bearer <apiKey>` (401 `{error:"unauthorized"}` otherwise, before
+ * anything else):
  *
  * - `POST /v1/authorization/check`: the document's three answer forms; 400 `{error:"invalid_request"}`
  *   when `userReference` or `configKey` is not a string (the document does not show this case).
@@ -33,57 +43,55 @@ function authorized(req: IncomingMessage, apiKey: string): boolean {
  * - `POST /v1/redec/consents/{redecConsentId}/notification-evidence`: body `{}` or
  *   `{notificationReason: "grant"|"revoke"}`; answers 200 `{redecConsentId, resolved: [records]}`,
  *   404 for an unknown id, 409 when nothing is pending.
- * - Operations the document only references: 501; anything else: 404. Errors are JSON.
+ * - Another method on those three paths (HEAD included): 405 with `allow`.
+ * - Operations the document only references: 501, whatever the method; anything else: 404
+ *   `{error:"not_found"}`. Paths are case-sensitive and exact (no trailing slash). Errors are JSON.
  */
-export async function handleService(
-  core: SimulatorCore,
-  options: ServiceRouteOptions,
-  req: IncomingMessage,
-  res: ServerResponse,
-  url: URL,
-): Promise<void> {
-  if (!authorized(req, options.apiKey)) {
-    sendJson(res, 401, { error: 'unauthorized' });
-    return;
-  }
-  const path = url.pathname;
-  if (path === '/v1/authorization/check') {
-    if (req.method !== 'POST') return methodNotAllowed(res, 'POST');
-    await check(core, options, req, res);
-    return;
-  }
-  if (path === '/v1/redec/notification-requirements') {
-    if (req.method !== 'GET') return methodNotAllowed(res, 'GET');
-    const limitText = url.searchParams.get('limit');
-    const limit = limitText === null ? undefined : /^\d{1,6}$/.test(limitText) ? Number(limitText) : Number.NaN;
-    const page = core.requirements.list({
-      ...(url.searchParams.has('status') ? { status: url.searchParams.get('status') as string } : {}),
-      ...(limit !== undefined ? { limit } : {}),
-      ...(url.searchParams.has('cursor') ? { cursor: url.searchParams.get('cursor') as string } : {}),
-    });
-    sendJson(res, 200, page);
-    return;
-  }
-  const evidence = EVIDENCE_PATH.exec(path);
-  if (evidence) {
-    if (req.method !== 'POST') return methodNotAllowed(res, 'POST');
-    const body = await readJsonObject(req);
-    const reason = typeof body.notificationReason === 'string' ? body.notificationReason : undefined;
-    const redecConsentId = decodeURIComponent(evidence[1] as string);
-    const resolved = core.requirements.registerEvidence(redecConsentId, core.now(), reason);
-    sendJson(res, 200, { redecConsentId, resolved });
-    return;
-  }
-  if (REFERENCED_ONLY.some((re) => re.test(path))) {
-    sendJson(res, 501, { error: 'not_simulated', detail: `${path} is referenced by the interface document without a shape` });
-    return;
-  }
-  sendJson(res, 404, { error: 'not_found' });
-}
+export function serviceRouter(core: SimulatorCore, options: ServiceRouteOptions): Router {
+  const router = Router({ caseSensitive: true, strict: true });
+  router.use((req, res, next) => {
+    if (authorized(req, options.apiKey)) next();
+    else sendJson(res, 401, { error: 'unauthorized' });
+  });
 
-function methodNotAllowed(res: ServerResponse, allow: string): void {
-  res.setHeader('allow', allow);
-  sendJson(res, 405, { error: 'method_not_allowed' });
+  const onlyPost = methodNotAllowed('POST');
+  const onlyGet = methodNotAllowed('GET');
+  router
+    .route('/authorization/check')
+    .post((req, res) => check(core, options, req, res))
+    .all(onlyPost);
+  // HEAD first: express would otherwise answer HEAD with the GET handler.
+  router
+    .route('/redec/notification-requirements')
+    .head(onlyGet)
+    .get((req, res) => {
+      const query = new URL(req.url, 'http://simulator').searchParams;
+      const limitText = query.get('limit');
+      const limit = limitText === null ? undefined : /^\d{1,6}$/.test(limitText) ? Number(limitText) : Number.NaN;
+      const page = core.requirements.list({
+        ...(query.has('status') ? { status: query.get('status') as string } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+        ...(query.has('cursor') ? { cursor: query.get('cursor') as string } : {}),
+      });
+      sendJson(res, 200, page);
+    })
+    .all(onlyGet);
+  router
+    .route('/redec/consents/:redecConsentId/notification-evidence')
+    .post(async (req, res) => {
+      const body = await readJsonObject(req);
+      const reason = typeof body.notificationReason === 'string' ? body.notificationReason : undefined;
+      const redecConsentId = req.params.redecConsentId as string;
+      const resolved = core.requirements.registerEvidence(redecConsentId, core.now(), reason);
+      sendJson(res, 200, { redecConsentId, resolved });
+    })
+    .all(onlyPost);
+  router.all(REFERENCED_ONLY, (req, res) => {
+    const path = `${req.baseUrl}${req.path}`;
+    sendJson(res, 501, { error: 'not_simulated', detail: `${path} is referenced by the interface document without a shape` });
+  });
+  router.use(sendNotFound);
+  return router;
 }
 
 async function check(core: SimulatorCore, options: ServiceRouteOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {

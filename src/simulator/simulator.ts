@@ -1,17 +1,15 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { formatHostPort } from '../lib/listen-address.js';
+import { simulatorApp } from './app.js';
 import type { ConsentTarget, GrantOptions } from './consent-store.js';
-import { CONTROL_PREFIX, handleControl } from './control-routes.js';
 import { SimulatorError } from './errors.js';
 import type { EventEnvelope } from './event-types.js';
 import { validateFault, type FaultSpec } from './faults.js';
 import { loadFixture } from './fixture-load.js';
 import type { FixtureFlowVersion } from './fixture-types.js';
-import { sendError, sendJson } from './http-util.js';
 import type { NotificationRequirementPage } from './redec-requirements.js';
-import { handleService } from './service-routes.js';
 import { SimulatorCore, type ConsentActionResult } from './simulator-core.js';
 import type { WebhookEndpoint, WebhookEndpointInput } from './webhook-endpoints.js';
 import type { DeliveryTimeline } from './webhook-sender.js';
@@ -116,19 +114,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   });
   for (const endpoint of options.webhookEndpoints ?? []) core.sender.register(endpoint);
 
-  const serviceOptions = { apiKey, latencyMs };
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? '/', 'http://simulator');
-    const work = url.pathname.startsWith(`${CONTROL_PREFIX}/`)
-      ? handleControl(core, options.controlToken, req, res, url)
-      : url.pathname.startsWith('/v1/')
-        ? handleService(core, serviceOptions, req, res, url)
-        : Promise.resolve(sendJson(res, 404, { error: 'not_found' }));
-    work.catch((err: unknown) => {
-      if (!(err instanceof SimulatorError)) logger.error({ err }, 'simulator request failed');
-      sendError(res, err);
-    });
-  });
+  const server = createServer(simulatorApp(core, { apiKey, latencyMs, controlToken: options.controlToken, logger }));
   const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
