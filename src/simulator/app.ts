@@ -34,10 +34,13 @@ function below(prefix: string): RegExp {
 
 /**
  * The last word on any error: `{error: code, problems}` with the code's status for a
- * `SimulatorError`, 500 `{error: "internal_error"}` (logged) for anything else; never HTML.
+ * `SimulatorError`, 400 for a path parameter that does not decode, 500 `{error: "internal_error"}`
+ * (logged) for anything else; never HTML.
  */
 function jsonErrors(logger: Logger): ErrorRequestHandler {
   return (err: unknown, _req, res, _next) => {
+    // express's router could not decode a path parameter (`%zz`): the request's fault, not ours.
+    if (err instanceof URIError) return sendError(res, new SimulatorError('ERR_SIMULATOR_INVALID_INPUT', `path: ${err.message}`));
     if (!(err instanceof SimulatorError)) logger.error({ err }, 'simulator request failed');
     sendError(res, err);
   };

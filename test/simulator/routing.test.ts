@@ -73,4 +73,16 @@ describe('routing', () => {
     });
     expect(status).toBe(200);
   });
+
+  it('a path parameter that does not decode (%zz) is the request\'s fault: 400, JSON', async () => {
+    for (const [method, path, headers] of [
+      ['POST', '/v1/redec/consents/%zz/notification-evidence', SERVICE],
+      ['POST', '/_simulator/flows/%zz/versions', CONTROL],
+    ] as const) {
+      const r = await fetch(`${sim.url}${path}`, { method, headers: { ...headers, 'content-type': 'application/json' }, body: '{}' });
+      expect(r.status, path).toBe(400);
+      expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(((await r.json()) as { error: string }).error).toBe('ERR_SIMULATOR_INVALID_INPUT');
+    }
+  });
 });
