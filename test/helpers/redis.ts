@@ -318,7 +318,7 @@ export interface SpawnedSentinels {
   /** `host:port,…` as `--redis-sentinels` takes it. */
   readonly addresses: string;
   readonly masterName: string;
-  /** The port of the master the sentinels name now. */
+  /** The port of the master a majority of the sentinels name now; rejects while no majority names one. */
   currentMasterPort(): Promise<number>;
   stop(): Promise<void>;
 }
@@ -372,13 +372,29 @@ export async function spawnSentinels(o: { sentinels?: number; replicas?: number;
       addresses: sentinels.map((s) => `127.0.0.1:${s.port}`).join(','),
       masterName,
       async currentMasterPort() {
-        const c = await adminOn(sentinels[0]!.url);
-        try {
-          const reply = (await c.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName])) as [string, string];
-          return Number(reply[1]);
-        } finally {
-          c.destroy();
-        }
+        // The master a majority of the sentinels names. One sentinel alone can be wrong for as long
+        // as it likes: one that started a failover from a stale view names the replica it promoted
+        // until that failover ends, and it cannot end while that replica is down (seed 4242 of the
+        // chaos run: sentinel 1 named the killed master for 30 s after the other two had moved on).
+        const named = await Promise.all(
+          sentinels.map(async (s) => {
+            const c = await adminOn(s.url).catch(() => null);
+            if (!c) return null;
+            try {
+              const reply = (await c.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName])) as [string, string] | null;
+              return reply ? Number(reply[1]) : null;
+            } catch {
+              return null;
+            } finally {
+              c.destroy();
+            }
+          }),
+        );
+        const votes = new Map<number, number>();
+        for (const port of named) if (port !== null) votes.set(port, (votes.get(port) ?? 0) + 1);
+        const majority = [...votes].find(([, n]) => n > sentinels.length / 2);
+        if (!majority) throw new Error(`no master named by a majority of the sentinels (they name ${named.map((p) => p ?? 'nothing').join(', ')})`);
+        return majority[0];
       },
       stop: async () => void (await Promise.all(started.map((n) => n.stop()))),
     };
