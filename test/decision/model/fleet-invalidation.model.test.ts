@@ -163,6 +163,17 @@ async function run(cmds: Iterable<Cmd>): Promise<void> {
 }
 
 describe('fleet invalidation, model-based', () => {
+  it('a revocation deleted from the log before a replica read it (its nudge lost) purges that replica all the same', async () => {
+    await run([
+      command('cache(u1 at 1)', (f) => f.cache(1, 'u1')),
+      command('lose next nudge to 1', (f) => f.at(1).link.dropNext('invalidation-appended')),
+      command('revoke(u1 at 0)', (f) => f.revoke(0, 'u1')),
+      command('delete entry #0', (f) => f.log.remove(0)),
+      command('advance(2000)', (f) => f.clock.advance(2000)),
+    ]);
+  });
+
+
   it('through store faults, lost nudges and a log that loses entries: no cached ALLOW served once its revocation was read past', async () => {
     await fc.assert(fc.asyncProperty(commands(), run), { numRuns: 300 });
   });
