@@ -5,6 +5,7 @@ import type { Revocation, RevocationHook } from '../../../src/lib/revocation-hoo
 import { createRegistry, silentLogger } from '../../../src/observability/index.js';
 import { useModelClock, type ModelClock } from '../../helpers/stand-ins/clock.js';
 import { StandInInvalidationLog } from '../../helpers/stand-ins/invalidation-log.js';
+import { modelCommand, weighted } from '../../helpers/stand-ins/model.js';
 import { Wire, type Fate, type Link } from '../../helpers/stand-ins/wire.js';
 
 /**
@@ -99,18 +100,7 @@ class Fleet {
 
 type Cmd = fc.AsyncCommand<object, Fleet>;
 
-function command(name: string, run: (f: Fleet) => void | Promise<void>): Cmd {
-  return {
-    check: () => true,
-    run: async (_m, f) => {
-      await run(f);
-      await f.clock.settle();
-      f.check();
-      if (f.violations.length > 0) throw new Error(f.violations.join('\n'));
-    },
-    toString: () => name,
-  };
-}
+const command = (name: string, run: (f: Fleet) => void | Promise<void>): Cmd => modelCommand(name, run);
 
 const slot = fc.nat({ max: 2 });
 const user = fc.constantFrom(...USERS);
@@ -123,7 +113,6 @@ const fate: fc.Arbitrary<Fate> = fc.oneof(
 );
 
 function commands(): fc.Arbitrary<Iterable<Cmd>> {
-  const weighted = <T>(arb: T, n: number): T[] => Array.from({ length: n }, () => arb);
   return fc.commands(
     [
       ...weighted(fc.tuple(slot, user).map(([s, u]) => command(`cache(${u} at ${s})`, (f) => f.cache(s, u))), 5),

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { useModelClock } from '../../helpers/stand-ins/clock.js';
+import { modelCommand, weighted } from '../../helpers/stand-ins/model.js';
 import type { Fate } from '../../helpers/stand-ins/wire.js';
 import { DEADLINE_MS, EVENT_IDS, FORWARD_TIMEOUT_MS, QueueFleet, VISIBILITY_MS } from './queue-fleet.js';
 
@@ -18,18 +19,7 @@ import { DEADLINE_MS, EVENT_IDS, FORWARD_TIMEOUT_MS, QueueFleet, VISIBILITY_MS }
 
 type Cmd = fc.AsyncCommand<object, QueueFleet>;
 
-function command(name: string, run: (f: QueueFleet) => void | Promise<void>): Cmd {
-  return {
-    check: () => true,
-    run: async (_m, f) => {
-      await run(f);
-      await f.clock.settle();
-      f.check();
-      if (f.violations.length > 0) throw new Error(f.violations.join('\n'));
-    },
-    toString: () => name,
-  };
-}
+const command = (name: string, run: (f: QueueFleet) => void | Promise<void>): Cmd => modelCommand(name, run);
 
 const slot = fc.nat({ max: 2 });
 const id = fc.constantFrom(...EVENT_IDS);
@@ -45,7 +35,6 @@ const fate: fc.Arbitrary<Fate> = fc.oneof(
 const ops = ['readNew', 'readNew', 'readPending', 'takeOver', 'takeOver', 'markDelivered', 'retryLater', 'deliveredMarks', 'enqueue', 'promoteDue', '*'] as const;
 
 function commands(): fc.Arbitrary<Iterable<Cmd>> {
-  const weighted = <T>(arb: T, n: number): T[] => Array.from({ length: n }, () => arb);
   const deliver = fc.tuple(slot, id).map(([s, e]) => command(`deliver(${e} to ${s})`, (f) => f.deliver(s, e)));
   const fault = fc
     .tuple(slot, fc.constantFrom(...ops), fate)

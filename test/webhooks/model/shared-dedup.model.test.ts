@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { useModelClock } from '../../helpers/stand-ins/clock.js';
+import { modelCommand, weighted } from '../../helpers/stand-ins/model.js';
 import type { Fate } from '../../helpers/stand-ins/wire.js';
 import { DEADLINE_MS, DedupFleet, EVENT_IDS, FORWARD_TIMEOUT_MS, LEASE_MS } from './dedup-fleet.js';
 
@@ -22,17 +23,8 @@ interface Model {
 }
 type Cmd = fc.AsyncCommand<Model, DedupFleet>;
 
-function command(name: string, run: (f: DedupFleet) => void | Promise<void>, check: (f: DedupFleet) => boolean = () => true): Cmd {
-  return {
-    check: (m) => check(m.fleet),
-    run: async (_m, f) => {
-      await run(f);
-      await f.clock.settle();
-      if (f.violations.length > 0) throw new Error(f.violations.join('\n'));
-    },
-    toString: () => name,
-  };
-}
+const command = (name: string, run: (f: DedupFleet) => void | Promise<void>, when: (f: DedupFleet) => boolean = () => true): Cmd =>
+  modelCommand<DedupFleet, Model>(name, run, (m) => when(m.fleet));
 
 const slot = fc.nat({ max: 2 });
 const id = fc.constantFrom(...EVENT_IDS);
@@ -69,7 +61,6 @@ function commands(strict: boolean): fc.Arbitrary<Iterable<Cmd>> {
       f.replicas[s % f.replicas.length]!.link.next(x, 'claim');
       f.deliver(s, e);
     }));
-  const weighted = <T>(arb: T, n: number): T[] => Array.from({ length: n }, () => arb);
   const thaw = fc.array(fc.nat(2), { maxLength: 4 }).map((order) => command(`store answers again (order ${order.join(',')})`, (f) => f.wire.thaw(order)));
   return fc.commands(
     [
