@@ -1,10 +1,13 @@
-// The footprint baseline: the cheapest node:http server (required: an ESM import of node:http
-// costs some 11 MiB more, src/lib/node-http.ts), answering a check-sized JSON body after reading
-// the request's, as the sidecar must.
+// The baseline for a cache hit and for the footprint: the cheapest node:http server, answering a
+// fixed JSON body of the same size as the sidecar's after reading the request's, as the sidecar
+// must. CommonJS with node:http required: an ES module would load the ESM loader (about 2.5 MiB)
+// and an ESM import of node:http its lazy exports (some 11 MiB, src/lib/node-http.ts), a heavier
+// baseline that would flatter the footprint's ratios.
+//   node bare-required.cjs <port> [body]
 const { createServer } = require('node:http');
 
 const port = Number(process.argv[2]);
-const body = '{"decision":"ALLOW","configKey":"marketing-email","validUntil":4102444800000}';
+const body = process.argv[3] ?? '{"decision":"ALLOW","configKey":"marketing-email","validUntil":4102444800000}';
 const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', 'x-consent-decision-source', 'cache'];
 createServer((req, res) => {
   if (req.url === '/ready') return res.end('ok');
