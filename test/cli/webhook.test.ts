@@ -1,40 +1,21 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cliEntry } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/index.js';
 import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../helpers/webhooks.js';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const fixture = (name: string): string => fileURLToPath(new URL(name, FIXTURES));
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** The real CLI entry point in a child process, as an operator runs it (slow: used sparingly). */
-function spawnCli(args: readonly string[], stdin?: Buffer | string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...cliEntry(), 'webhook', ...args], { cwd: ROOT });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin ?? '');
-  });
-}
+const spawnCli = (args: readonly string[], stdin?: Buffer | string) => runCli(['webhook', ...args], {}, 'dist', stdin);
 
 /** The CLI's `main` in this process, capturing what it writes; no stdin. */
-async function cli(args: readonly string[]): Promise<Run> {
+async function cli(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
   const out = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => ((stdout += String(c)), true));

@@ -11,8 +11,11 @@ export function cliEntry(from: 'src' | 'dist' = 'dist'): string[] {
   return from === 'src' ? ['--import', 'tsx', 'src/cli.ts'] : ['dist/cli.js'];
 }
 
-/** Runs the CLI to completion: the build by default (`dist/cli.js`, as users run it), or the source. */
-export function runCli(args: string[], env: Record<string, string> = {}, from: 'src' | 'dist' = 'dist'): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * Runs the CLI to completion: the build by default (`dist/cli.js`, as users run it), or the source;
+ * `stdin` is written to it and closed (nothing by default).
+ */
+export function runCli(args: readonly string[], env: Record<string, string> = {}, from: 'src' | 'dist' = 'dist', stdin: Buffer | string = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...cliEntry(from), ...args], {
       cwd: ROOT,
@@ -24,6 +27,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, from: '
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin);
   });
 }
 

@@ -1,6 +1,6 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startTestSidecar, testClock, type TestClock, type TestSidecar } from '../../helpers/sidecar.js';
-import { allow, deny, startUpstream, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
+import { describe, expect, it, vi } from 'vitest';
+import { testClock, useSidecar, type TestClock, type TestSidecar } from '../../helpers/sidecar.js';
+import { allow, deny, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
 import { PATIENTLY } from '../../helpers/wait.js';
 
 /**
@@ -14,20 +14,13 @@ const REQ = { userReference: 'user-hot', configKey: KEY };
 const LIFE_MS = 60_000;
 const WINDOW_MS = 10_000;
 
-let upstream: ScriptedUpstream | undefined;
-let sidecar: TestSidecar | undefined;
-afterEach(async () => {
-  await sidecar?.close();
-  await upstream?.close();
-  sidecar = upstream = undefined;
-});
+const fx = useSidecar();
 
 async function setup(windowMs = WINDOW_MS): Promise<{ u: ScriptedUpstream; s: TestSidecar; clock: TestClock; allowFor: (lifeMs?: number) => () => Reply }> {
   const clock = testClock();
   const allowFor = (lifeMs = LIFE_MS) => (): Reply => ({ body: allow(KEY, clock.now() + lifeMs) });
-  upstream = await startUpstream(allowFor());
-  sidecar = await startTestSidecar(upstream.url, { 'cache-safety-margin-ms': '0', 'cache-refresh-ahead-ms': String(windowMs), 'upstream-timeout-ms': '2000' }, { now: clock.now });
-  return { u: upstream, s: sidecar, clock, allowFor };
+  const { u, s } = await fx.start(allowFor(), { 'cache-safety-margin-ms': '0', 'cache-refresh-ahead-ms': String(windowMs), 'upstream-timeout-ms': '2000' }, { now: clock.now });
+  return { u, s, clock, allowFor };
 }
 
 const refreshes = (s: TestSidecar, outcome: string): Promise<number> => s.metric('consent_sidecar_cache_refreshes_total', { outcome });
