@@ -3,7 +3,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reasonLabel, WEBHOOK_AUTH_ERROR_CODES } from '../../src/webhooks/errors.js';
 import { Contract } from '../helpers/openapi-contract.js';
-import { startTestSidecar, type AppResponse, type TestSidecar } from '../helpers/sidecar.js';
+import { parsedJson, startTestSidecar, type AppResponse, type TestSidecar } from '../helpers/sidecar.js';
 import { startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { until } from '../helpers/wait.js';
 import { envelope, sign, startApp, type FakeApp } from '../helpers/webhooks.js';
@@ -60,12 +60,7 @@ function signed(body: Buffer, ts: number | string = now()): Headers {
 async function deliver(body: Buffer, headers: Headers, method = 'POST', path = '/webhooks'): Promise<AppResponse> {
   const res = await request(`${hooks}${path}`, { method: method as 'POST', headers: headers.flat(), body: method === 'POST' ? body : null });
   const text = await res.body.text();
-  let json: Record<string, unknown> | undefined;
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    json = undefined;
-  }
+  const json = parsedJson(text);
   const out = { status: res.statusCode, headers: res.headers, text, json, source: undefined };
   contract.answer(method, path, out, path === '/webhooks' ? undefined : '/{anyOtherPath}');
   return out;

@@ -75,6 +75,15 @@ export const BASE_FLAGS: Readonly<Record<string, string>> = {
   'api-key-check': 'off',
 };
 
+/** The body parsed as JSON, or undefined when it is not JSON (an answer a test asserts on as text). */
+export function parsedJson(text: string): Record<string, unknown> | undefined {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
 async function call(pool: Pool, method: string, path: string, body?: string, headers?: Record<string, string>): Promise<AppResponse> {
   const res = await pool.request({
     method: method as 'POST',
@@ -83,12 +92,7 @@ async function call(pool: Pool, method: string, path: string, body?: string, hea
     body: body ?? null,
   });
   const text = await res.body.text();
-  let json: Record<string, unknown> | undefined;
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    json = undefined;
-  }
+  const json = parsedJson(text);
   const source = res.headers['x-consent-decision-source'];
   return {
     status: res.statusCode,
