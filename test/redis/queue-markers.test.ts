@@ -1,22 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
-import { silentLogger } from '../../src/observability/index.js';
-import { createRegistry } from '../../src/observability/registry.js';
-import { RedisQueueStore } from '../../src/redis/index.js';
-import {
-  AppClient,
-  AppRoutes,
-  createQueueMetrics,
-  createWebhookMetrics,
-  deadLetterBounds,
-  listDeadLetters,
-  QueueWorker,
-  replayDeadLetters,
-  storeDelivery,
-  type QueuedEvent,
-} from '../../src/webhooks/index.js';
+import { deadLetterBounds, listDeadLetters, replayDeadLetters, storeDelivery, type QueuedEvent } from '../../src/webhooks/index.js';
 import { useTestRedis } from '../helpers/redis.js';
 import { envelope, SECRET_A, sign, startApp } from '../helpers/webhooks.js';
-import { connectionTo, count, single, up } from './room.js';
+import { count, queueReplica } from './room.js';
 
 /**
  * What the queue reads back from Redis is bounded in age and size, and its marks (dead letter,
@@ -27,31 +13,10 @@ const { opened } = fx;
 const BOUNDS = deadLetterBounds(1_048_576);
 
 async function queue(prefix: string, appUrl: string, o: { horizonMs?: number } = {}) {
-  const c = await up(connectionTo(single(fx.redis.url), { prefix, opened, commandTimeoutMs: 2000 }));
-  const registry = createRegistry({ defaultMetrics: false });
-  const store = new RedisQueueStore(c.conn, c.keyspace);
-  const app = new AppClient({ timeoutMs: 1000 });
-  const q = new QueueWorker({
-    store,
-    logger: silentLogger(),
-    metrics: createQueueMetrics(registry),
-    secrets: () => [SECRET_A],
-    app,
-    routes: new AppRoutes([], new URL(appUrl)),
-    routeForwards: createWebhookMetrics(registry).routeForwards,
-    forwardTimeoutMs: 1000,
-    visibilityMs: 30_000,
-    horizonMs: o.horizonMs ?? 60_000,
-    toleranceS: 300,
-    maxBodyBytes: 1_048_576,
-    deliveredRetentionMs: 60_000,
-    now: Date.now,
-  });
-  await q.start();
-  opened.push({ close: () => q.stop().then(() => app.destroy()) });
+  const { q, store, keys, registry } = await queueReplica(fx.redis.url, prefix, appUrl, { opened, secrets: [SECRET_A], commandTimeoutMs: 2000, ...o });
   const forwards = (outcome: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
   const mismatches = (marker: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_marker_mismatches_total') as never, { marker });
-  return { q, store, keys: store.keys, forwards, mismatches };
+  return { q, store, keys, forwards, mismatches };
 }
 
 function signedAt(id: string, timestampS: number): QueuedEvent {

@@ -77,3 +77,57 @@ export async function dedupReplica(
   o.opened.push(store);
   return { store, metrics, conn: c.conn, redisMetrics: c.metrics, key: (id: string) => c.keyspace.key('dedup', id) };
 }
+
+/** What a test queue worker may set; each default is the one the Redis queue tests were written for. */
+export interface QueueReplicaOptions {
+  readonly opened: { close(): Promise<void> }[];
+  readonly horizonMs?: number;
+  readonly staleConsumerMs?: number;
+  readonly secrets?: readonly string[];
+  readonly commandTimeoutMs?: number;
+  readonly maxEvents?: number;
+  readonly visibilityMs?: number;
+  readonly forwardTimeoutMs?: number;
+  readonly pollIntervalMs?: number;
+  readonly now?: () => number;
+  /** False for a Redis the test is about to stop or freeze: do not wait for its health check. */
+  readonly waitUp?: boolean;
+}
+
+/**
+ * One replica's queue worker on `url` under `prefix`, forwarding to `appUrl`: its own connection,
+ * store, app client and registry, started, and closed with `opened`. `setSecrets` swaps the
+ * secrets it verifies with (a rotation).
+ */
+export async function queueReplica(url: string, prefix: string, appUrl: string, o: QueueReplicaOptions) {
+  const { RedisQueueStore } = await import('../../src/redis/index.js');
+  const { AppClient, AppRoutes, createQueueMetrics, createWebhookMetrics, QueueWorker } = await import('../../src/webhooks/index.js');
+  const c = connectionTo(single(url), { prefix, opened: o.opened, commandTimeoutMs: o.commandTimeoutMs ?? 1000 });
+  if (o.waitUp !== false) await up(c);
+  const registry = createRegistry({ defaultMetrics: false });
+  const store = new RedisQueueStore(c.conn, c.keyspace, o.maxEvents !== undefined ? { maxEvents: o.maxEvents } : {});
+  let secrets = o.secrets ?? [];
+  // The app client is the webhook wing's; the worker's stop leaves it to whoever built it.
+  const appClient = new AppClient({ timeoutMs: o.forwardTimeoutMs ?? 1000 });
+  const q = new QueueWorker({
+    store,
+    logger: silentLogger(),
+    metrics: createQueueMetrics(registry),
+    secrets: () => secrets,
+    app: appClient,
+    routes: new AppRoutes([], new URL(appUrl)),
+    routeForwards: createWebhookMetrics(registry).routeForwards,
+    forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
+    visibilityMs: o.visibilityMs ?? 30_000,
+    horizonMs: o.horizonMs ?? 60_000,
+    toleranceS: 300,
+    maxBodyBytes: 1_048_576,
+    deliveredRetentionMs: 60_000,
+    now: o.now ?? Date.now,
+    ...(o.pollIntervalMs === undefined ? {} : { pollIntervalMs: o.pollIntervalMs }),
+    ...(o.staleConsumerMs === undefined ? {} : { staleConsumerMs: o.staleConsumerMs }),
+  });
+  await q.start();
+  o.opened.push({ close: () => q.stop().then(() => appClient.destroy()) });
+  return { q, store, conn: c.conn, redisMetrics: c.metrics, registry, keys: store.keys, setSecrets: (s: readonly string[]) => (secrets = s) };
+}

@@ -20,7 +20,7 @@ import {
 } from '../../src/webhooks/index.js';
 import { adminOn, spawnRedisServer, unreadBytesAt, useTestRedis } from '../helpers/redis.js';
 import { envelope, SECRET_A, SECRET_B, sign, startApp, type FakeApp } from '../helpers/webhooks.js';
-import { connectionTo, count, single, up } from './room.js';
+import { connectionTo, count, queueReplica, single, up, type QueueReplicaOptions } from './room.js';
 
 /**
  * The queue's pieces against a real Redis, in process (the scenarios with real `serve` processes
@@ -40,49 +40,9 @@ async function app(): Promise<FakeApp> {
   return a;
 }
 
-interface QueueOptions {
-  horizonMs?: number;
-  url?: string;
-  staleConsumerMs?: number;
-  secrets?: readonly string[];
-  commandTimeoutMs?: number;
-  maxEvents?: number;
-  visibilityMs?: number;
-  forwardTimeoutMs?: number;
-  pollIntervalMs?: number;
-  now?: () => number;
-}
-
-async function queue(prefix: string, appUrl: string, o: QueueOptions = {}) {
-  const c = connectionTo(single(o.url ?? fx.redis.url), { prefix, opened, commandTimeoutMs: o.commandTimeoutMs ?? 1000 });
-  if (!o.url || o.url === fx.redis.url) await up(c);
-  const registry = createRegistry({ defaultMetrics: false });
-  const store = new RedisQueueStore(c.conn, c.keyspace, o.maxEvents !== undefined ? { maxEvents: o.maxEvents } : {});
-  let secrets = o.secrets ?? [SECRET_A];
-  // The app client is the webhook wing's; the worker's stop leaves it to whoever built it.
-  const appClient = new AppClient({ timeoutMs: o.forwardTimeoutMs ?? 1000 });
-  const q = new QueueWorker({
-    store,
-    logger: silentLogger(),
-    metrics: createQueueMetrics(registry),
-    secrets: () => secrets,
-    app: appClient,
-    routes: new AppRoutes([], new URL(appUrl)),
-    routeForwards: createWebhookMetrics(registry).routeForwards,
-    forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
-    visibilityMs: o.visibilityMs ?? 30_000,
-    horizonMs: o.horizonMs ?? 60_000,
-    toleranceS: 300,
-    maxBodyBytes: 1_048_576,
-    deliveredRetentionMs: 60_000,
-    now: o.now ?? Date.now,
-    ...(o.pollIntervalMs === undefined ? {} : { pollIntervalMs: o.pollIntervalMs }),
-    ...(o.staleConsumerMs === undefined ? {} : { staleConsumerMs: o.staleConsumerMs }),
-  });
-  await q.start();
-  opened.push({ close: () => q.stop().then(() => appClient.destroy()) });
-  return { q, store, conn: c.conn, redisMetrics: c.metrics, registry, keys: store.keys, setSecrets: (s: readonly string[]) => (secrets = s) };
-}
+/** A queue worker on the suite's Redis (or `o.url`, whose health is not waited for), secret A by default. */
+const queue = (prefix: string, appUrl: string, o: Omit<QueueReplicaOptions, 'opened' | 'waitUp'> & { url?: string } = {}) =>
+  queueReplica(o.url ?? fx.redis.url, prefix, appUrl, { secrets: [SECRET_A], ...o, opened, waitUp: !o.url || o.url === fx.redis.url });
 
 /** A delivery as the ingress hands it to the queue: verified facts and the raw body, signed with `secret`. */
 function signed(id: string, o: { secret?: string; body?: Buffer; timestamp?: number } = {}): QueuedEvent {
