@@ -17,7 +17,7 @@ const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_request
 export function createRegistry(options: { defaultMetrics?: boolean } = {}): Registry {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) {
-    collectDefaultMetrics({ register: registry });
+    collectDefaultMetrics(registry);
     for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
   }
   return registry;
