@@ -24,12 +24,14 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 # packages that a dev package shares, undici and @opentelemetry/api among them).
 RUN npm pkg delete devDependencies && npm sbom --sbom-format=cyclonedx --sbom-type=application > sbom.cdx.json
 
-# Full install and TypeScript compile (tsc -> dist/).
+# Full install, TypeScript compile (tsc -> dist/) and the CLI's bundle (esbuild -> dist/bundle/,
+# what the entrypoint runs: scripts/bundle.mjs).
 FROM ${NODE_BUILD_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 RUN npm run build
 

@@ -33,10 +33,13 @@ export default function setup(): () => void {
 }
 
 function build(): void {
-  const sources = Math.max(newestUnder(join(ROOT, 'src')), ...['package.json', 'tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(ROOT, f)).mtimeMs));
+  const sources = Math.max(newestUnder(join(ROOT, 'src')), newestUnder(join(ROOT, 'scripts')), ...['package.json', 'tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(ROOT, f)).mtimeMs));
   if (existsSync(BUILT) && statSync(BUILT).mtimeMs >= sources) return;
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
   if (tsc.status !== 0) throw new Error(`the build the CLI tests run failed (npm run build):\n${tsc.stdout}${tsc.stderr}`);
   // As npm run build: the .proto files ship beside the code.
   cpSync(join(ROOT, 'src/grpc/proto'), join(ROOT, 'dist/grpc/proto'), { recursive: true });
+  // And the CLI's bundle, which dist/cli.js runs (scripts/bundle.mjs).
+  const bundle = spawnSync(process.execPath, [join(ROOT, 'scripts/bundle.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  if (bundle.status !== 0) throw new Error(`the CLI's bundle failed (npm run build):\n${bundle.stdout}${bundle.stderr}`);
 }

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from '../lib/node-fs.js';
 import { dirname, join } from 'node:path';
 import { Counter, Gauge, type Registry } from '../observability/prom.js';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { METRIC_PREFIX } from '../observability/registry.js';
 import { isFileSecret, secretRoleOf, type Secret, type SecretEvent } from './secret.js';
 

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { constants, createWriteStream, openSync } from '../lib/node-fs.js';
 import { stdoutSink } from '../observability/stdout.js';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import type { DecisionLogConfig } from '../config/index.js';
 import type { DecisionRoute } from './metrics.js';
 import type { Answer, CheckRequest } from './types.js';

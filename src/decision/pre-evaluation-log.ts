@@ -1,4 +1,4 @@
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 
 /**

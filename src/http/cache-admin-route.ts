@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { cacheRevocationHook, type AllowCache, type DecisionMetrics } from '../decision/index.js';
 import { applyTo, type Revocation, type RevocationPublisher } from '../lib/revocation-hook.js';
 import { SOURCE_HEADER } from './check-route.js';

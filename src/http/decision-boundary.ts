@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { causeOf, failClosedAnswer, type Answer, type CheckRequest, type DecisionLog, type DecisionMetrics, type DecisionRoute } from '../decision/index.js';
 import type { RequestTrace } from '../lib/trace.js';
 import { RateLimiter } from '../observability/index.js';

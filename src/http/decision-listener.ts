@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { createServer, STATUS_CODES } from '../lib/node-http.js';
 import type { Duplex } from 'node:stream';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import { Tracing } from '../observability/tracing.js';

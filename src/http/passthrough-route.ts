@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { METHOD_NOT_ALLOWED_ANSWER, methodNotAllowedAnswer, PASSTHROUGH_METHODS, rejectedAnswer, type Passthrough } from '../decision/index.js';
 import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import { passedOn, rawTraceContext } from '../observability/trace-context.js';

@@ -1,5 +1,4 @@
 import { writeSync } from '../lib/node-fs.js';
-import type { DestinationStream } from 'pino';
 
 /**
  * Most bytes of log lines waiting for stdout (8 MiB). Beyond it lines are dropped, never waited
@@ -8,6 +7,11 @@ import type { DestinationStream } from 'pino';
 export const STDOUT_BUFFER_BYTES = 8 * 1024 * 1024;
 /** How soon lines that stdout did not take are offered again (ms). */
 const RETRY_MS = 20;
+
+/** Where log lines go: one JSON line, newline included, per `write`. */
+export interface DestinationStream {
+  write(line: string): unknown;
+}
 
 /** stdout for log lines: written at once when it takes them, in order, never blocking. */
 export interface StdoutSink extends DestinationStream {

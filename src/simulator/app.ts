@@ -1,5 +1,5 @@
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { CONTROL_PREFIX, controlRouter } from './control-routes.js';
 import { SimulatorError } from './errors.js';
 import { sendError, sendNotFound } from './http-util.js';

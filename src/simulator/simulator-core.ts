@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { consentActionData, redecNotificationData } from './consent-events.js';
 import { ConsentStore, type ConsentChange, type ConsentTarget, type GrantOptions } from './consent-store.js';
 import { decide, type CheckResponse } from './decide.js';

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pino, type Logger } from 'pino';
+import { silentLogger, type Logger } from '../observability/logger.js';
 import { formatHostPort } from '../lib/listen-address.js';
 import { simulatorApp } from './app.js';
 import type { ConsentTarget, GrantOptions } from './consent-store.js';
@@ -102,7 +102,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const webhookAttemptTimeoutMs = positive('webhookAttemptTimeoutMs', options.webhookAttemptTimeoutMs, DEFAULT_WEBHOOK_ATTEMPT_TIMEOUT_MS, 1);
   const apiKey = options.apiKey ?? DEFAULT_SIMULATOR_API_KEY;
   if (apiKey === '' || /\s/.test(apiKey)) throw new SimulatorError('ERR_SIMULATOR_OPTIONS_INVALID', 'apiKey: expected a non-empty token');
-  const logger = options.logger ?? pino({ level: 'silent' });
+  const logger = options.logger ?? silentLogger();
   const fixture = await loadFixture(options.fixtures);
   const core = new SimulatorCore({
     fixture,

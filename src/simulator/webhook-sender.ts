@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import { Agent, request } from 'undici';
 import { MAX_DELIVERY_ATTEMPTS, retryDelayMs } from './backoff.js';
 import type { EventEnvelope } from './event-types.js';

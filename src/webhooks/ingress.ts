@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Logger } from 'pino';
+import type { Logger } from '../observability/logger.js';
 import type { WebhookConfig } from '../config/index.js';
 import { DeadlineQueue } from '../lib/deadline-queue.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';

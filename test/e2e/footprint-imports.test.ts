@@ -1,20 +1,22 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
-import { resolveHook } from '../helpers/resolve-hook.js';
+import { BUNDLE_DIR as BUNDLE, modulesLoaded, resolveHook } from '../helpers/resolve-hook.js';
 import { ServeProcess } from '../helpers/serve-process.js';
 
 /**
- * A pod pays for what it runs: a plain `serve` resolves none of the tracing SDK, the Redis client,
+ * A pod pays for what it runs: a plain `serve` loads none of the tracing SDK, the Redis client,
  * grpc-js, the simulator, the demo or the one-shot commands, nor the parts of undici and
  * prom-client it does not use; with Redis or tracing configured, those come. A resolve hook in the
- * real process reports what was loaded (docs/performance.md, Footprint).
+ * real process reports the files it loaded: the bundle's (dist/bundle/, scripts/bundle.mjs), each
+ * read back as the modules it holds from the bundle's metafile, and any module outside it
+ * (docs/performance.md, Footprint).
  */
 const HEAVY = [
   '/@redis/client/',
   '/@opentelemetry/sdk-trace',
   '/@opentelemetry/exporter-trace-otlp-http/',
-  // prom-client's process CPU metric requires the API's CommonJS build; with tracing off, its ES module build stays out.
-  '/@opentelemetry/api/dist/index.mjs',
+  // Neither build of the API (prom-client's process CPU metric would require the CommonJS one).
+  '/@opentelemetry/api/',
   '/@grpc/grpc-js/',
   '/express/',
   '/undici/index.js',
@@ -25,11 +27,16 @@ const HEAVY = [
   '/dist/cli/check',
   '/dist/cli/program',
 ];
-const hook = resolveHook(HEAVY);
-afterAll(() => hook.remove());
+const hook = resolveHook([...HEAVY, BUNDLE]);
+const everything = resolveHook(['file:']);
+afterAll(() => {
+  hook.remove();
+  everything.remove();
+});
 
 const flags = { 'upstream-url': 'http://127.0.0.1:9', 'api-key': 'k', listen: '127.0.0.1:0', 'admin-listen': '127.0.0.1:0', 'api-key-check': 'off' };
-const resolved = (s: ServeProcess): string[] => [...s.logsText().matchAll(/^RESOLVED (\S+)$/gm)].map((m) => m[1]!);
+/** The heavy modules a process loaded, inside the bundle's files or outside them. */
+const resolved = (s: ServeProcess): string[] => modulesLoaded(s.logsText()).filter((m) => HEAVY.some((h) => m.includes(h)));
 
 async function run(extra: Record<string, string>, env: Record<string, string> = {}): Promise<string[]> {
   const serve = new ServeProcess({ ...flags, ...extra }, { ...hook.env, ...env });
@@ -48,11 +55,20 @@ describe('what a serve loads', () => {
     expect(await run({})).toEqual([]);
   });
 
-  it('with Redis: the Redis client, and still nothing else', async () => {
+  it('runs the bundle: a plain serve loads its files and nothing from node_modules', async () => {
+    const serve = new ServeProcess(flags, everything.env);
+    await serve.start();
+    await serve.stop();
+    const urls = [...new Set([...serve.logsText().matchAll(/^RESOLVED (\S+)$/gm)].map((m) => m[1]!))];
+    expect(urls.some((u) => u.includes(BUNDLE))).toBe(true);
+    expect(urls.filter((u) => u.startsWith('file:') && !u.includes(BUNDLE) && !u.endsWith('/dist/cli.js') && !u.includes('resolve-hook-'))).toEqual([]);
+  });
+
+  it('with Redis: the Redis client (and the OpenTelemetry API, which it requires), and still nothing else', async () => {
     redis = await getTestRedis();
     const got = await run({ 'redis-url': redis.url, 'redis-key-prefix': redis.prefix() });
     expect(got.some((u) => u.includes('/@redis/client/'))).toBe(true);
-    expect(got.filter((u) => !u.includes('/@redis/client/'))).toEqual([]);
+    expect(got.filter((u) => !u.includes('/@redis/client/') && !u.includes('/@opentelemetry/api/'))).toEqual([]);
   });
 
   it('with tracing on: the SDK and its exporter', async () => {
@@ -68,6 +84,6 @@ describe('the resolve hook', () => {
   it('reports a module that is loaded', async () => {
     const { spawnSync } = await import('node:child_process');
     const out = spawnSync(process.execPath, ['dist/cli.js', 'simulate', '--help'], { env: { PATH: process.env.PATH ?? '', ...hook.env }, encoding: 'utf8' });
-    expect(out.stderr).toMatch(/RESOLVED \S+\/dist\/simulator\//);
+    expect(modulesLoaded(out.stderr).some((m) => m.includes('/dist/simulator/'))).toBe(true);
   });
 });

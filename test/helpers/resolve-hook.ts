@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -26,4 +26,32 @@ else m.register('./hooks.mjs', import.meta.url);
 `,
   );
   return { file, env: { NODE_OPTIONS: `--import=${file}` }, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Where the CLI's bundle lives (scripts/bundle.mjs); its files hold many modules each. */
+export const BUNDLE_DIR = '/dist/bundle/';
+
+let bundleMeta: { outputs: Record<string, { inputs: Record<string, unknown> }> } | undefined;
+
+/**
+ * The modules behind the URLs a resolve hook reported: a file of the CLI's bundle stands for the
+ * modules it holds (from the bundle's metafile, `/node_modules/...`, `/dist/...`); any other URL for
+ * itself. Throws on a bundle file the metafile does not know (a stale build).
+ */
+export function modulesLoaded(output: string): string[] {
+  bundleMeta ??= JSON.parse(readFileSync(new URL('../../dist/bundle/meta.json', import.meta.url), 'utf8')) as NonNullable<typeof bundleMeta>;
+  const urls = new Set([...output.matchAll(/^RESOLVED (\S+)$/gm)].map((m) => m[1]!));
+  const modules: string[] = [];
+  for (const url of urls) {
+    const at = url.indexOf(BUNDLE_DIR);
+    if (at === -1) {
+      modules.push(url);
+      continue;
+    }
+    const file = `dist/bundle/${url.slice(at + BUNDLE_DIR.length)}`;
+    const out = bundleMeta.outputs[file];
+    if (!out) throw new Error(`${file}: not in the bundle's metafile (a stale build: npm run build)`);
+    modules.push(...Object.keys(out.inputs).map((i) => `/${i}`));
+  }
+  return modules;
 }

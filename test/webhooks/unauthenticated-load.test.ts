@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net';
-import { pino } from 'pino';
+import { createLogger } from '../../src/observability/logger.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { WebhookConfig } from '../../src/config/index.js';
 import { createRegistry } from '../../src/observability/index.js';
@@ -20,7 +20,7 @@ afterEach(async () => {
 async function start(overrides: Partial<WebhookConfig> & { maxBodyBytes?: number } = {}) {
   app = await startApp();
   const logs: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+  const logger = createLogger('debug', { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
   const registry = createRegistry({ defaultMetrics: false });
   const listener = await startWebhookListener({
     // Every sender here is 127.0.0.1: one peer, allowed the whole budget unless the test says otherwise.

@@ -1,0 +1,64 @@
+/**
+ * The CLI as it ships: tsc's dist/ bundled by esbuild into dist/bundle/, one ES module per entry
+ * and per lazily imported part (the sidecar, Redis, tracing, gRPC, the other commands), with the
+ * dependencies inside. A pod then loads a dozen files instead of some 300 modules: start time and
+ * memory (docs/performance.md, Footprint). dist/cli.js becomes the bundle's entry; the rest of
+ * dist/ stays as tsc wrote it (the client subpath, the tests).
+ *
+ *   node scripts/bundle.mjs        (npm run build runs it after tsc)
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const out = `${root}dist/bundle`;
+
+/**
+ * Our modules require some files through `createRequire(import.meta.url)` (built-ins without their
+ * ESM namespace, one file of undici or prom-client instead of its index, package.json). esbuild
+ * bundles a plain `require('literal')` only: this rewrites the two forms used in dist/ to it. A
+ * form it does not know is left alone and fails the bundle's own test (test/packaging/bundle.test.ts).
+ */
+const plainRequire = {
+  name: 'plain-require',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]dist[\\/].*\.js$/ }, (args) => {
+      let code = readFileSync(args.path, 'utf8');
+      if (code.includes('createRequire(import.meta.url)')) {
+        code = code
+          .replace(/const (\w+) = createRequire\(import\.meta\.url\);/g, (_m, name) => `const ${name} = (s) => require(s);`)
+          .replace(/createRequire\(import\.meta\.url\)\(/g, 'require(');
+        // `req('x')` through the alias above would be opaque: make each call a direct require.
+        for (const m of code.matchAll(/const (\w+) = \(s\) => require\(s\);/g)) {
+          code = code.replace(new RegExp(`\\b${m[1]}\\((['"\`])`, 'g'), 'require($1');
+        }
+      }
+      return { contents: code, loader: 'js' };
+    });
+  },
+};
+
+rmSync(out, { recursive: true, force: true });
+const result = await build({
+  stdin: { contents: "import { main } from './dist/cli/index.js';\nawait main(process.argv);\n", resolveDir: root, sourcefile: 'cli-entry.js' },
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node22',
+  outdir: out,
+  entryNames: 'cli',
+  chunkNames: '[name]-[hash]',
+  // The built-ins a bundled CommonJS module requires come from node's own require.
+  banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  legalComments: 'eof',
+  sourcemap: 'linked',
+  metafile: true,
+  plugins: [plainRequire],
+  logLevel: 'warning',
+});
+// What each output holds (test/e2e/footprint-imports.test.ts reads which inputs a serve loaded).
+writeFileSync(`${out}/meta.json`, JSON.stringify(result.metafile));
+writeFileSync(`${root}dist/cli.js`, "#!/usr/bin/env node\n// The bundle (scripts/bundle.mjs): tsc's entry is bundled into dist/bundle/cli.js.\nimport './bundle/cli.js';\n", { mode: 0o755 });
+rmSync(`${root}dist/cli.js.map`, { force: true });
