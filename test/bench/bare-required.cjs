@@ -8,7 +8,9 @@ const { createServer } = require('node:http');
 
 const port = Number(process.argv[2]);
 const body = process.argv[3] ?? '{"decision":"ALLOW","configKey":"marketing-email","validUntil":4102444800000}';
-const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', 'x-consent-decision-source', 'cache'];
+// The sidecar's headers, byte for byte in length: its decision id is a fresh UUID per answer, here a
+// fixed one (the baseline writes the same bytes; making the id is the sidecar's own cost).
+const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', 'x-consent-decision-source', 'cache', 'x-consent-decision-id', '00000000-0000-4000-8000-000000000000'];
 createServer((req, res) => {
   if (req.url === '/ready') return res.end('ok');
   req.on('data', () => undefined);

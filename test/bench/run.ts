@@ -73,11 +73,12 @@ async function baseline(role: string, ...args: string[]) {
 }
 
 /** `node dist/cli.js serve` in its own process. */
-async function sidecar(upstreamUrl: string, extra: string[] = [], env?: NodeJS.ProcessEnv) {
+/** A sidecar on a TCP port, or on `listen` (a `unix:` path) when given: serve takes --listen once. */
+async function sidecar(upstreamUrl: string, extra: string[] = [], env?: NodeJS.ProcessEnv, listen?: string) {
   const [port, admin] = [await freePort(), await freePort()];
   const child = await startChild(
     process.execPath,
-    [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
+    [CLI, 'serve', '--upstream-url', upstreamUrl, '--api-key', API_KEY, '--listen', listen ?? `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra],
     `http://127.0.0.1:${admin}/readyz`,
     env,
   );
@@ -226,7 +227,7 @@ async function decisionSection(): Promise<void> {
     // The decision API on a Unix socket vs loopback TCP: two sidecars, our raw generator (wrk has
     // no Unix sockets), closed loop, then open loop at a fixed rate.
     const sock = join(dir, 'decision.sock');
-    const u = await sidecar(upstreamUrl, ['--listen', `unix:${sock}`]).catch((err: Error) => {
+    const u = await sidecar(upstreamUrl, [], undefined, `unix:${sock}`).catch((err: Error) => {
       console.log(`  (Unix socket row skipped: ${err.message.split('\n')[0]})\n`);
       return null;
     });
