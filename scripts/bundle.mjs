@@ -18,7 +18,8 @@ const out = `${root}dist/bundle`;
  * Our modules require some files through `createRequire(import.meta.url)` (built-ins without their
  * ESM namespace, one file of undici or prom-client instead of its index, package.json). esbuild
  * bundles a plain `require('literal')` only: this rewrites the two forms used in dist/ to it. A
- * form it does not know is left alone and fails the bundle's own test (test/packaging/bundle.test.ts).
+ * form it does not know is left alone and fails the bundle's own test (test/packaging/bundle.test.ts:
+ * no `createRequire(import.meta.url)` may be left in dist/bundle/).
  */
 const plainRequire = {
   name: 'plain-require',
@@ -27,6 +28,8 @@ const plainRequire = {
       let code = readFileSync(args.path, 'utf8');
       if (code.includes('createRequire(import.meta.url)')) {
         code = code
+          // `const require = createRequire(...)`: the bundle's own require (the banner) already is that.
+          .replace(/const require = createRequire\(import\.meta\.url\);/g, '')
           .replace(/const (\w+) = createRequire\(import\.meta\.url\);/g, (_m, name) => `const ${name} = (s) => require(s);`)
           .replace(/createRequire\(import\.meta\.url\)\(/g, 'require(');
         // `req('x')` through the alias above would be opaque: make each call a direct require.
@@ -36,6 +39,22 @@ const plainRequire = {
       }
       return { contents: code, loader: 'js' };
     });
+  },
+};
+
+/**
+ * Requires that stay outside the bundle, resolved (if ever) from node_modules at run time:
+ * - `supports-color`, an optional require of `debug` (express's) inside a try, and a devDependency:
+ *   bundled, a development package would ship in the image without being in its SBOM;
+ * - `@opentelemetry/api` as the Redis client requires it: only in its `OpenTelemetry.init()`, which
+ *   the sidecar never calls. Bundled, its 51 modules would load with every Redis serve. (The tracing
+ *   part imports the API for itself and keeps it inside.)
+ */
+const keepOut = {
+  name: 'keep-out',
+  setup(b) {
+    b.onResolve({ filter: /^supports-color$/ }, (args) => ({ path: args.path, external: true }));
+    b.onResolve({ filter: /^@opentelemetry\/api$/ }, (args) => (/[\\/]@redis[\\/]client[\\/]/.test(args.importer) ? { path: args.path, external: true } : undefined));
   },
 };
 
@@ -55,7 +74,7 @@ const result = await build({
   legalComments: 'eof',
   sourcemap: 'linked',
   metafile: true,
-  plugins: [plainRequire],
+  plugins: [plainRequire, keepOut],
   logLevel: 'warning',
 });
 // What each output holds (test/e2e/footprint-imports.test.ts reads which inputs a serve loaded).

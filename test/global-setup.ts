@@ -33,7 +33,7 @@ export default function setup(): () => void {
 }
 
 function build(): void {
-  const sources = Math.max(newestUnder(join(ROOT, 'src')), newestUnder(join(ROOT, 'scripts')), ...['package.json', 'tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(ROOT, f)).mtimeMs));
+  const sources = Math.max(newestUnder(join(ROOT, 'src')), newestUnder(join(ROOT, 'scripts')), ...['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(ROOT, f)).mtimeMs));
   if (existsSync(BUILT) && statSync(BUILT).mtimeMs >= sources) return;
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
   if (tsc.status !== 0) throw new Error(`the build the CLI tests run failed (npm run build):\n${tsc.stdout}${tsc.stderr}`);

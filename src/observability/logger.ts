@@ -90,8 +90,9 @@ class JsonLogger implements Logger {
 
   private writer(name: Exclude<LogLevel, 'silent'>): LogFn {
     return ((fieldsOrMsg: object | string, msg?: string): void => {
-      const fields = typeof fieldsOrMsg === 'string' ? {} : fieldsOrMsg instanceof Error ? { err: fieldsOrMsg } : (fieldsOrMsg as Fields);
-      const message = typeof fieldsOrMsg === 'string' ? fieldsOrMsg : msg ?? (fieldsOrMsg instanceof Error ? fieldsOrMsg.message : undefined);
+      // Whatever a caller passes, a line is written and nothing is thrown back into its request.
+      const fields = fieldsOrMsg === null || typeof fieldsOrMsg !== 'object' ? {} : fieldsOrMsg instanceof Error ? { err: fieldsOrMsg } : (fieldsOrMsg as Fields);
+      const message = typeof fieldsOrMsg === 'string' ? fieldsOrMsg : typeof msg === 'string' ? msg : fieldsOrMsg instanceof Error ? fieldsOrMsg.message : undefined;
       const line: Fields = { level: name, time: new Date().toISOString(), ...this.bindings, ...redacted(fields) };
       if (message !== undefined) line.msg = message;
       this.destination.write(`${stringify(line)}\n`);
@@ -115,16 +116,31 @@ function redacted(fields: Fields): Fields {
   return out;
 }
 
-/** An error as pino's serializer wrote it: type, message, stack, its own fields (code, ...), its cause. */
+/**
+ * An error as pino's serializer wrote it: type, message, stack, its own fields (code, ...), its
+ * cause, and an AggregateError's errors (`aggregateErrors`: a failed dual-stack connect names each
+ * address there).
+ */
 function plainError(err: Error, depth: number): Fields {
+  const nested = (value: unknown): unknown => (value instanceof Error ? (depth < 3 ? plainError(value, depth + 1) : safeString(value)) : value);
   const out: Fields = { type: err.constructor?.name ?? 'Error', message: err.message, stack: err.stack };
   for (const key of Object.keys(err)) {
-    const value = (err as unknown as Fields)[key];
-    if (key === 'cause' || SECRET_FIELDS.has(key)) continue;
-    out[key] = value instanceof Error ? (depth < 3 ? plainError(value, depth + 1) : String(value)) : value;
+    if (key === 'cause' || key === 'errors' || SECRET_FIELDS.has(key)) continue;
+    out[key] = nested((err as unknown as Fields)[key]);
   }
-  if (err.cause !== undefined) out.cause = err.cause instanceof Error && depth < 3 ? plainError(err.cause, depth + 1) : String(err.cause);
+  if (err.cause !== undefined) out.cause = err.cause instanceof Error ? nested(err.cause) : safeString(err.cause);
+  const errors = (err as { errors?: unknown }).errors;
+  if (Array.isArray(errors)) out.aggregateErrors = errors.map(nested);
   return out;
+}
+
+/** `String(value)`, or a placeholder for a value that cannot be made a string (no prototype, a throwing toString). */
+function safeString(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return '[unprintable]';
+  }
 }
 
 /** JSON of a line; a value JSON cannot take (a cycle, a BigInt) becomes a string instead of an exception. */

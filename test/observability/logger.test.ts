@@ -89,3 +89,27 @@ describe('the JSON logger', () => {
     expect(line).toMatchObject({ cyclic: { name: 'a', self: '[Circular]' }, big: '1180591620717411303424', msg: 'odd values' });
   });
 });
+
+describe('the JSON logger, odd callers', () => {
+  it('an AggregateError keeps each error (a dual-stack connect names each address)', () => {
+    const { logger, lines } = capture();
+    const v4 = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8080'), { code: 'ECONNREFUSED' });
+    const v6 = Object.assign(new Error('connect ECONNREFUSED ::1:8080'), { code: 'ECONNREFUSED' });
+    logger.warn({ err: Object.assign(new AggregateError([v4, v6], ''), { code: 'ECONNREFUSED' }) }, 'app down');
+    const err = lines()[0]!.err as Record<string, unknown>;
+    expect(err).toMatchObject({ type: 'AggregateError', code: 'ECONNREFUSED' });
+    expect(err.aggregateErrors).toEqual([expect.objectContaining({ message: 'connect ECONNREFUSED 127.0.0.1:8080' }), expect.objectContaining({ message: 'connect ECONNREFUSED ::1:8080' })]);
+  });
+
+  it('never throws into its caller: a cause with no prototype, a null or a number for fields', () => {
+    const { logger, lines } = capture();
+    const odd = new Error('odd cause', { cause: Object.create(null) as object });
+    const unprintable = new Error('unprintable cause', { cause: { toString: () => { throw new Error('no'); } } });
+    expect(() => logger.error({ err: odd }, 'a')).not.toThrow();
+    expect(() => logger.error({ err: unprintable }, 'b')).not.toThrow();
+    expect(() => (logger.info as (x: unknown, m?: string) => void)(null, 'c')).not.toThrow();
+    expect(() => (logger.info as (x: unknown, m?: string) => void)(42, 'd')).not.toThrow();
+    expect(lines().map((l) => l.msg)).toEqual(['a', 'b', 'c', 'd']);
+    expect(lines().slice(0, 2).map((l) => (l.err as { cause: unknown }).cause)).toEqual(['[unprintable]', '[unprintable]']);
+  });
+});
