@@ -10,6 +10,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { REDIS_COMMANDS_USED } from './bundle-config.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = `${root}dist/bundle`;
@@ -25,6 +26,8 @@ const plainRequire = {
   name: 'plain-require',
   setup(b) {
     b.onLoad({ filter: /[\\/]dist[\\/].*\.js$/ }, (args) => {
+      // Ours only (tsc's dist/), not a package's own dist/ folder.
+      if (!args.path.startsWith(`${root}dist/`)) return undefined;
       let code = readFileSync(args.path, 'utf8');
       if (code.includes('createRequire(import.meta.url)')) {
         code = code
@@ -58,6 +61,33 @@ const keepOut = {
   },
 };
 
+/**
+ * The Redis client's command table, cut to what runs (REDIS_COMMANDS_USED, scripts/bundle-config.mjs).
+ * The index is replaced by a table of those and the constants the package's index re-exports.
+ */
+const camel = (name) => name.toLowerCase().replace(/_([a-z])/g, (_m, c) => c.toUpperCase());
+const redisCommands = {
+  name: 'redis-commands',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]@redis[\\/]client[\\/]dist[\\/]lib[\\/]commands[\\/]index\.js$/ }, () => ({
+      loader: 'js',
+      contents: [
+        "'use strict';",
+        "Object.defineProperty(exports, '__esModule', { value: true });",
+        'const table = {};',
+        ...REDIS_COMMANDS_USED.map((c) => `table.${c} = table.${camel(c)} = require('./${c}').default;`),
+        'exports.default = table;',
+        'exports.NON_STICKY_COMMANDS = table;',
+        "exports.CLIENT_KILL_FILTERS = require('./CLIENT_KILL').CLIENT_KILL_FILTERS;",
+        "exports.FAILOVER_MODES = require('./CLUSTER_FAILOVER').FAILOVER_MODES;",
+        "exports.CLUSTER_SLOT_STATES = require('./CLUSTER_SETSLOT').CLUSTER_SLOT_STATES;",
+        "exports.COMMAND_LIST_FILTER_BY = require('./COMMAND_LIST').COMMAND_LIST_FILTER_BY;",
+        "exports.REDIS_FLUSH_MODES = require('./FLUSHALL').REDIS_FLUSH_MODES;",
+      ].join('\n'),
+    }));
+  },
+};
+
 rmSync(out, { recursive: true, force: true });
 const result = await build({
   stdin: { contents: "import { main } from './dist/cli/index.js';\nawait main(process.argv);\n", resolveDir: root, sourcefile: 'cli-entry.js' },
@@ -74,7 +104,7 @@ const result = await build({
   legalComments: 'eof',
   sourcemap: 'linked',
   metafile: true,
-  plugins: [plainRequire, keepOut],
+  plugins: [redisCommands, plainRequire, keepOut],
   logLevel: 'warning',
 });
 // What each output holds (test/e2e/footprint-imports.test.ts reads which inputs a serve loaded).
