@@ -20,7 +20,9 @@ beforeAll(async () => {
   upstream.reply((req) => {
     const { userReference, configKey } = JSON.parse(req.body) as { userReference: string; configKey: string };
     if (userReference === USER && configKey === ALLOWED_KEY) return { body: allow(ALLOWED_KEY, Date.now() + 600_000) };
-    if (userReference === 'mallory') return { body: allow('k-other', Date.now() + 600_000) };
+    // Always an ALLOW for another configKey than asked: mallory asking for k-other itself (the
+    // generator draws both) would otherwise be a genuine ALLOW, and the property would fail on it.
+    if (userReference === 'mallory') return { body: allow(configKey === 'k-other' ? 'k-third' : 'k-other', Date.now() + 600_000) };
     if (configKey === 'k-other') return { body: allow(configKey, Date.now() - 1000) };
     return { body: deny(configKey) };
   });
