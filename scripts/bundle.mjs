@@ -88,6 +88,24 @@ const redisCommands = {
   },
 };
 
+/**
+ * undici's HTTP/2 client, loaded when a connection negotiates h2 rather than with the client: its
+ * module requires node:http2 (and with it node:tls) at once, about 9 MiB of RSS, for a protocol
+ * only a TLS connection offering h2 (undici's allowH2, which the sidecar does not set) can choose.
+ * The call is unchanged; only the require moves into it.
+ */
+const lazyHttp2 = {
+  name: 'lazy-http2',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]undici[\\/]lib[\\/]dispatcher[\\/]client\.js$/ }, (args) => {
+      const code = readFileSync(args.path, 'utf8');
+      const eager = "const connectH2 = require('./client-h2.js')";
+      if (!code.includes(eager)) throw new Error(`${args.path}: undici's require of client-h2.js moved; update scripts/bundle.mjs (lazy-http2)`);
+      return { loader: 'js', contents: code.replace(eager, "const connectH2 = (...args) => require('./client-h2.js')(...args)") };
+    });
+  },
+};
+
 rmSync(out, { recursive: true, force: true });
 const result = await build({
   stdin: { contents: "import { main } from './dist/cli/index.js';\nawait main(process.argv);\n", resolveDir: root, sourcefile: 'cli-entry.js' },
@@ -104,7 +122,7 @@ const result = await build({
   legalComments: 'eof',
   sourcemap: 'linked',
   metafile: true,
-  plugins: [redisCommands, plainRequire, keepOut],
+  plugins: [redisCommands, lazyHttp2, plainRequire, keepOut],
   logLevel: 'warning',
 });
 // What each output holds (test/e2e/footprint-imports.test.ts reads which inputs a serve loaded).

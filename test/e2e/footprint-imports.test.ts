@@ -26,6 +26,10 @@ const HEAVY = [
   '/dist/cli/demo',
   '/dist/cli/check',
   '/dist/cli/program',
+  // undici's HTTP/2 client is required when a connection negotiates h2 (scripts/bundle.mjs,
+  // lazy-http2), and TLS when a connection is made over it: an http:// upstream needs neither.
+  'node:http2',
+  'node:tls',
 ];
 const hook = resolveHook([...HEAVY, BUNDLE]);
 const everything = resolveHook(['file:']);
@@ -55,6 +59,12 @@ describe('what a serve loads', () => {
     expect(await run({})).toEqual([]);
   });
 
+  it('with an https:// upstream and the API key checked: TLS when it connects, and still no HTTP/2', async () => {
+    const got = await run({ 'upstream-url': 'https://127.0.0.1:9', 'api-key-check': 'on' });
+    expect(got).toContain('node:tls');
+    expect(got).not.toContain('node:http2');
+  });
+
   it('runs the bundle: a plain serve loads its files and nothing from node_modules', async () => {
     const serve = new ServeProcess(flags, everything.env);
     await serve.start();
@@ -64,11 +74,11 @@ describe('what a serve loads', () => {
     expect(urls.filter((u) => u.startsWith('file:') && !u.includes(BUNDLE) && !u.endsWith('/dist/cli.js') && !u.includes('resolve-hook-'))).toEqual([]);
   });
 
-  it('with Redis: the Redis client, and still nothing else', async () => {
+  it('with Redis: the Redis client (which requires node:tls for rediss:// as it loads), and still nothing else', async () => {
     redis = await getTestRedis();
     const got = await run({ 'redis-url': redis.url, 'redis-key-prefix': redis.prefix() });
     expect(got.some((u) => u.includes('/@redis/client/'))).toBe(true);
-    expect(got.filter((u) => !u.includes('/@redis/client/'))).toEqual([]);
+    expect(got.filter((u) => !u.includes('/@redis/client/') && u !== 'node:tls')).toEqual([]);
   });
 
   it('with tracing on: the SDK and its exporter', async () => {
