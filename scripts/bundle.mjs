@@ -117,9 +117,15 @@ const result = await build({
   outdir: out,
   entryNames: 'cli',
   chunkNames: '[name]-[hash]',
-  // The built-ins a bundled CommonJS module requires come from node's own require.
-  banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  // What a bundled CommonJS module requires at run time: a built-in from node (without loading
+  // node:module and its source-map support for it), anything else (the externals above) through a
+  // require made for this file.
+  banner: {
+    js: "const require = (id) => process.getBuiltinModule(id) ?? process.getBuiltinModule('node:module').createRequire(import.meta.url)(id);",
+  },
   legalComments: 'eof',
+  minifyWhitespace: true,
+  minifySyntax: true,
   sourcemap: 'linked',
   metafile: true,
   plugins: [redisCommands, lazyHttp2, plainRequire, keepOut],

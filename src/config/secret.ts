@@ -1,5 +1,4 @@
-import { readFileSync, statSync } from '../lib/node-fs.js';
-import { readFile, stat } from 'node:fs/promises';
+import { readFileSync, readTextFile, statFile, statSync } from '../lib/node-fs.js';
 
 /** Parses a secret's text; returns the value or an error message. */
 export type SecretParser<T> = (text: string) => { value: T } | { error: string };
@@ -72,8 +71,8 @@ export function fileSecret<T>(path: string, origin: string, parse: SecretParser<
     if (reading) return;
     reading = true;
     try {
-      if (!(await stat(path)).isFile()) return failed('\0not a file', 'is not a regular file', onEvent);
-      const next = await readFile(path, 'utf8');
+      if (!(await statFile(path)).isFile()) return failed('\0not a file', 'is not a regular file', onEvent);
+      const next = await readTextFile(path);
       if (next === lastText) {
         lastFailure = undefined;
         return;
