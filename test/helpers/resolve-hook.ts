@@ -6,7 +6,9 @@ import { join } from 'node:path';
  * A module resolve hook for a child process (`NODE_OPTIONS: --import=<file>`): it writes
  * `RESOLVED <url>` on stderr for every module resolved whose URL contains one of `watched`, in
  * thread where Node has `registerHooks` (22.15, 24), so the line is written before the import
- * returns. What a process loaded can then be read from its output.
+ * returns. Built-ins are also written as `RESOLVED node:<name>` when the process exits, from node's
+ * own list of what it loaded: the bundle takes them from `process.getBuiltinModule`, which no
+ * resolve hook sees. What a process loaded can then be read from its output.
  */
 export function resolveHook(watched: readonly string[]): { file: string; env: Record<string, string>; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'resolve-hook-'));
@@ -23,6 +25,13 @@ if (m.registerHooks) m.registerHooks({ resolve(specifier, context, next) {
   ${body('next(specifier, context)')}
 } });
 else m.register('./hooks.mjs', import.meta.url);
+process.on('exit', () => {
+  for (const entry of process.moduleLoadList) {
+    if (!entry.startsWith('NativeModule ')) continue;
+    const id = 'node:' + entry.slice('NativeModule '.length);
+    if (${list}.some((w) => id.includes(w))) process.stderr.write('RESOLVED ' + id + '\\n');
+  }
+});
 `,
   );
   return { file, env: { NODE_OPTIONS: `--import=${file}` }, remove: () => rmSync(dir, { recursive: true, force: true }) };
