@@ -40,6 +40,31 @@ let holdScript: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'consent-sidecar-serve-'));
+  // The ports are picked free, then bound seconds later (two helm renders in between), by a serve
+  // that binds 0.0.0.0 for the webhook listener: in a busy parallel suite another process can take
+  // one meanwhile. A start that fails with EADDRINUSE is tried again on fresh ports (three times at
+  // most); any other failure is the test's to report.
+  for (let attempt = 1; ; attempt++) {
+    await startServe();
+    const outcome = await new Promise<'started' | 'exited'>((resolve) => {
+      const check = setInterval(() => {
+        if (output.includes('"event":"started"')) {
+          clearInterval(check);
+          resolve('started');
+        }
+      }, 20);
+      // 'close': its output is all in, so nothing of a failed try is added after the reset below.
+      child!.once('close', () => {
+        clearInterval(check);
+        resolve('exited');
+      });
+    });
+    if (outcome === 'started' || attempt === 3 || !output.includes('EADDRINUSE')) break;
+    output = '';
+  }
+}, 120_000);
+
+async function startServe(): Promise<void> {
   const [decision, webhook, admin, deadUpstream, deadCollector] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   adminPort = admin;
   const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
@@ -60,7 +85,7 @@ beforeAll(async () => {
   child = spawn(process.execPath, [join(ROOT, 'dist/cli.js'), ...sidecar.args], { cwd: ROOT, env, stdio: 'pipe' });
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-}, 60_000);
+}
 
 afterAll(async () => {
   if (child && child.exitCode === null && child.signalCode === null) {
