@@ -18,21 +18,19 @@ export interface LogFn {
  * a pod paid for in memory and start time while the lines went through the sidecar's own stdout
  * writer anyway (docs/performance.md, Footprint).
  */
-export interface Logger {
+export interface Logger extends LevelMethods {
   readonly level: LogLevel;
-  readonly fatal: LogFn;
-  readonly error: LogFn;
-  readonly warn: LogFn;
-  readonly info: LogFn;
-  readonly debug: LogFn;
-  readonly trace: LogFn;
   /** A logger whose lines all carry `bindings` (after the logger's own). */
   child(bindings: object): Logger;
   isLevelEnabled(level: LogLevel): boolean;
 }
 
+type WrittenLevel = Exclude<LogLevel, 'silent'>;
+/** One method per level that writes lines: `fatal`, `error`, `warn`, `info`, `debug`, `trace`. */
+type LevelMethods = { readonly [L in WrittenLevel]: LogFn };
+
 const SEVERITY: Record<LogLevel, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Number.POSITIVE_INFINITY };
-const WRITTEN = LOG_LEVELS.filter((l): l is Exclude<LogLevel, 'silent'> => l !== 'silent');
+const WRITTEN = LOG_LEVELS.filter((l): l is WrittenLevel => l !== 'silent');
 
 /** What a credential's value becomes in a line. */
 export const REDACTED = '[redacted]';
@@ -61,23 +59,19 @@ export function silentLogger(): Logger {
   return createLogger('silent', { write: () => undefined });
 }
 
-class JsonLogger implements Logger {
-  readonly fatal: LogFn;
-  readonly error: LogFn;
-  readonly warn: LogFn;
-  readonly info: LogFn;
-  readonly debug: LogFn;
-  readonly trace: LogFn;
+// The level methods are set per instance in the constructor (declaration merging gives them their types).
+interface JsonLogger extends LevelMethods {}
 
+class JsonLogger implements Logger {
   constructor(
     readonly level: LogLevel,
     private readonly destination: DestinationStream,
     private readonly bindings: Fields,
   ) {
-    const fns = {} as Record<Exclude<LogLevel, 'silent'>, LogFn>;
+    const fns = {} as Record<WrittenLevel, LogFn>;
     // A level below the logger's costs a call to a no-op, nothing else.
     for (const name of WRITTEN) fns[name] = this.isLevelEnabled(name) ? this.writer(name) : noop;
-    ({ fatal: this.fatal, error: this.error, warn: this.warn, info: this.info, debug: this.debug, trace: this.trace } = fns);
+    Object.assign(this, fns);
   }
 
   child(bindings: object): Logger {
@@ -88,7 +82,7 @@ class JsonLogger implements Logger {
     return SEVERITY[level] >= SEVERITY[this.level];
   }
 
-  private writer(name: Exclude<LogLevel, 'silent'>): LogFn {
+  private writer(name: WrittenLevel): LogFn {
     return ((fieldsOrMsg: object | string, msg?: string): void => {
       // Whatever a caller passes, a line is written and nothing is thrown back into its request.
       const fields = fieldsOrMsg === null || typeof fieldsOrMsg !== 'object' ? {} : fieldsOrMsg instanceof Error ? { err: fieldsOrMsg } : (fieldsOrMsg as Fields);
