@@ -35,9 +35,12 @@ const plainRequire = {
           .replace(/const require = createRequire\(import\.meta\.url\);/g, '')
           .replace(/const (\w+) = createRequire\(import\.meta\.url\);/g, (_m, name) => `const ${name} = (s) => require(s);`)
           .replace(/createRequire\(import\.meta\.url\)\(/g, 'require(');
-        // `req('x')` through the alias above would be opaque: make each call a direct require.
-        for (const m of code.matchAll(/const (\w+) = \(s\) => require\(s\);/g)) {
+        // `req('x')` through the alias above would be opaque: make each call a direct require, then
+        // drop the alias, which nothing calls any more.
+        for (const m of [...code.matchAll(/const (\w+) = \(s\) => require\(s\);/g)]) {
           code = code.replace(new RegExp(`\\b${m[1]}\\((['"\`])`, 'g'), 'require($1');
+          // Kept when something still calls it with a computed name (esbuild cannot bundle that one).
+          if (!new RegExp(`\\b${m[1]}\\(`).test(code.replace(m[0], ''))) code = code.replace(m[0], '');
         }
       }
       return { contents: code, loader: 'js' };

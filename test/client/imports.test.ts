@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 // consent-sidecar/client runs inside the application: it must not drag the sidecar's own
-// machinery (express, pino, prom-client, OpenTelemetry, Redis) into it. Its modules may import
+// machinery (express, the logger, prom-client, OpenTelemetry, Redis) into it. Its modules may import
 // each other, modules with no imports of their own (the duplicate-member scanner the sidecar's
 // parser uses, so both read answers alike), node's built-ins, and undici.
 
