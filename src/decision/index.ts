@@ -9,7 +9,7 @@ export { parseCheckResponse, type UpstreamResponse, type ParsedDecision } from '
 export { Passthrough, PASSTHROUGH_METHODS } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
 export { cacheRevocationHook } from './revocation-seam.js';
-export { parseCheckRequest, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
+export { parseCheckBody, parseCheckRequest, readCompactBody, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
 export { DecisionService, type CheckTransport, type DecideOptions, type DecisionServiceOptions } from './service.js';
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';

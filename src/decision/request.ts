@@ -31,6 +31,61 @@ export function parseCheckRequest(body: string): CheckRequest | InvalidRequest {
   return { userReference: userReference as string, configKey: configKey as string };
 }
 
+/**
+ * The check body as raw bytes: read straight from them when it has the one shape clients send
+ * (below), else decoded as UTF-8 and parsed ({@link parseCheckRequest}). Either way the same
+ * answer for the same bytes: the fast read takes only bodies where JSON.parse could not differ.
+ */
+export function parseCheckBody(body: Buffer): CheckRequest | InvalidRequest {
+  return readCompactBody(body) ?? parseCheckRequest(body.toString('utf8'));
+}
+
+const USER_FIRST = Buffer.from('{"userReference":"');
+const CONFIG_SECOND = Buffer.from('","configKey":"');
+const CONFIG_FIRST = Buffer.from('{"configKey":"');
+const USER_SECOND = Buffer.from('","userReference":"');
+
+/**
+ * `{"userReference":"…","configKey":"…"}` (or the keys the other way round): no whitespace, each
+ * string printable ASCII without a quote or a backslash, nothing after the `}`. Such a string is
+ * its own JSON text (no escape, no byte to decode), so its bytes are what JSON.parse would return.
+ * Anything else (a space, an escape, non-ASCII, another key, a repeated one) is left to JSON.parse:
+ * undefined. Skips the UTF-8 decoding and the parser's object on the cache-hit path
+ * (docs/design.md, Where a cache hit spends its time).
+ */
+export function readCompactBody(b: Buffer): CheckRequest | InvalidRequest | undefined {
+  const userFirst = startsWithAt(b, USER_FIRST, 0);
+  if (!userFirst && !startsWithAt(b, CONFIG_FIRST, 0)) return undefined;
+  const start1 = userFirst ? USER_FIRST.length : CONFIG_FIRST.length;
+  const end1 = plainStringEnd(b, start1);
+  const middle = userFirst ? CONFIG_SECOND : USER_SECOND;
+  if (end1 === -1 || !startsWithAt(b, middle, end1)) return undefined;
+  const start2 = end1 + middle.length;
+  const end2 = plainStringEnd(b, start2);
+  if (end2 === -1 || end2 !== b.length - 2 || b[end2 + 1] !== 0x7d /* } */) return undefined;
+  const first = b.toString('latin1', start1, end1);
+  const second = b.toString('latin1', start2, end2);
+  const userReference = userFirst ? first : second;
+  const configKey = userFirst ? second : first;
+  return checkField('userReference', userReference) ?? checkField('configKey', configKey) ?? { userReference, configKey };
+}
+
+function startsWithAt(b: Buffer, prefix: Buffer, at: number): boolean {
+  if (b.length - at < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (b[at + i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Index of the `"` closing a string opened before `from`; -1 when a control, quote-less, backslash or non-ASCII byte comes first. */
+function plainStringEnd(b: Buffer, from: number): number {
+  for (let i = from; i < b.length; i++) {
+    const c = b[i]!;
+    if (c === 0x22 /* " */) return i;
+    if (c < 0x20 || c > 0x7e || c === 0x5c /* \ */) return -1;
+  }
+  return -1;
+}
+
 function checkField(field: 'userReference' | 'configKey', value: unknown): InvalidRequest | undefined {
   if (typeof value !== 'string') {
     return { field, detail: `${field} must be a string${value === undefined ? ' and is missing' : ''}` };

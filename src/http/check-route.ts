@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isInvalidRequest, parseCheckRequest, rejectedAnswer, type Answer, type DecisionService } from '../decision/index.js';
+import { performance } from 'node:perf_hooks';
+import { isInvalidRequest, parseCheckBody, rejectedAnswer, type Answer, type DecisionService } from '../decision/index.js';
 import type { Tracing } from '../observability/tracing.js';
 import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
 import { CHECK_PATH } from './request-target.js';
@@ -62,9 +63,9 @@ export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, r
   const max = o.maxRequestBytes;
   const oversize = rejectedAnswer({ field: 'body', detail: `body larger than ${max} bytes` });
 
-  const decide = (res: ServerResponse, body: string, noCache: boolean, t0: number, trace: ReturnType<Tracing['request']>): void => {
+  const decide = (res: ServerResponse, body: Buffer, noCache: boolean, t0: number, trace: ReturnType<Tracing['request']>): void => {
     try {
-      const req = parseCheckRequest(body);
+      const req = parseCheckBody(body);
       if (isInvalidRequest(req)) return answers.answer(res, rejectedAnswer(req), t0, undefined, trace);
       if (!noCache) {
         const hit = service.cached(req);
@@ -121,7 +122,7 @@ export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, r
     });
     req.on('end', () => {
       if (size > max) return;
-      decide(res, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'), noCache, t0, trace);
+      decide(res, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), noCache, t0, trace);
     });
     req.on('error', () => undefined);
   };

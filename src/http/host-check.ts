@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { rejectedAnswer, type Answer } from '../decision/index.js';
 import type { RouteBoundary } from './decision-boundary.js';
 import type { Handler } from './route-table.js';
@@ -24,6 +25,9 @@ export function hostName(value: string): string {
  */
 export function hostGuard(allowed: readonly string[]): (req: IncomingMessage) => boolean {
   const extra = new Set(allowed);
+  // The last Host accepted, as it came: an app sends the same one every time, and the verdict is
+  // a function of the value alone.
+  let lastAccepted: string | undefined;
   return (req) => {
     if (req.socket.remotePort === undefined) return true;
     const raw = req.rawHeaders;
@@ -36,9 +40,11 @@ export function hostGuard(allowed: readonly string[]): (req: IncomingMessage) =>
         host = raw[i + 1]!;
       }
     }
-    if (host === undefined) return true;
+    if (host === undefined || host === lastAccepted) return true;
     const n = hostName(host);
-    return n === 'localhost' || n === '[::1]' || IPV4_LOOPBACK.test(n) || extra.has(n);
+    const ok = n === 'localhost' || n === '[::1]' || IPV4_LOOPBACK.test(n) || extra.has(n);
+    if (ok) lastAccepted = host;
+    return ok;
   };
 }
 

@@ -57,6 +57,17 @@ describe('Host on the decision listener', () => {
     expect((await raw(sidecar.handle.urls.decision, post('/v1/authorization/check', 'other.internal'))).status).toBe(400);
   });
 
+  it('a Host served before lets no other through, nor itself twice in one request', async () => {
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
+    const url = sidecar.handle.urls.decision;
+    expect((await raw(url, post('/v1/authorization/check', 'localhost:7700'))).status).toBe(200);
+    expect((await raw(url, post('/v1/authorization/check', 'evil.example:7700'))).status).toBe(400);
+    expect((await raw(url, post('/v1/authorization/check', 'localhost:7700'))).status).toBe(200);
+    const twice = await raw(url, `GET /v1/customers/c1 HTTP/1.1\r\nhost: localhost:7700\r\nhost: localhost:7700\r\nconnection: close\r\n\r\n`);
+    expect(twice.status).toBe(400);
+    expect(upstream.count).toBe(1);
+  });
+
   it('two Host fields are refused', async () => {
     const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
     const r = await raw(sidecar.handle.urls.decision, `GET /v1/customers/c1 HTTP/1.1\r\nhost: localhost\r\nhost: evil.example\r\nconnection: close\r\n\r\n`);

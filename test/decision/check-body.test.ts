@@ -1,0 +1,81 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseCheckBody, parseCheckRequest, readCompactBody } from '../../src/decision/index.js';
+
+/**
+ * The check route reads its body's bytes straight when they have the compact shape clients send,
+ * and leaves everything else to JSON.parse. The reference here is JSON.parse over the UTF-8
+ * decoding (parseCheckRequest), as the route read every body before: the two must never differ.
+ */
+const reference = (b: Buffer) => parseCheckRequest(b.toString('utf8'));
+
+/** Strings as a client may send them: ASCII, quotes, backslashes, controls, astral and lone surrogates, empty and over-long. */
+const field = fc.oneof(
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: 'binary', maxLength: 20 }),
+  fc.constantFrom('', '"', '\\', 'a"b', 'a\\b', '\u0000', '\u001f', '\u007f', 'é', '\u2028', '😀', '\ud800', 'x'.repeat(1024), 'x'.repeat(1025)),
+);
+
+describe('parseCheckBody', () => {
+  it('reads the compact body on the fast path, either key first', () => {
+    expect(readCompactBody(Buffer.from('{"userReference":"alice","configKey":"marketing-email"}'))).toEqual({ userReference: 'alice', configKey: 'marketing-email' });
+    expect(readCompactBody(Buffer.from('{"configKey":"marketing-email","userReference":"alice"}'))).toEqual({ userReference: 'alice', configKey: 'marketing-email' });
+  });
+
+  it('leaves to JSON.parse every body whose bytes are not the string as it is', () => {
+    for (const body of [
+      '{"userReference": "alice","configKey":"k"}', // whitespace
+      '{"userReference":"alice","configKey":"k"} ', // trailing whitespace
+      '\ufeff{"userReference":"alice","configKey":"k"}', // BOM
+      '{"userReference":"al\\u0069ce","configKey":"k"}', // an escape
+      '{"userReference":"al\\"ice","configKey":"k"}',
+      '{"userReference":"élise","configKey":"k"}', // non-ASCII
+      '{"userReference":"a\u007fb","configKey":"k"}', // DEL
+      '{"userReference":"a\tb","configKey":"k"}', // a raw control character
+      '{"userReference":"alice","configKey":"k","extra":1}',
+      '{"userReference":"alice","userReference":"bob"}',
+      '{"userReference":"alice","configKey":"k"}}',
+      '{"userReference":"alice","configKey":"k"',
+      '{"userReference":"alice"}',
+      '{"userReference":"alice","configKey":k}',
+    ]) {
+      expect(readCompactBody(Buffer.from(body)), body).toBeUndefined();
+      expect(parseCheckBody(Buffer.from(body)), body).toEqual(reference(Buffer.from(body)));
+    }
+  });
+
+  it('refuses what JSON.parse refuses, naming the same field', () => {
+    for (const body of ['{"userReference":"","configKey":"k"}', `{"userReference":"u","configKey":"${'k'.repeat(1025)}"}`, '{"configKey":"k","userReference":""}']) {
+      expect(readCompactBody(Buffer.from(body)), body).toEqual(reference(Buffer.from(body)));
+      expect(readCompactBody(Buffer.from(body)), body).toMatchObject({ field: expect.any(String) });
+    }
+  });
+
+  it('answers every JSON body as JSON.parse does (both key orders, any strings)', () => {
+    fc.assert(
+      fc.property(field, field, fc.boolean(), (userReference, configKey, userFirst) => {
+        const body = Buffer.from(userFirst ? JSON.stringify({ userReference, configKey }) : JSON.stringify({ configKey, userReference }));
+        expect(parseCheckBody(body)).toEqual(reference(body));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('answers every damaged body as JSON.parse does (a byte inserted, removed or replaced)', () => {
+    const canonical = fc.tuple(fc.string({ maxLength: 12 }), fc.string({ maxLength: 12 }), fc.boolean()).map(([u, k, userFirst]) =>
+      Buffer.from(userFirst ? JSON.stringify({ userReference: u, configKey: k }) : JSON.stringify({ configKey: k, userReference: u })),
+    );
+    fc.assert(
+      fc.property(canonical, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('insert', 'remove', 'replace'), (b, at, byte, how) => {
+        const i = at % (b.length + 1);
+        const bytes = [...b];
+        if (how === 'insert') bytes.splice(i, 0, byte);
+        else if (how === 'remove') bytes.splice(i, 1);
+        else bytes[Math.min(i, bytes.length - 1)] = byte;
+        const damaged = Buffer.from(bytes);
+        expect(parseCheckBody(damaged)).toEqual(reference(damaged));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});
