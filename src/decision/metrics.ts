@@ -29,6 +29,49 @@ type Inc = { inc(n?: number): void };
 /** `{ [k]: f(k) }` for every key: label values bound to their series once, at start-up. */
 const bind = <K extends string, V>(keys: readonly K[], f: (k: K) => V): Record<K, V> => Object.fromEntries(keys.map((k) => [k, f(k)])) as Record<K, V>;
 
+const SOURCES = Object.keys(SOURCE_LABEL) as DecisionSource[];
+
+/**
+ * A source's and a route's position in SOURCES and DECISION_ROUTES, by a switch: on every answer,
+ * where a lookup by a key that changes from site to site would be a megamorphic keyed load.
+ */
+function sourceId(s: DecisionSource): number {
+  switch (s) {
+    case 'cache':
+      return 0;
+    case 'upstream':
+      return 1;
+    case 'fail-closed':
+      return 2;
+    case 'rejected':
+      return 3;
+    default:
+      throw new Error(`no decision source ${String(s)}`);
+  }
+}
+
+function routeId(r: DecisionRoute): number {
+  switch (r) {
+    case 'check':
+      return 0;
+    case 'batch':
+      return 1;
+    case 'forward_auth':
+      return 2;
+    case 'ext_authz_grpc':
+      return 3;
+    default:
+      throw new Error(`no decision route ${String(r)}`);
+  }
+}
+
+/** decisions_total's series of (decision, source, route) in a flat table: allow first, then deny. */
+function decisionSlot(decision: Answer['decision'], source: DecisionSource, route: DecisionRoute): number {
+  const d = decision === 'allow' ? 0 : decision === 'deny' ? 1 : -1;
+  if (d === -1) throw new Error(`no decision ${String(decision)}`);
+  return (d * SOURCES.length + sourceId(source)) * DECISION_ROUTES.length + routeId(route);
+}
+
 /**
  * Buckets of `consent_sidecar_decision_duration_seconds` (s): from a cache hit (tens of
  * microseconds) to the upstream deadline.
@@ -46,8 +89,8 @@ function counter<L extends string = never>(registry: Registry, name: string, hel
 
 export class DecisionMetrics {
   private readonly decisions: FastCounter;
-  /** decisions_total's series index by decision, source and route, bound once at start-up. */
-  private readonly decisionIndex: Record<Answer['decision'], Record<DecisionSource, Record<DecisionRoute, number>>>;
+  /** decisions_total's series index at each {@link decisionSlot}, bound once at start-up. */
+  private readonly decisionIndex: number[];
   private readonly preEvaluation = new Map<string, Inc>();
   private readonly failClosed = new Map<FailClosedCause, Inc>();
   private readonly upstreamDuration: FastHistogram<UpstreamOutcome>;
@@ -59,7 +102,8 @@ export class DecisionMetrics {
   /** Decision log lines not written (buffer full or destination broken). */
   readonly decisionLogDropped: Counter;
   private readonly decisionDuration: FastHistogram<string>;
-  private readonly durationIndex: Record<DecisionSource, number>;
+  /** decision_duration_seconds' series index by {@link sourceId}. */
+  private readonly durationIndex: number[];
   private readonly upstreamIndex: Record<UpstreamOutcome, number>;
 
   constructor(registry: Registry, cacheSize: () => number) {
@@ -72,10 +116,11 @@ export class DecisionMetrics {
       DECISION_DURATION_BUCKETS_S,
       registry,
     );
-    this.durationIndex = bind(Object.keys(SOURCE_LABEL) as DecisionSource[], (source) => this.decisionDuration.indexOf(SOURCE_LABEL[source]));
+    this.durationIndex = [];
+    for (const source of SOURCES) this.durationIndex[sourceId(source)] = this.decisionDuration.indexOf(SOURCE_LABEL[source]);
     // A fast counter: it is counted on every answer, cache hits included.
     const decisions = ['allow', 'deny'] as const;
-    const sources = Object.keys(SOURCE_LABEL) as DecisionSource[];
+    const sources = SOURCES;
     this.decisions = new FastCounter(
       `${METRIC_PREFIX}decisions_total`,
       'Answers given to the application (check, each batch item) or to a proxy (forward_auth, ext_authz_grpc), by decision, source and route.',
@@ -83,7 +128,8 @@ export class DecisionMetrics {
       decisions.flatMap((d) => sources.flatMap((s) => DECISION_ROUTES.map((r) => [d, SOURCE_LABEL[s], r]))),
       registry,
     );
-    this.decisionIndex = bind(decisions, (d) => bind(sources, (s) => bind(DECISION_ROUTES, (r) => this.decisions.indexOf(d, SOURCE_LABEL[s], r))));
+    this.decisionIndex = [];
+    for (const d of decisions) for (const s of sources) for (const r of DECISION_ROUTES) this.decisionIndex[decisionSlot(d, s, r)] = this.decisions.indexOf(d, SOURCE_LABEL[s], r);
     const pre = counter(registry, 'pre_evaluation_denials_total', 'Denials the service gave before evaluating (tenant configuration or references), by reason.', ['reason']);
     for (const reason of [...PRE_EVALUATION_REASONS, 'other']) this.preEvaluation.set(reason, pre.labels(reason));
     const failClosed = counter(registry, 'fail_closed_total', 'Checks answered 503 DENY because no decision could be had, by cause.', ['cause']);
@@ -132,12 +178,12 @@ export class DecisionMetrics {
 
   /** Counts one answer given to the app (`check`, a `batch` item) or to a proxy (`forward_auth`, `ext_authz_grpc`). */
   answered(answer: Answer, route: DecisionRoute = 'check'): void {
-    this.decisions.inc(this.decisionIndex[answer.decision][answer.source][route]);
+    this.decisions.inc(this.decisionIndex[decisionSlot(answer.decision, answer.source, route)]!);
   }
 
   /** Records how long the sidecar took to give an answer (s). */
   answeredIn(answer: Answer, seconds: number): void {
-    this.decisionDuration.observe(this.durationIndex[answer.source], seconds);
+    this.decisionDuration.observe(this.durationIndex[sourceId(answer.source)]!, seconds);
   }
 
   preEvaluationDenial(reason: string): void {
