@@ -76,7 +76,7 @@ function startsWithAt(b: Buffer, prefix: Buffer, at: number): boolean {
   return true;
 }
 
-/** Index of the `"` closing a string opened before `from`; -1 when a control, quote-less, backslash or non-ASCII byte comes first. */
+/** Index of the `"` closing a string opened before `from`; -1 when a control character, a backslash, DEL or a non-ASCII byte comes first, or no quote does. */
 function plainStringEnd(b: Buffer, from: number): number {
   for (let i = from; i < b.length; i++) {
     const c = b[i]!;
