@@ -13,6 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { IMAGE_NODE_FLAGS, IMAGE_NODE_OPTIONS } from '../helpers/image.js';
 import { getTestRedis } from '../helpers/redis.js';
 import { closedLoop, freePort, stopChild } from './lib.js';
 
@@ -33,8 +34,6 @@ export interface Footprint {
   readonly peakMiB: number;
 }
 
-/** The image's NODE_OPTIONS (the Dockerfile's ENV): the sidecar rows run as a pod runs them. */
-export const IMAGE_NODE_OPTIONS = /^ENV NODE_OPTIONS=(.+)$/m.exec(readFileSync(fileURLToPath(new URL('../../Dockerfile', import.meta.url)), 'utf8'))?.[1] ?? '';
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mib = (kb: number): number => kb / 1024;
@@ -105,10 +104,12 @@ export async function benchFootprint(): Promise<Footprint[]> {
   const redis = await getTestRedis();
   try {
     await sleep(500);
-    const serve = (extra: string[], env: NodeJS.ProcessEnv = {}, nodeOptions = IMAGE_NODE_OPTIONS) => async () => {
+    /** `v8`: as the image runs node (its ENTRYPOINT's flags and NODE_OPTIONS), its NODE_OPTIONS alone, or V8's defaults. */
+    const serve = (extra: string[], env: NodeJS.ProcessEnv = {}, v8: 'image' | 'node-options' | 'defaults' = 'image') => async () => {
       const [port, admin] = [await freePort(), await freePort()];
-      const args = [CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', 'bench-key', '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra];
-      return { args, ready: `http://127.0.0.1:${admin}/readyz`, target: `http://127.0.0.1:${port}${CHECK}`, env: { ...env, NODE_OPTIONS: nodeOptions } };
+      const nodeFlags = v8 === 'image' ? IMAGE_NODE_FLAGS : [];
+      const args = [...nodeFlags, CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', 'bench-key', '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, '--log-level', 'warn', ...extra];
+      return { args, ready: `http://127.0.0.1:${admin}/readyz`, target: `http://127.0.0.1:${port}${CHECK}`, env: { ...env, NODE_OPTIONS: v8 === 'defaults' ? '' : IMAGE_NODE_OPTIONS } };
     };
     const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' };
     const redisFlags = ['--redis-url', redis.url, '--redis-key-prefix', redis.prefix()];
@@ -124,9 +125,11 @@ export async function benchFootprint(): Promise<Footprint[]> {
       { name: 'serve, Redis', launch: serve(redisFlags) },
       { name: 'serve, tracing', launch: serve([], tracing) },
       { name: 'serve, Redis and tracing', launch: serve(redisFlags, tracing) },
-      // What the image's NODE_OPTIONS buys, against V8's defaults.
-      { name: 'serve, V8 defaults', launch: serve([], {}, '') },
-      { name: 'serve, Redis, V8 defaults', launch: serve(redisFlags, {}, '') },
+      // What the ENTRYPOINT's flags buy (node's tiering), then what the NODE_OPTIONS buy, against V8's defaults.
+      { name: 'serve, NODE_OPTIONS only', launch: serve([], {}, 'node-options') },
+      { name: 'serve, Redis and tracing, NODE_OPTIONS only', launch: serve(redisFlags, tracing, 'node-options') },
+      { name: 'serve, V8 defaults', launch: serve([], {}, 'defaults') },
+      { name: 'serve, Redis, V8 defaults', launch: serve(redisFlags, {}, 'defaults') },
     ];
     const rows: Footprint[] = [];
     for (const s of subjects) rows.push(await measure(s));
@@ -140,7 +143,7 @@ export async function benchFootprint(): Promise<Footprint[]> {
 
 export function footprintLines(rows: readonly Footprint[]): string[] {
   const bare = rows.find((r) => r.name === 'bare node:http')!;
-  const lines = [`Footprint (Node ${process.version}; serve with the image's NODE_OPTIONS=${IMAGE_NODE_OPTIONS || '(none)'}; median of ${STARTS} starts; peak under ${CONNECTIONS} connections of cache hits for ${LOAD_S} s):`];
+  const lines = [`Footprint (Node ${process.version}; serve as the image runs node: ${[...IMAGE_NODE_FLAGS, `NODE_OPTIONS=${IMAGE_NODE_OPTIONS || '(none)'}`].join(' ')}; median of ${STARTS} starts; peak under ${CONNECTIONS} connections of cache hits for ${LOAD_S} s):`];
   for (const r of rows) {
     lines.push(
       `  ${r.name.padEnd(26)} ready ${r.startMs.toFixed(0).padStart(4)} ms   idle ${r.idleMiB.toFixed(1).padStart(6)} MiB (${(r.idleMiB / bare.idleMiB).toFixed(2)}× bare)   peak ${r.peakMiB.toFixed(1).padStart(6)} MiB (${(r.peakMiB / r.idleMiB).toFixed(2)}× its idle)`,

@@ -22,18 +22,20 @@ export class ServeProcess {
   /**
    * `env`: variables beside PATH (e.g. the OTEL_* ones); nothing else of this process's environment
    * leaks in. `wrap`: a command the process runs under (e.g. `['prlimit', '--nofile=1024:1024', '--']`).
+   * `nodeFlags`: node's own, before the CLI (e.g. the image's, test/helpers/image.ts).
    */
   constructor(
     readonly flags: Record<string, string>,
     readonly env: Record<string, string> = {},
     readonly wrap: readonly string[] = [],
+    readonly nodeFlags: readonly string[] = [],
   ) {}
 
   async start(): Promise<void> {
     if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
     const args = ['serve', ...Object.entries(this.flags).flatMap(([k, v]) => [`--${k}`, v])];
     const [command, ...prefix] = [...this.wrap, process.execPath];
-    const child = spawn(command!, [...prefix, CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...this.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command!, [...prefix, ...this.nodeFlags, CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...this.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     this.out = '';
     await new Promise<void>((resolve, reject) => {

@@ -136,10 +136,10 @@ describe('Dockerfile', () => {
     expect(gid).toBeGreaterThan(0);
   });
 
-  it('ENTRYPOINT is the CLI in exec form, CMD is serve', () => {
+  it('ENTRYPOINT is the CLI in exec form (node with its tiering flags, docs/performance.md, Footprint), CMD is serve', () => {
     const entrypoint = runtime.filter((x) => x.keyword === 'ENTRYPOINT');
     expect(entrypoint).toHaveLength(1);
-    expect(JSON.parse(entrypoint[0]!.args)).toEqual(['/nodejs/bin/node', '/app/dist/cli.js']);
+    expect(JSON.parse(entrypoint[0]!.args)).toEqual(['/nodejs/bin/node', '--no-maglev', '--invocation-count-for-turbofan=10000', '/app/dist/cli.js']);
     const cmd = runtime.filter((x) => x.keyword === 'CMD');
     expect(cmd).toHaveLength(1);
     expect(JSON.parse(cmd[0]!.args)).toEqual(['serve']);

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { anchorsOf, docText } from '../helpers/docs.js';
+import { IMAGE_NODE_AND_CLI } from '../helpers/image.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { mustFind, render, ROOT, type K8sObject } from '../helpers/helm.js';
@@ -66,8 +67,8 @@ beforeAll(async () => {
   const pod = (mustFind(objects, 'Deployment').spec as { template: { spec: { initContainers?: Container[]; containers: Container[] } } }).template.spec;
   const container = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === 'consent-sidecar')!;
   podEnv = Object.fromEntries((container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
-  const dockerfile = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
-  entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+  // node and the CLI by the image's paths (its ENTRYPOINT's tiering flags are for serve's footprint).
+  entrypoint = [...IMAGE_NODE_AND_CLI];
   const prefix = /--redis-key-prefix '([^']+)'/.exec(rules.map((r) => r.annotations.description).join(' '))![1]!;
   sidecar = await startTestSidecar(sim.url, {
     'api-key': sim.apiKey,

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IMAGE_NODE_AND_CLI } from '../helpers/image.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { secretRoleOf, SERVE_OPTIONS } from '../../src/config/index.js';
@@ -170,8 +171,8 @@ describe('the dead-letter runbook runs as written', () => {
   const commands = (): string[][] => [...runbook.matchAll(/kubectl [^;(]+?(?=\s*(?:\(|;|$))/g)].map((m) => m[0].trim().split(/\s+/));
 
   it('gives kubectl exec into the sidecar container, then node and the CLI by the image\'s own paths', async () => {
-    const dockerfile = await readFile(join(ROOT, 'Dockerfile'), 'utf8');
-    const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+    // node and the CLI by the image's paths (its ENTRYPOINT's tiering flags are for serve's footprint).
+    const entrypoint = [...IMAGE_NODE_AND_CLI];
     const found = commands();
     expect(found.map((c) => c.slice(c.indexOf('--') + 3, c.indexOf('--') + 6).join(' '))).toEqual(['webhook dead-letters list', 'webhook dead-letters replay']);
     for (const c of found) {
