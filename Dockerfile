@@ -70,6 +70,8 @@ USER 65532:65532
 # V8's tiering as Node 20 had it (no Maglev mid-tier) and TurboFan after 10,000 calls instead of
 # 3,000: no optimizing compiler runs before ready, so neither compiler's code is paged in at idle.
 # Idle RSS 60.9 -> 58.7 MiB, with Redis 65.1 -> 62.8, with Redis and tracing 67.4 -> 65.2; cache-hit
-# throughput unchanged (docs/performance.md, Footprint). V8 flags, refused in NODE_OPTIONS: here.
+# throughput unchanged (docs/performance.md, Footprint). V8 flags, refused in NODE_OPTIONS: here. A
+# node whose V8 lacks one refuses to start ("bad option", exit 9): moving to another Node line, run
+# npm run test:image and test/e2e/footprint-tiering.test.ts on it first (CI runs both on the pinned lines).
 ENTRYPOINT ["/nodejs/bin/node", "--no-maglev", "--invocation-count-for-turbofan=10000", "/app/dist/cli.js"]
 CMD ["serve"]
