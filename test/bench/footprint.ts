@@ -34,7 +34,6 @@ export interface Footprint {
   readonly peakMiB: number;
 }
 
-
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mib = (kb: number): number => kb / 1024;
 
@@ -144,9 +143,10 @@ export async function benchFootprint(): Promise<Footprint[]> {
 export function footprintLines(rows: readonly Footprint[]): string[] {
   const bare = rows.find((r) => r.name === 'bare node:http')!;
   const lines = [`Footprint (Node ${process.version}; serve as the image runs node: ${[...IMAGE_NODE_FLAGS, `NODE_OPTIONS=${IMAGE_NODE_OPTIONS || '(none)'}`].join(' ')}; median of ${STARTS} starts; peak under ${CONNECTIONS} connections of cache hits for ${LOAD_S} s):`];
+  const width = Math.max(...rows.map((r) => r.name.length));
   for (const r of rows) {
     lines.push(
-      `  ${r.name.padEnd(26)} ready ${r.startMs.toFixed(0).padStart(4)} ms   idle ${r.idleMiB.toFixed(1).padStart(6)} MiB (${(r.idleMiB / bare.idleMiB).toFixed(2)}× bare)   peak ${r.peakMiB.toFixed(1).padStart(6)} MiB (${(r.peakMiB / r.idleMiB).toFixed(2)}× its idle)`,
+      `  ${r.name.padEnd(width)} ready ${r.startMs.toFixed(0).padStart(4)} ms   idle ${r.idleMiB.toFixed(1).padStart(6)} MiB (${(r.idleMiB / bare.idleMiB).toFixed(2)}× bare)   peak ${r.peakMiB.toFixed(1).padStart(6)} MiB (${(r.peakMiB / r.idleMiB).toFixed(2)}× its idle)`,
     );
   }
   return lines;

@@ -30,18 +30,20 @@ describe("the image's node flags", () => {
     try {
       // Ready: listeners up and the start-up key probe answered (undici's first connection made).
       await until(async () => (await fetch(`${serve.urls.admin}/readyz`)).status === 200, 'the serve ready');
-      return jobs(serve.logsText());
     } finally {
       await serve.stop();
     }
+    // Read once it has exited, every line written: from start to a stop right after ready.
+    expect(serve.logsText()).toContain('"event":"stopped"');
+    return jobs(serve.logsText());
   }
 
-  it('a plain serve gets ready without one optimizing job', async () => {
+  it('a plain serve gets ready (and stops) without one optimizing job', async () => {
     expect(await readyJobs({})).toEqual([]);
     expect(upstream!.checks).toBeGreaterThanOrEqual(1);
   });
 
-  it('a serve with Redis and tracing gets ready without one optimizing job', async () => {
+  it('a serve with Redis and tracing gets ready (and stops) without one optimizing job', async () => {
     redis = await getTestRedis();
     expect(await readyJobs({ 'redis-url': redis.url, 'redis-key-prefix': redis.prefix() }, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' })).toEqual([]);
   });
