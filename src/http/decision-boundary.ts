@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/logger.js';
 import { causeOf, failClosedAnswer, type Answer, type CheckRequest, type DecisionLog, type DecisionMetrics, type DecisionRoute } from '../decision/index.js';
 import type { RequestTrace } from '../lib/trace.js';
 import { RateLimiter } from '../observability/index.js';
+import { RandomIds } from '../lib/random-id.js';
 
 /** Every decision answered carries its id here (a batch: in each item's `decisionId`). */
 export const DECISION_ID_HEADER = 'x-consent-decision-id';
@@ -16,7 +16,7 @@ export interface DecisionBoundaryDeps {
   readonly logger: Logger;
   /** The optional decision log (`--decision-log`). */
   readonly decisionLog: Pick<DecisionLog, 'record'> | null;
-  /** A fresh id per answer; random UUIDs by default. */
+  /** A fresh id per answer; random (v4) UUIDs by default. */
   readonly newId?: () => string;
 }
 
@@ -33,7 +33,7 @@ export class DecisionBoundary {
   private readonly failLog = new RateLimiter(FAIL_LOG_INTERVAL_MS);
 
   constructor(private readonly deps: DecisionBoundaryDeps) {
-    this.newId = deps.newId ?? randomUUID;
+    this.newId = deps.newId ?? new RandomIds().id;
   }
 
   /** A route's own boundary: `write` renders on its transport, `lastResort` writes a fixed 503 that cannot fail. */
