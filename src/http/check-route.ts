@@ -104,6 +104,8 @@ export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, r
       req.resume();
       return;
     }
+    // No 'error' listener: node emits no error on a request that has none (an aborted request is
+    // destroyed quietly, and nobody is left to answer).
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
@@ -124,6 +126,5 @@ export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, r
       if (size > max) return;
       decide(res, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), noCache, t0, trace);
     });
-    req.on('error', () => undefined);
   };
 }

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
@@ -227,6 +228,71 @@ describe('400 for a bad request (the service is not called)', () => {
     const r = await sidecar.check(body);
     expect(r.status).toBe(200);
     expect(upstream.checks).toBe(1);
+  });
+});
+
+describe('the request body, however it arrives', () => {
+  /** Writes `parts` on one raw connection, each after the previous one is flushed, and reads the whole reply (the sidecar is asked to close). */
+  function rawExchange(parts: string[]): Promise<string> {
+    const { port } = new URL(sidecar.handle.urls.decision);
+    return new Promise((resolve, reject) => {
+      const sock = connect(Number(port), '127.0.0.1');
+      let data = '';
+      sock.setEncoding('latin1');
+      sock.on('data', (d: string) => (data += d));
+      sock.on('end', () => resolve(data));
+      sock.on('error', reject);
+      const next = (i: number): void => {
+        if (i < parts.length) sock.write(parts[i]!, () => setImmediate(next, i + 1));
+      };
+      sock.on('connect', () => next(0));
+    });
+  }
+  const head = (extra: string): string => `POST /v1/authorization/check HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nconnection: close\r\n${extra}\r\n`;
+  const oneResponse = (raw: string): { status: number; body: Record<string, unknown> } => {
+    expect(raw.match(/^HTTP\/1\.1 /gm), raw).toHaveLength(1);
+    const [statusLine = '', ...rest] = raw.split('\r\n');
+    return { status: Number(statusLine.split(' ')[1]), body: JSON.parse(rest.join('\r\n').split('\r\n\r\n')[1] ?? '') as Record<string, unknown> };
+  };
+
+  it('a Content-Length body in several writes is decided once, on the whole of it', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const body = JSON.stringify({ userReference: USER, configKey: KEY });
+    const r = oneResponse(await rawExchange([head(`content-length: ${body.length}\r\n`), body.slice(0, 7), body.slice(7, 30), body.slice(30)]));
+    expect(r).toMatchObject({ status: 200, body: { decision: 'ALLOW', configKey: KEY } });
+    expect(JSON.parse(upstream.requests[0]!.body)).toEqual({ userReference: USER, configKey: KEY });
+    expect(upstream.checks).toBe(1);
+  });
+
+  it('a chunked body (no Content-Length) in several chunks is decided at its end', async () => {
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    const body = JSON.stringify({ userReference: USER, configKey: KEY });
+    const chunk = (s: string): string => `${s.length.toString(16)}\r\n${s}\r\n`;
+    const r = oneResponse(await rawExchange([head('transfer-encoding: chunked\r\n'), chunk(body.slice(0, 10)), chunk(body.slice(10)), '0\r\n\r\n']));
+    expect(r).toMatchObject({ status: 200, body: { decision: 'ALLOW', configKey: KEY } });
+    expect(upstream.checks).toBe(1);
+  });
+
+  it('Content-Length: 0 and an empty chunked body are answered 400, field body', async () => {
+    for (const parts of [[head('content-length: 0\r\n')], [head('transfer-encoding: chunked\r\n'), '0\r\n\r\n']]) {
+      const r = oneResponse(await rawExchange(parts));
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
+    }
+    expect(upstream.count).toBe(0);
+  });
+
+  it('a client gone mid-body is never answered nor sent to the service, and the sidecar serves on', async () => {
+    const body = JSON.stringify({ userReference: USER, configKey: KEY });
+    const { port } = new URL(sidecar.handle.urls.decision);
+    const sock = connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => sock.write(head(`content-length: ${body.length}\r\n`) + body.slice(0, 12), () => resolve()));
+    sock.destroy();
+    // The request the sidecar half-read is aborted on its side, with no 'error' listener on it.
+    upstream.reply({ body: allow(KEY, Date.now() + 60_000) });
+    expect((await sidecar.check({ userReference: USER, configKey: KEY })).json).toMatchObject({ decision: 'ALLOW' });
+    expect(upstream.checks).toBe(1);
+    expect(JSON.parse(upstream.requests[0]!.body)).toEqual({ userReference: USER, configKey: KEY });
   });
 });
 
