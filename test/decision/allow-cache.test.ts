@@ -188,23 +188,27 @@ describe('AllowCache: the compact store', () => {
             k: fc.integer({ min: 0, max: 3 }),
             life: fc.integer({ min: 1, max: 5_000 }),
           }),
-          { maxLength: 120 },
+          { maxLength: 120, size: 'max' },
         ),
         (ops: Op[]) => {
           const c = clock();
           // Both clocks advance together here (the monotonic one as an offset of the wall one).
           const cache = new AllowCache({ ...cfg, maxEntries: 1000 }, c.now, () => c.now() - T0);
-          const model = new Map<string, { u: string; diesAt: number }>();
+          const model = new Map<string, { u: string; diesAt: number; k: string; validUntil: number }>();
           for (const o of ops) {
             const u = `user${o.u}`;
             const key = cacheKey({ userReference: u, configKey: `k${o.k}` });
             if (o.op === 'set') {
-              expect(cache.setAllow(key, u, allow(`k${o.k}`, c.now() + o.life + 1_000), c.now() + o.life, cache.generation)).toBe(true);
-              model.set(key, { u, diesAt: c.now() + o.life });
+              const validUntil = c.now() + o.life + 1_000;
+              expect(cache.setAllow(key, u, allow(`k${o.k}`, validUntil), c.now() + o.life, cache.generation)).toBe(true);
+              model.set(key, { u, diesAt: c.now() + o.life, k: `k${o.k}`, validUntil });
             } else if (o.op === 'get') {
               const m = model.get(key);
               const live = m !== undefined && m.diesAt > c.now();
-              expect(cache.lookup(key) !== undefined).toBe(live);
+              const hit = cache.lookup(key);
+              expect(hit !== undefined).toBe(live);
+              // The answer is the live entry's own, never one kept from an earlier entry of its slot.
+              if (live) expect(hit?.answer).toEqual({ ...decisionAnswer(allow(m.k, m.validUntil), 'cache') });
               if (!live) model.delete(key);
             } else if (o.op === 'del') {
               cache.delete(key);
