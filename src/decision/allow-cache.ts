@@ -3,10 +3,11 @@ import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { CacheConfig } from '../config/index.js';
 import { ConfigKeys, hashOf, MAX_USER_BUCKETS, NONE, siftDown, siftUp, Store } from './cache-store.js';
 import type { Answer, CheckRequest, ServiceDecision } from './types.js';
+import { keyMadeWith } from './request.js';
 
 /** The key is the whole request; a length prefix keeps `("ab","c")` and `("a","bc")` apart. */
 export function cacheKey(req: CheckRequest): string {
-  return `${req.userReference.length}:${req.userReference}${req.configKey}`;
+  return keyMadeWith(req) ?? `${req.userReference.length}:${req.userReference}${req.configKey}`;
 }
 
 /** Whether `key` is a {@link cacheKey} of `userReference` (without building its prefix). */

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseCheckBody, parseCheckRequest, readCompactBody } from '../../src/decision/index.js';
+import { cacheKey, parseCheckBody, parseCheckRequest, readCompactBody, type CheckRequest } from '../../src/decision/index.js';
 
 /**
  * The check route reads its body's bytes straight when they have the compact shape clients send,
@@ -77,5 +77,32 @@ describe('parseCheckBody', () => {
       }),
       { numRuns: 5000 },
     );
+  });
+
+  it('gives the cache key made from the bytes only for the request it read last, equal to the key of its fields', () => {
+    // The key as the cache builds it from any request's fields, written out here independently.
+    const byFields = (r: CheckRequest): string => `${r.userReference.length}:${r.userReference}${r.configKey}`;
+    fc.assert(
+      fc.property(field, field, fc.boolean(), field, field, (userReference, configKey, userFirst, u2, k2) => {
+        const body = Buffer.from(userFirst ? JSON.stringify({ userReference, configKey }) : JSON.stringify({ configKey, userReference }));
+        const r = parseCheckBody(body);
+        if ('field' in r) return;
+        expect(cacheKey(r)).toBe(byFields(r));
+        // A request with the same fields made otherwise, and the one read before the last.
+        expect(cacheKey({ ...r })).toBe(byFields(r));
+        const next = parseCheckBody(Buffer.from(JSON.stringify({ userReference: u2, configKey: k2 })));
+        expect(cacheKey(r)).toBe(byFields(r));
+        if (!('field' in next)) expect(cacheKey(next)).toBe(byFields(next));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('keeps users apart whose reference ends where another begins (the length prefix), on the fast path', () => {
+    const a = readCompactBody(Buffer.from('{"userReference":"ab","configKey":"c"}')) as CheckRequest;
+    const keyA = cacheKey(a);
+    const b = readCompactBody(Buffer.from('{"configKey":"bc","userReference":"a"}')) as CheckRequest;
+    expect([keyA, cacheKey(b)]).toEqual(['2:abc', '1:abc']);
+    expect([a, b]).toEqual([{ userReference: 'ab', configKey: 'c' }, { userReference: 'a', configKey: 'bc' }]);
   });
 });
