@@ -80,7 +80,9 @@ export function readCompactBody(b: Buffer): CheckRequest | InvalidRequest | unde
 /** The request the compact read made last, and its cache key (see {@link keyMadeWith}). */
 let lastRead: CheckRequest | undefined;
 let lastKey = '';
-const KEY_BYTES = Buffer.allocUnsafe(4096);
+/** Where keys are laid out; `latin1Slice` is Buffer's own decoder, without `toString`'s argument checks. */
+type Latin1Buffer = Buffer & { latin1Slice(start: number, end: number): string };
+const KEY_BYTES = Buffer.allocUnsafe(4096) as Latin1Buffer;
 
 /**
  * allow-cache's `cacheKey` of the fields at these byte ranges (`<user length>:<user><config>`),
@@ -89,12 +91,17 @@ const KEY_BYTES = Buffer.allocUnsafe(4096);
  */
 function keyFromBytes(b: Buffer, userStart: number, userEnd: number, configStart: number, configEnd: number): string {
   const userLength = userEnd - userStart;
-  const out = userLength + configEnd - configStart + 8 <= KEY_BYTES.length ? KEY_BYTES : Buffer.allocUnsafe(userLength + configEnd - configStart + 8);
-  let o = out.write(String(userLength), 0, 'latin1');
+  const size = userLength + configEnd - configStart + 8;
+  const out = size <= KEY_BYTES.length ? KEY_BYTES : (Buffer.allocUnsafe(size) as Latin1Buffer);
+  // The length's digits, then the bytes, by hand: no number-to-string, no Buffer call per part.
+  let o = 0;
+  let p = 1;
+  while (p * 10 <= userLength) p *= 10;
+  for (; p >= 1; p /= 10) out[o++] = 0x30 + (Math.floor(userLength / p) % 10);
   out[o++] = 0x3a; /* : */
-  o += b.copy(out, o, userStart, userEnd);
-  o += b.copy(out, o, configStart, configEnd);
-  return out.toString('latin1', 0, o);
+  for (let i = userStart; i < userEnd; i++) out[o++] = b[i]!;
+  for (let i = configStart; i < configEnd; i++) out[o++] = b[i]!;
+  return out.latin1Slice(0, o);
 }
 
 /**
