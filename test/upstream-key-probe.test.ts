@@ -133,6 +133,17 @@ describe('the API key checked at start', () => {
     ]);
   });
 
+  it('a service that never answers: unreachable (timeout) after --upstream-timeout-ms, then probed again', async () => {
+    let requests = 0;
+    stall = createServer(() => void (requests += 1)); // never answers
+    await new Promise<void>((r) => stall!.listen(0, '127.0.0.1', r));
+    const { events } = start({ ...upstreamOf(`http://127.0.0.1:${(stall.address() as AddressInfo).port}`, mutableKey('k')), timeoutMs: 200 });
+    await until(() => events('upstream_key_check_unreachable').length >= 2 && requests >= 2, 'two attempts timed out');
+    expect(events('upstream_key_check_unreachable').slice(0, 2).map((e) => [e.cause, e.level])).toEqual([['timeout', 'warn'], ['timeout', 'debug']]);
+    expect(events('upstream_rejects_api_key')).toEqual([]);
+    expect(probe!.outcome).toBe('unreachable');
+  });
+
   it('close() ends a probe in flight and any further one', async () => {
     let requests = 0;
     stall = createServer(() => void (requests += 1)); // never answers
