@@ -63,12 +63,12 @@ export function readCompactBody(b: Buffer): CheckRequest | InvalidRequest | unde
   const start2 = end1 + middle.length;
   const end2 = plainStringEnd(b, start2);
   if (end2 === -1 || end2 !== b.length - 2 || b[end2 + 1] !== 0x7d /* } */) return undefined;
-  const userStart = userFirst ? start1 : start2;
-  const userLength = (userFirst ? end1 : end2) - userStart;
+  const userLength = userFirst ? end1 - start1 : end2 - start2;
+  const configLength = userFirst ? end2 - start2 : end1 - start1;
   const key = userFirst ? keyFromBytes(b, start1, end1, start2, end2) : keyFromBytes(b, start2, end2, start1, end1);
-  const at = key.length - userLength - ((userFirst ? end2 : end1) - (userFirst ? start2 : start1));
-  const userReference = key.slice(at, at + userLength);
-  const configKey = key.slice(at + userLength);
+  // The key is `<digits>:<user><config>`: the fields are its last userLength + configLength characters.
+  const userReference = key.slice(key.length - configLength - userLength, key.length - configLength);
+  const configKey = key.slice(key.length - configLength);
   const bad = checkField('userReference', userReference) ?? checkField('configKey', configKey);
   if (bad) return bad;
   const req = { userReference, configKey };
