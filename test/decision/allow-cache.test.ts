@@ -207,7 +207,7 @@ describe('AllowCache: the compact store', () => {
               const live = m !== undefined && m.diesAt > c.now();
               const hit = cache.lookup(key);
               expect(hit !== undefined).toBe(live);
-              // The answer is the live entry's own, never one kept from an earlier entry of its slot.
+              // The answer is the live entry's own (its configKey and validUntil), never an earlier entry's.
               if (live) expect(hit?.answer).toEqual({ ...decisionAnswer(allow(m.k, m.validUntil), 'cache') });
               if (!live) model.delete(key);
             } else if (o.op === 'del') {
