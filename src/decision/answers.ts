@@ -40,15 +40,20 @@ export function failClosedAnswer(cause: FailClosedCause): Answer {
   return a;
 }
 
-/** 400 `{decision:"DENY", error:"invalid_request"}`, naming the field; the service was not called. */
-export function rejectedAnswer(invalid: InvalidRequest): Answer {
-  return answer(400, 'deny', 'rejected', {
+/** 400 `{decision:"DENY", error:"invalid_request"}`, naming the field; the service was not called (408 or 431 when node's parser refused the request for its time or its headers). */
+export function rejectedAnswer(invalid: InvalidRequest, status: 400 | 408 | 431 = 400): Answer {
+  return answer(status, 'deny', 'rejected', {
     decision: 'DENY',
     error: 'invalid_request',
     field: invalid.field,
     ...(invalid.problem === undefined ? {} : { problem: invalid.problem }),
     detail: invalid.detail,
   });
+}
+
+/** 400 refusing a whole batch (no item decided), naming the field and, for an item, its index. */
+export function refusedBatchAnswer(field: string, detail: string, index?: number): Answer {
+  return answer(400, 'deny', 'rejected', { decision: 'DENY', error: 'invalid_request', field, ...(index === undefined ? {} : { index }), detail });
 }
 
 /** 405 for a method a route does not take, naming what it takes. */

@@ -1,3 +1,4 @@
+import { locateDuplicateMember, type DuplicateMember } from '../lib/duplicate-member.js';
 import type { CheckRequest } from './types.js';
 
 /** Why a request was refused before the service was asked. `field` names what is wrong. */
@@ -25,10 +26,21 @@ export function parseCheckRequest(body: string): CheckRequest | InvalidRequest {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { field: 'body', detail: 'body must be a JSON object' };
   }
+  // JSON.parse keeps the last of repeated members: `{"configKey":"a","configKey":"b"}` would be
+  // asked as "b" by us and read as "a" by a parser that keeps the first. An ambiguous request is
+  // refused, as an ambiguous answer of the service is no decision.
+  const duplicate = locateDuplicateMember(body);
+  if (duplicate !== undefined) return duplicateMember(duplicate);
   const { userReference, configKey } = value as Record<string, unknown>;
   const bad = checkField('userReference', userReference) ?? checkField('configKey', configKey);
   if (bad) return bad;
   return { userReference: userReference as string, configKey: configKey as string };
+}
+
+/** 400 for a member named twice: the field itself when it is one of the request's, else the body. */
+function duplicateMember({ name, path }: DuplicateMember): InvalidRequest {
+  const field = path.length === 0 && (name === 'userReference' || name === 'configKey') ? name : 'body';
+  return { field, detail: `member "${name.slice(0, 64)}" appears more than once${path.length === 0 ? '' : ' in one object'}; the request is ambiguous` };
 }
 
 /**

@@ -27,7 +27,7 @@ export type DecisionSource = 'cache' | 'upstream' | 'fail-closed' | 'rejected';
  * `decision` is what the app may do; only `allow` permits processing.
  */
 export interface Answer {
-  readonly status: 200 | 400 | 405 | 503;
+  readonly status: 200 | 400 | 405 | 408 | 431 | 503;
   readonly decision: 'allow' | 'deny';
   readonly source: DecisionSource;
   readonly body: string;

@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { cacheKey, DecisionError, MAX_FIELD_LENGTH, type Answer, type CheckRequest, type DecisionService } from '../decision/index.js';
+import { cacheKey, DecisionError, MAX_FIELD_LENGTH, refusedBatchAnswer, type Answer, type CheckRequest, type DecisionService } from '../decision/index.js';
+import { locateDuplicateMember, type DuplicateMember } from '../lib/duplicate-member.js';
 import type { RequestTrace } from '../lib/trace.js';
 import { rawTraceContext } from '../observability/trace-context.js';
 import type { Tracing } from '../observability/tracing.js';
-import { SOURCE_HEADER } from './check-route.js';
+import { jsonLastResort, writeJsonAnswer } from './check-route.js';
 import type { DecisionBoundary } from './decision-boundary.js';
 
 /** `POST` here: several checks in one request (contract, The application's side). */
@@ -39,6 +40,10 @@ export function parseBatch(body: string): CheckRequest[] | BatchRefusal {
     return { field: 'body', detail: 'body is not valid JSON' };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return { field: 'body', detail: 'body must be a JSON object' };
+  // A repeated member is read as its last value by JSON.parse and maybe as its first by the app:
+  // an ambiguous batch is refused, naming the item that holds it.
+  const duplicate = locateDuplicateMember(body);
+  if (duplicate !== undefined) return duplicateRefusal(duplicate);
   const checks = (value as { checks?: unknown }).checks;
   if (!Array.isArray(checks)) return { field: 'checks', detail: 'checks must be an array of {userReference, configKey}' };
   if (checks.length === 0) return { field: 'checks', detail: 'checks must hold at least one check' };
@@ -59,16 +64,25 @@ export function parseBatch(body: string): CheckRequest[] | BatchRefusal {
   return out;
 }
 
+/** Where a repeated member is: the item of `checks` that holds it (and its field), or the body. */
+function duplicateRefusal({ name, path }: DuplicateMember): BatchRefusal {
+  const detail = `member "${name.slice(0, 64)}" appears more than once`;
+  if (path.length === 0) return { field: name === 'checks' ? 'checks' : 'body', detail: `${detail}; the request is ambiguous` };
+  const [top, index] = path;
+  if (top !== 'checks' || typeof index !== 'number') return { field: 'body', detail: `${detail} in one object; the request is ambiguous` };
+  const where = `checks[${index}]`;
+  const field = path.length === 2 && (name === 'userReference' || name === 'configKey') ? `${where}.${name}` : where;
+  return { field, index, detail: `${detail} in ${where}; the item is ambiguous` };
+}
+
 /** The single check's body with `source` and `decisionId` added (the body is always one JSON object). */
 function itemJson(a: Answer, decisionId: string): string {
   return `${a.body.slice(0, -1)},"source":"${a.source}","decisionId":"${decisionId}"}`;
 }
 
-function writeJson(res: ServerResponse, status: number, body: string, refused: boolean): void {
+function writeJson(res: ServerResponse, status: number, body: string): void {
   if (res.headersSent || res.destroyed) return;
-  const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store'];
-  if (refused) headers.push(SOURCE_HEADER, 'rejected');
-  res.writeHead(status, headers).end(body);
+  res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store']).end(body);
 }
 
 /**
@@ -79,6 +93,10 @@ function writeJson(res: ServerResponse, status: number, body: string, refused: b
  * with its own decision id; the answer keeps request order.
  */
 export function createBatchRoute(o: BatchRouteOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  // A refused batch is one answer: counted once (`route="batch"`, `rejected`) with its decision id.
+  const refusals = o.boundary.route('batch', writeJsonAnswer, jsonLastResort);
+  const refuse = (res: ServerResponse, r: BatchRefusal, t0: number, trace: RequestTrace | null): void =>
+    refusals.answer(res, refusedBatchAnswer(r.field, r.detail, r.index), t0, undefined, trace);
   return (req, res) => {
     const t0 = performance.now();
     const chunks: Buffer[] = [];
@@ -90,7 +108,7 @@ export function createBatchRoute(o: BatchRouteOptions): (req: IncomingMessage, r
       else if (before <= MAX_BATCH_BODY_BYTES) {
         chunks.length = 0;
         res.shouldKeepAlive = false;
-        refuse(res, { field: 'body', detail: `body larger than ${MAX_BATCH_BODY_BYTES} bytes` });
+        refuse(res, { field: 'body', detail: `body larger than ${MAX_BATCH_BODY_BYTES} bytes` }, t0, null);
       }
     });
     req.on('error', () => undefined);
@@ -105,17 +123,10 @@ export function createBatchRoute(o: BatchRouteOptions): (req: IncomingMessage, r
         parsed = { field: 'body', detail: 'body could not be read' };
         o.boundary.lastResortLog('batch', err, 'batch body could not be parsed');
       }
-      if (!Array.isArray(parsed)) {
-        trace?.end({ status: 400, decision: 'deny', source: 'rejected' });
-        return refuse(res, parsed);
-      }
+      if (!Array.isArray(parsed)) return refuse(res, parsed, t0, trace);
       new Batch(o, parsed, res, t0, trace).run();
     });
   };
-}
-
-function refuse(res: ServerResponse, r: BatchRefusal): void {
-  writeJson(res, 400, JSON.stringify({ decision: 'DENY', error: 'invalid_request', field: r.field, ...(r.index === undefined ? {} : { index: r.index }), detail: r.detail }), true);
 }
 
 /** The batch deadline passed before this item's decision came: no decision, as a single check's timeout. */
@@ -232,6 +243,6 @@ class Batch {
     this.done = true;
     clearTimeout(this.timer);
     this.trace?.end({ status: 200, decision: 'batch', source: 'batch' });
-    writeJson(this.res, 200, `{"results":[${this.results.join(',')}]}`, false);
+    writeJson(this.res, 200, `{"results":[${this.results.join(',')}]}`);
   }
 }

@@ -2,13 +2,13 @@ import type { Server } from 'node:http';
 import { createServer, STATUS_CODES } from '../lib/node-http.js';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger.js';
-import { rejectedAnswer, type AllowCache, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
+import { methodNotAllowedAnswer, rejectedAnswer, type AllowCache, type Answer, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import { Tracing } from '../observability/tracing.js';
 import { BATCH_PATH, createBatchRoute } from './batch-route.js';
 import { cacheAdminRoute } from './cache-admin-route.js';
 import { checkBoundary, createCheckRoute, SOURCE_HEADER } from './check-route.js';
-import { DecisionBoundary } from './decision-boundary.js';
+import { DECISION_ID_HEADER, DecisionBoundary } from './decision-boundary.js';
 import { createForwardAuth, FORWARD_AUTH_PATH, forwardAuthBoundary } from './forward-auth.js';
 import { passthroughRoute } from './passthrough-route.js';
 import { hostChecked, hostGuard } from './host-check.js';
@@ -83,16 +83,31 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
     },
   );
   const server = createServer({ keepAliveTimeout: 65_000, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, dispatch);
-  server.on('clientError', answerClientError);
+  // What never reached a route is answered on the raw socket, still through the boundary: counted
+  // (`route="check"`, `rejected`, as every refusal of this listener) and given its decision id.
+  const rawAnswers = boundary.route('check', writeRawAnswer, (socket: Duplex) => socket.destroy());
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    const a = clientErrorAnswer(err, socket);
+    if (a === null) socket.destroy();
+    else rawAnswers.answer(socket, a, performance.now(), undefined, null);
+  });
   // CONNECT is no request for the service: refused like any method the passthrough does not take.
-  server.on('connect', (_req: unknown, socket: Duplex) => socket.end(CONNECT_REFUSED));
+  server.on('connect', (_req: unknown, socket: Duplex) => rawAnswers.answer(socket, CONNECT_REFUSED, performance.now(), undefined, null));
   return server;
 }
 
-const CONNECT_BODY = JSON.stringify({ decision: 'DENY', error: 'invalid_request', field: 'method', detail: 'CONNECT is not served' });
-const CONNECT_REFUSED =
-  `HTTP/1.1 405 Method Not Allowed\r\nallow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\ncontent-type: application/json\r\n` +
-  `content-length: ${Buffer.byteLength(CONNECT_BODY)}\r\ncache-control: no-store\r\n${SOURCE_HEADER}: rejected\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
+const CONNECT_REFUSED = methodNotAllowedAnswer('CONNECT is not served');
+/** The methods the passthrough takes: the `Allow` of a 405 written on the raw socket. */
+const PASSTHROUGH_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+
+/** An answer written whole on a socket no response object owns, then the connection closed. */
+function writeRawAnswer(socket: Duplex, a: Answer, decisionId: string): void {
+  socket.end(
+    `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status]}\r\n${a.status === 405 ? `allow: ${PASSTHROUGH_METHODS}\r\n` : ''}` +
+      `content-type: application/json\r\ncontent-length: ${a.bodyBytes}\r\ncache-control: no-store\r\n` +
+      `${SOURCE_HEADER}: ${a.source}\r\n${DECISION_ID_HEADER}: ${decisionId}\r\nconnection: close\r\n\r\n${a.body}`,
+  );
+}
 
 /** 405 for a sidecar route asked with another method, naming the one it takes. */
 function methodNotAllowed(allow: string): Handler {
@@ -105,27 +120,17 @@ function methodNotAllowed(allow: string): Handler {
 
 /**
  * What node's parser refuses before any route sees it (a literal control character, space or
- * non-ASCII byte in the target, a malformed request line) is answered like every other refusal of
- * this listener: 400 JSON, `rejected` (node's default is a bare 400 without a body).
+ * non-ASCII byte in the target, a malformed request line or chunk, headers too large or too slow)
+ * is answered like every other refusal of this listener: JSON, `rejected` (node's default is a bare
+ * 400 without a body). Null when nothing may be written: the peer is gone, or a response on this
+ * connection is already under way (as node's own handler, never write into it).
  */
-function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  // As node's own handler: never write into a response already under way on this connection.
+function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): Answer | null {
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
-  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
-    socket.destroy();
-    return;
-  }
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) return null;
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const invalidUrl = err.code === 'HPE_INVALID_URL';
-  const body = JSON.stringify({
-    decision: 'DENY',
-    error: 'invalid_request',
-    field: invalidUrl ? 'path' : 'request',
-    ...(invalidUrl ? { problem: 'invalid_character' } : {}),
-    detail: invalidUrl ? 'the target holds a literal control character, space or non-ASCII byte' : `malformed HTTP request (${err.code ?? 'parse error'})`,
-  });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `cache-control: no-store\r\n${SOURCE_HEADER}: rejected\r\nconnection: close\r\n\r\n${body}`,
-  );
+  if (err.code === 'HPE_INVALID_URL') {
+    return rejectedAnswer({ field: 'path', problem: 'invalid_character', detail: 'the target holds a literal control character, space or non-ASCII byte' }, status);
+  }
+  return rejectedAnswer({ field: 'request', detail: `malformed HTTP request (${err.code ?? 'parse error'})` }, status);
 }

@@ -51,6 +51,24 @@ describe('parseCheckBody', () => {
     }
   });
 
+  it("refuses a body with a repeated member, naming the field when it is one of the request's", () => {
+    // JSON.parse would keep "allowed"; a reader that keeps the first member would mean "denied".
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","configKey":"denied","configKey":"allowed"}'))).toEqual({
+      field: 'configKey',
+      detail: 'member "configKey" appears more than once; the request is ambiguous',
+    });
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","userReference":"v","configKey":"k"}'))).toMatchObject({ field: 'userReference' });
+    // An escape that spells the same name is the same member.
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","configKey":"a","config\\u004bey":"b"}'))).toMatchObject({ field: 'configKey' });
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","configKey":"k","x":1,"x":1}'))).toMatchObject({ field: 'body' });
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","configKey":"k","meta":{"configKey":1,"configKey":2}}'))).toEqual({
+      field: 'body',
+      detail: 'member "configKey" appears more than once in one object; the request is ambiguous',
+    });
+    // The same name in different objects is no repetition.
+    expect(parseCheckBody(Buffer.from('{"userReference":"u","configKey":"k","meta":{"configKey":"k"}}'))).toEqual({ userReference: 'u', configKey: 'k' });
+  });
+
   it('answers every JSON body as JSON.parse does (both key orders, any strings)', () => {
     fc.assert(
       fc.property(field, field, fc.boolean(), (userReference, configKey, userFirst) => {

@@ -115,6 +115,36 @@ describe('batch check', () => {
     expect(upstream.count).toBe(0);
   });
 
+  it.each([
+    ['a repeated configKey in an item', '{"checks":[{"userReference":"a","configKey":"k"},{"userReference":"b","configKey":"no","configKey":"k"}]}', 'checks[1].configKey', 1],
+    ['a repeated member deeper in an item', '{"checks":[{"userReference":"a","configKey":"k","meta":{"x":1,"x":2}}]}', 'checks[0]', 0],
+    ['a repeated checks list', '{"checks":[{"userReference":"a","configKey":"no"}],"checks":[{"userReference":"a","configKey":"k"}]}', 'checks', undefined],
+  ])('%s: 400 naming where, nothing is asked (JSON.parse would keep the last)', async (_name, body, field, index) => {
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
+    const r = await sidecar.send('POST', PATH, { body });
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request', field, detail: expect.stringContaining('appears more than once') });
+    expect(r.json?.index).toBe(index);
+    expect(upstream.count).toBe(0);
+  });
+
+  it('a refused batch is one answer: counted once as rejected on route batch, with a decision id', async () => {
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
+    const ids = new Set<string>();
+    for (const body of ['{"checks":[]}', 'not json', JSON.stringify({ checks: [{ userReference: 'a' }] }), `{"checks":[],"x":"${'y'.repeat(1_048_577)}"}`]) {
+      const r = await sidecar.send('POST', PATH, { body });
+      expect(r.status).toBe(400);
+      expect(r.json).toMatchObject({ decision: 'DENY', error: 'invalid_request' });
+      const id = r.headers['x-consent-decision-id'];
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      ids.add(id as string);
+    }
+    expect(ids.size).toBe(4);
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'batch', decision: 'deny', source: 'rejected' })).toBe(4);
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'batch' })).toBe(4);
+    expect(upstream.count).toBe(0);
+  });
+
   it('100 items are accepted; another method is 405', async () => {
     const { u: upstream, s: sidecar } = await fx.start({ body: deny('k') });
     const r = await batch(sidecar, Array.from({ length: 100 }, (_, i) => ({ userReference: `u${i}`, configKey: 'k' })));

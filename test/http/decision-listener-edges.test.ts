@@ -117,3 +117,31 @@ describe('the passthrough as a proxy', () => {
     expect(r.head).toContain('x-kept: yes');
   });
 });
+
+describe("what node's parser refuses, before any route", () => {
+  it('is answered JSON with a decision id, counted once as a rejected check, and never sent', async () => {
+    const { u: upstream, s: sidecar } = await fx.start({ body: allow('k', Date.now() + 60_000) });
+    const url = sidecar.handle.urls.decision;
+    const before = await sidecar.metric('consent_sidecar_decisions_total', { route: 'check', decision: 'deny', source: 'rejected' });
+    const cases = [
+      // A check whose chunked body is malformed: the route saw the headers, node's parser the bad chunk.
+      [`POST /v1/authorization/check HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\n${CHECK}\r\n0\r\n\r\n`, 400, 'request'],
+      ['GET /v1/customers/a\x01b HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n', 400, 'path'],
+      [`POST /v1/authorization/check HTTP/1.1\r\nhost: localhost\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 0\r\n\r\n`, 431, 'request'],
+      ['CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n', 405, 'method'],
+    ] as const;
+    const ids = new Set<string>();
+    for (const [request, status, field] of cases) {
+      const r = await raw(url, request);
+      expect([r.status, JSON.parse(r.body)]).toEqual([status, expect.objectContaining({ decision: 'DENY', error: 'invalid_request', field })]);
+      expect(r.head).toContain('x-consent-decision-source: rejected');
+      const id = /x-consent-decision-id: ([^\r\n]+)/.exec(r.head)?.[1];
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      ids.add(id!);
+      if (status === 405) expect(r.head).toContain('allow: get, head, post, put, patch, delete, options');
+    }
+    expect(ids.size).toBe(cases.length);
+    expect(await sidecar.metric('consent_sidecar_decisions_total', { route: 'check', decision: 'deny', source: 'rejected' })).toBe(before + cases.length);
+    expect(upstream.count).toBe(0);
+  });
+});

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { findDuplicateMember } from '../../src/lib/duplicate-member.js';
+import { findDuplicateMember, locateDuplicateMember } from '../../src/lib/duplicate-member.js';
 
 describe('findDuplicateMember', () => {
   it.each([
@@ -42,6 +42,33 @@ describe('findDuplicateMember', () => {
         JSON.parse(text); // valid JSON, as the parser guarantees before the scan
         // An earlier duplicate in `outer` is impossible (stringify output), so the name found is ours.
         expect(findDuplicateMember(text)).toBe(name === 'other' ? 'other' : name);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it.each([
+    ['{"a":1,"a":2}', 'a', []],
+    ['{"checks":[{"a":1},{"b":1,"b":2}]}', 'b', ['checks', 1]],
+    ['{"x":[1,[2,3],{"y":{"z":1,"z":2}}]}', 'z', ['x', 2, 'y']],
+    ['[{"k":1},{"k":1},{"q":[{},{"k":1,"k":2}]}]', 'k', [2, 'q', 1]],
+    ['{"s":"a,b","t":[",",{"u":1,"u":2}]}', 'u', ['t', 1]],
+    ['{"a\\u0062":{"c":1,"c":2}}', 'c', ['ab']],
+  ])('locates %s: %s in %j', (text, name, path) => {
+    JSON.parse(text);
+    expect(locateDuplicateMember(text)).toEqual({ name, path });
+  });
+
+  it('locates what findDuplicateMember finds, at the object the generator put it in', () => {
+    fc.assert(
+      fc.property(fc.array(fc.json(), { maxLength: 4 }), fc.nat(), fc.string(), fc.json(), (items, at, name, v) => {
+        const index = items.length === 0 ? 0 : at % (items.length + 1);
+        const parts = items.slice();
+        parts.splice(index, 0, `{"wrap":{${JSON.stringify(name)}:${v},${JSON.stringify(name)}:${v}}}`);
+        const text = `{"list":[${parts.join(',')}]}`;
+        JSON.parse(text);
+        expect(locateDuplicateMember(text)).toEqual({ name, path: ['list', index, 'wrap'] });
+        expect(findDuplicateMember(text)).toBe(name);
       }),
       { numRuns: 1000 },
     );
