@@ -85,6 +85,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     decisionLog,
     forwardAuthUserHeader: config.forwardAuth.userHeader,
     allowedHosts: config.listenerBounds.allowedHosts,
+    unixSocket: config.listeners.decision.path !== undefined,
     tracing,
     boundary,
   });

@@ -40,6 +40,8 @@ export interface DecisionListenerOptions {
   readonly boundary?: DecisionBoundary;
   /** `Host` names accepted beside the loopback ones (`--allowed-host`). */
   readonly allowedHosts?: readonly string[];
+  /** The listener is a Unix socket (`--listen unix:/path`): no name resolves to it, every `Host` is served. */
+  readonly unixSocket?: boolean;
 }
 
 /**
@@ -55,7 +57,7 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
   const rest = passthroughRoute({ passthrough: o.passthrough, check, answers: checkAnswers, logger: o.logger, tracing });
   const notOriginForm = rejectedAnswer({ field: 'path', detail: 'only an origin-form target (/v1/...) is accepted' });
   // Every route but forward-auth, whose proxy passes the original request's Host on.
-  const allowed = hostGuard(o.allowedHosts ?? []);
+  const allowed = hostGuard(o.allowedHosts ?? [], o.unixSocket ?? false);
   const guarded = (h: Handler): Handler => hostChecked(h, allowed, checkAnswers);
   const guardedRest = guarded(rest);
 

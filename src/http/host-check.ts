@@ -19,17 +19,19 @@ export function hostName(value: string): string {
 
 /**
  * Whether a request may be served by the decision listener, by its `Host`: a loopback name
- * (`localhost`, `127.x.y.z`, `[::1]`), a name given with `--allowed-host`, or any over the Unix socket
- * (nothing resolves a name to it). A page in a browser that a rebinding DNS points at 127.0.0.1
- * still sends its own name, and is refused. No `Host` at all (HTTP/1.0) names nothing to rebind.
+ * (`localhost`, `127.x.y.z`, `[::1]`), a name given with `--allowed-host`, or any when the listener
+ * is a Unix socket (`unixSocket`: nothing resolves a name to it). A page in a browser that a
+ * rebinding DNS points at 127.0.0.1 still sends its own name, and is refused. No `Host` at all
+ * (HTTP/1.0) names nothing to rebind. Whether the listener is a Unix socket is its configuration,
+ * not read off the request's socket: a TCP socket already destroyed has no peer port either.
  */
-export function hostGuard(allowed: readonly string[]): (req: IncomingMessage) => boolean {
+export function hostGuard(allowed: readonly string[], unixSocket = false): (req: IncomingMessage) => boolean {
+  if (unixSocket) return () => true;
   const extra = new Set(allowed);
   // The last Host accepted, as it came: an app sends the same one every time, and the verdict is
   // a function of the value alone.
   let lastAccepted: string | undefined;
   return (req) => {
-    if (req.socket.remotePort === undefined) return true;
     const raw = req.rawHeaders;
     let host: string | undefined;
     for (let i = 0; i < raw.length; i += 2) {

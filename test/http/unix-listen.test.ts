@@ -65,6 +65,9 @@ describe('--listen unix:/path', () => {
       };
       expect(await ask()).toMatchObject({ status: 200, source: 'upstream', json: { decision: 'ALLOW' } });
       expect(await ask()).toMatchObject({ status: 200, source: 'cache', json: { decision: 'ALLOW' } });
+      // No name resolves to a Unix socket: any Host is served on it.
+      const named = await client.request({ method: 'POST', path: '/v1/authorization/check', headers: { 'content-type': 'application/json', host: 'app.internal' }, body: JSON.stringify({ userReference: 'u', configKey: 'k' }) });
+      expect([named.statusCode, ((await named.body.json()) as { decision: string }).decision]).toEqual([200, 'ALLOW']);
     } finally {
       await client.close();
     }
