@@ -8,7 +8,7 @@ import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent 
 /**
  * A writer to the shared Redis (no webhook secret, no API key) against the webhook wing, with real
  * `serve` processes: it cannot make an old or delivered event reach the app again, cannot silence
- * an event with a marker of its own, and cannot crash a replica with an entry too large to read.
+ * an event with a marker or a claim of its own, and cannot crash a replica with an entry too large to read.
  * Before, each of these worked (a 30-day-old entry and a re-added one were forwarded, a plain
  * `accepted` made the genuine event a duplicate, a 60 MiB entry cost ~145 MiB to read).
  */
@@ -93,6 +93,15 @@ describe('a Redis writer against the webhook wing', () => {
     expect(await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })).toBe(2);
     // and from now on, genuinely accepted, a duplicate
     expect(await deliver(pass, signedEvent('evt_silenced', 3))).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
+  }, 60_000);
+
+  it('a forged in-flight claim with a 30-day TTL (SET dedup:<id> inflight:… PX 30 days) does not hold the genuine event: it is delivered at once, and the forgery counted', async () => {
+    const before = await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' });
+    await writer.sendCommand(['SET', key(pp, 'dedup', 'evt_held_30d'), 'inflight:forged', 'PX', String(30 * 86_400_000)]);
+    expect(await deliver(pass, signedEvent('evt_held_30d', 6))).toStrictEqual({ status: 200, body: { status: 'accepted' } });
+    expect(passApp.count('evt_held_30d')).toBe(1);
+    expect(await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })).toBe(before + 1);
+    expect(await deliver(pass, signedEvent('evt_held_30d', 6))).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
   }, 60_000);
 
   it('a 60 MiB entry in the queue stream: the replicas never read it (peak RSS under 200 MiB), it ends as a dead letter (oversized), and events flow on', async () => {
