@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
+import { runCli } from '../helpers/cli.js';
 import { adminOn, spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
 import { deliveryHeaders } from '../helpers/webhooks.js';
 import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from '../helpers/serve-process.js';
@@ -59,12 +60,19 @@ describe('a Redis writer against the webhook wing', () => {
     await redis?.stop();
   });
 
-  it('a queue entry signed 30 days ago, added with XADD: dead-lettered as expired, never forwarded', async () => {
+  it("a queue entry signed 30 days ago, added with XADD: dead-lettered as expired, never forwarded, and an operator's replay --all leaves it there", async () => {
     for (const r of [...queue, pass]) await expect.poll(() => r.metric('consent_sidecar_redis_up'), { timeout: 20_000 }).toBe(1);
     const thirtyDaysAgo = Math.floor(Date.now() / 1000) - 30 * 86_400;
     await writer.sendCommand(['XADD', key(qp, 'queue', 'events'), '*', 'e', storedCopy(signedAt('evt_old', thirtyDaysAgo))]);
     await expect.poll(deadLetters, { timeout: 20_000 }).toContainEqual(expect.objectContaining({ id: 'evt_old', lastError: 'expired' }));
     await expect.poll(() => forwards('expired'), { timeout: 10_000 }).toBe(1);
+    expect(received('evt_old')).toBe(0);
+    // It may be a copy of an event the app had, kept until its delivered marker lapsed: no replay.
+    const replay = await runCli(['webhook', 'dead-letters', 'replay', '--all', '--redis-url', redis.url, '--redis-key-prefix', qp, '--webhook-secret', SECRET]);
+    expect(replay).toMatchObject({ code: 1, stdout: 'replayed 0\n' });
+    expect(replay.stderr).toMatch(/left as dead letters, .*carry no replay mark.*: evt_old\n/);
+    expect(await deadLetters()).toContainEqual(expect.objectContaining({ id: 'evt_old', lastError: 'expired' }));
+    expect(await writer.xLen(key(qp, 'queue', 'events'))).toBe(0);
     expect(received('evt_old')).toBe(0);
   }, 60_000);
 
