@@ -161,8 +161,12 @@ export function registerDeadLetters(webhook: Command): void {
         process.stdout.write(`replayed ${result.replayed.length}${result.replayed.length > 0 ? `: ${result.replayed.join(' ')}` : ''}\n`);
         if (result.notVerified.length > 0) {
           process.stderr.write(
-            `consent-sidecar: left as dead letters, they do not verify against the secrets given (altered or added in Redis, parked by an older version, or signed with a secret no longer given): ${result.notVerified.join(' ')}\n`,
+            `consent-sidecar: left as dead letters, they do not verify against the secrets given or carry no replay mark (parked as expired or signature_mismatch, which are never forwarded; altered or added in Redis; parked by an older version; or signed with a secret no longer given): ${result.notVerified.join(' ')}\n`,
           );
+          process.exitCode = EXIT.failure;
+        }
+        if (result.delivered.length > 0) {
+          process.stderr.write(`consent-sidecar: left as dead letters, the app has had them (their delivered marker stands): ${result.delivered.join(' ')}\n`);
           process.exitCode = EXIT.failure;
         }
         if (result.notFound.length > 0) {

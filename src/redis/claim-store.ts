@@ -32,11 +32,12 @@ export class RedisClaimStore implements ClaimStore {
     this.channel = keyspace.channel(DEDUP_SETTLED_CHANNEL);
   }
 
-  async claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): Promise<SharedClaim> {
+  async claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[], longestLeaseMs: number): Promise<SharedClaim> {
     const reply = await this.connection.call('dedup_claim', async (c) => {
       // Not claimed at all when it could not be replicated (nothing to let go afterwards).
       await replicasInSync(c, this.wait);
-      const r = await CLAIM.run(c, [this.key(id)], [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)]);
+      const args = [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), String(longestLeaseMs), ...acceptedMacs.map(acceptedValue)];
+      const r = await CLAIM.run(c, [this.key(id)], args);
       if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
       return r;
     });

@@ -3,8 +3,8 @@ import type { InFlightOutcome } from './dedup-store.js';
 /**
  * What the shared store says of a claim: ours now, accepted before, or held by another replica
  * for `remainingMs` more. `displaced`: the id held something that was neither a claim nor an
- * accepted marker with one of the MACs asked for (forged, or written without our secrets), and the
- * claim took its place.
+ * accepted marker with one of the MACs asked for (forged, or written without our secrets, or an
+ * in-flight value with more left than any replica's lease), and the claim took its place.
  */
 export type SharedClaim =
   | { readonly kind: 'claimed'; readonly displaced: boolean }
@@ -24,8 +24,11 @@ export type SharedAccept = 'held' | 'already' | 'lapsed';
  * (`outcomeUnknown`, see src/lib/store-failure.ts). A scripted stand-in keeps one value per id.
  */
 export interface ClaimStore {
-  /** Claims `id` unless it is in flight or accepted with one of `acceptedMacs`. */
-  claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): Promise<SharedClaim>;
+  /**
+   * Claims `id` for `leaseMs` unless it is accepted with one of `acceptedMacs`, or in flight with at
+   * most `longestLeaseMs` left (more than that, no replica's claim: taken over, `displaced`).
+   */
+  claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[], longestLeaseMs: number): Promise<SharedClaim>;
   /**
    * Records the id as accepted with `mac` (whatever it held, unless already accepted with one of
    * `acceptedMacs`) and announces it with the MAC.

@@ -70,22 +70,27 @@ export async function listDeadLetters(store: QueueStore, bounds: ReadBounds): Pr
 
 /**
  * What a replay did: ids put back on the queue, asked-for ids that are not dead letters, and ids
- * left where they are: their signature does not verify, or they carry no dead-letter mark of ours.
+ * left where they are: their signature does not verify or they carry no dead-letter mark of ours
+ * (`notVerified`), or the app has had the event (`delivered`: its delivered marker stands).
  */
 export interface ReplayResult {
   readonly replayed: string[];
   readonly notFound: string[];
   readonly notVerified: string[];
+  readonly delivered: string[];
 }
 
 /**
  * Puts dead letters back on the queue with a fresh horizon and no attempts: every one (`all`), or
  * those whose event id is in `ids`. Each is verified again against `secrets` first (contract:
- * before every replay), and must carry the mark a worker gives what it parks (a MAC keyed from the
- * secrets): one added to the dead letters by whoever can write to Redis (an old delivery kept from
- * the queue, however genuine) stays where it is and is reported. A replay re-authorises the event
- * for a horizon from now: it carries a replay mark ({@link replaySubject}) the workers check. Each
- * move is one step in the store, so two operators replaying at once never double an event.
+ * before every replay), and must carry the mark a worker gives what the app refused until the
+ * horizon (a MAC keyed from the secrets, {@link deadSubject}): one added to the dead letters by
+ * whoever can write to Redis (an old delivery kept from the queue, however genuine), or parked as
+ * `expired` or `signature_mismatch`, stays where it is and is reported. So does one whose event
+ * the app has had since (a delivered marker whose MAC verifies: a copy a writer added while the
+ * event waited, parked for the app's refusals). A replay re-authorises the event for a horizon from
+ * now: it carries a replay mark ({@link replaySubject}) the workers check. Each move is one step in
+ * the store, so two operators replaying at once never double an event.
  */
 export async function replayDeadLetters(
   store: QueueStore,
@@ -98,6 +103,7 @@ export async function replayDeadLetters(
   const wanted = 'ids' in which ? new Set(which.ids) : null;
   const replayed: string[] = [];
   const notVerified: string[] = [];
+  const delivered: string[] = [];
   const found = new Set<string>();
   for await (const { entry, stored } of deadEntries(store, bounds)) {
     if (!stored || (wanted && !wanted.has(stored.id))) continue;
@@ -105,6 +111,11 @@ export async function replayDeadLetters(
     const marked = stored.deadAt !== undefined && macs.verify('dead', deadSubject(stored, stored.deadAt), stored.deadMac);
     if (!marked || !reverify(stored, secrets).ok) {
       notVerified.push(stored.id);
+      continue;
+    }
+    const [mark] = await store.deliveredMarks([stored.id]);
+    if (macs.verify('delivered', stored.id, mark)) {
+      delivered.push(stored.id);
       continue;
     }
     const fresh: StoredDelivery = {
@@ -120,5 +131,5 @@ export async function replayDeadLetters(
     if (await store.replayDead(entry.entryId, stored.id, JSON.stringify(fresh), now)) replayed.push(stored.id);
   }
   const notFound = wanted ? [...wanted].filter((id) => !found.has(id)) : [];
-  return { replayed, notFound, notVerified };
+  return { replayed, notFound, notVerified, delivered };
 }

@@ -147,14 +147,16 @@ export class QueueDelivery {
   }
 
   /**
-   * A dead letter: past the horizon (`dead_lettered`), an entry that does not verify
-   * (`signature_mismatch`), or one signed longer ago than the queue may hold it (`expired`).
+   * A dead letter: past the horizon (`dead_lettered`, marked for a replay), an entry that does not
+   * verify (`signature_mismatch`), or one signed longer ago than the queue may hold it (`expired`).
    */
   private async park(entryId: string, stored: StoredDelivery, lastError: string, outcome: 'signature_mismatch' | 'expired' | 'dead_lettered'): Promise<'signature_mismatch' | 'expired' | 'dead_lettered'> {
     const { store, metrics, logger } = this.o;
     const deadAt = this.o.now();
-    // The mark `dead-letters replay` asks for: a dead letter of ours, not one added to the stream.
-    const dead: StoredDelivery = { ...stored, lastError, deadAt, deadMac: this.o.macs.sign('dead', deadSubject(stored, deadAt)) };
+    // The mark `dead-letters replay` asks for, given only to what the app refused until the horizon:
+    // an `expired` or `signature_mismatch` entry is never forwarded, a replay included.
+    const deadMac = outcome === 'dead_lettered' ? this.o.macs.sign('dead', deadSubject(stored, deadAt)) : undefined;
+    const dead: StoredDelivery = { ...stored, lastError, deadAt, deadMac };
     await store.deadLetter(this.o.consumer, entryId, stored.id, JSON.stringify(dead));
     metrics.forwards.inc({ outcome });
     if (outcome !== 'dead_lettered') {

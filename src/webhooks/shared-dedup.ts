@@ -12,6 +12,15 @@ import type { SharedDedupMetrics } from './metrics.js';
 
 /** Slack after a remote claim's lease before a waiter gives up on it (ms). */
 const LEASE_SLACK_MS = 50;
+/**
+ * Another replica's claim may have up to this many times our own lease left: replicas of one fleet
+ * run one `--webhook-dedup-lease-ms`, and a rollout that changes it by up to this factor leaves
+ * every old claim honoured by the new replicas and every new one by the old. An in-flight value
+ * with more left is no claim of ours (a Redis writer's, which would otherwise hold the event for
+ * as long as its TTL): it is taken over, and counted as a marker mismatch. So a writer's forged
+ * claim delays an event by at most this many leases.
+ */
+export const LEASE_SPREAD = 2;
 const FALLBACK_LOG_INTERVAL_MS = 30_000;
 
 export interface SharedDedupOptions {
@@ -96,7 +105,7 @@ export class SharedDedup implements DedupStore {
     const askedAt = performance.now();
     let shared;
     try {
-      shared = await store.claim(id, token, leaseMs, this.options.macs.accepted('accepted', id));
+      shared = await store.claim(id, token, leaseMs, this.options.macs.accepted('accepted', id), leaseMs * LEASE_SPREAD);
     } catch (err) {
       wait.cancel();
       // Down is down: refused by a Redis that answers (misconfigured), or silent longer than a lease.
@@ -117,7 +126,8 @@ export class SharedDedup implements DedupStore {
 
     if (shared.kind === 'claimed') {
       wait.cancel();
-      // Something else held the key: not a marker of ours (forged, or written without our secrets).
+      // Something else held the key: not a marker of ours (forged, or written without our secrets,
+      // or a claim with more left than any replica's lease).
       if (shared.displaced) this.mismatch('accepted', id);
       this.held.set(id, { token, mode: 'shared' });
       // A claim read too late to cover a whole forward could lapse under it, and another replica

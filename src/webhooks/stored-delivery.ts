@@ -90,7 +90,10 @@ export interface StoredDelivery {
    */
   readonly replayedAt?: number;
   readonly replayMac?: string;
-  /** Dead letters: the mark of a worker that parked it ({@link deadSubject}); replay needs it. */
+  /**
+   * Dead letters the app refused until the horizon only: the mark of the worker that parked it
+   * ({@link deadSubject}); replay needs it. An `expired` or `signature_mismatch` one has none.
+   */
   readonly deadMac?: string;
 }
 
@@ -108,9 +111,16 @@ export function replaySubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 
   return JSON.stringify([stored.id, stored.timestamp, stored.signature, replayedAt]);
 }
 
-/** What a dead letter's mark covers: the event, its signed timestamp and signature, and when it was parked. */
+/**
+ * What a dead letter's mark covers: why it was parked, the event, its signed timestamp and
+ * signature, and when. The one reason marked is `dead_lettered` (the app did not take it until the
+ * horizon), what a replay is for. An `expired` entry may be a copy of an event
+ * the app took whose delivered marker has lapsed, and a `signature_mismatch` one is not the
+ * service's: neither is ever forwarded, so neither is marked, and a mark made for another reason
+ * (an earlier version marked every dead letter) does not verify.
+ */
 export function deadSubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 'signature'>, deadAt: number): string {
-  return JSON.stringify([stored.id, stored.timestamp, stored.signature, deadAt]);
+  return JSON.stringify(['dead_lettered', stored.id, stored.timestamp, stored.signature, deadAt]);
 }
 
 /** The replay of a stored delivery: when, if its MAC verifies; `invalid` when it carries one that does not; null when none. */

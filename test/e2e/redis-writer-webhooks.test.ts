@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
+import { runCli } from '../helpers/cli.js';
 import { adminOn, spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
 import { deliveryHeaders } from '../helpers/webhooks.js';
 import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent } from '../helpers/serve-process.js';
@@ -8,7 +9,7 @@ import { deliver, RecordingApp, replicaFlags, SECRET, ServeProcess, signedEvent 
 /**
  * A writer to the shared Redis (no webhook secret, no API key) against the webhook wing, with real
  * `serve` processes: it cannot make an old or delivered event reach the app again, cannot silence
- * an event with a marker of its own, and cannot crash a replica with an entry too large to read.
+ * an event with a marker or a claim of its own, and cannot crash a replica with an entry too large to read.
  * Before, each of these worked (a 30-day-old entry and a re-added one were forwarded, a plain
  * `accepted` made the genuine event a duplicate, a 60 MiB entry cost ~145 MiB to read).
  */
@@ -59,12 +60,19 @@ describe('a Redis writer against the webhook wing', () => {
     await redis?.stop();
   });
 
-  it('a queue entry signed 30 days ago, added with XADD: dead-lettered as expired, never forwarded', async () => {
+  it("a queue entry signed 30 days ago, added with XADD: dead-lettered as expired, never forwarded, and an operator's replay --all leaves it there", async () => {
     for (const r of [...queue, pass]) await expect.poll(() => r.metric('consent_sidecar_redis_up'), { timeout: 20_000 }).toBe(1);
     const thirtyDaysAgo = Math.floor(Date.now() / 1000) - 30 * 86_400;
     await writer.sendCommand(['XADD', key(qp, 'queue', 'events'), '*', 'e', storedCopy(signedAt('evt_old', thirtyDaysAgo))]);
     await expect.poll(deadLetters, { timeout: 20_000 }).toContainEqual(expect.objectContaining({ id: 'evt_old', lastError: 'expired' }));
     await expect.poll(() => forwards('expired'), { timeout: 10_000 }).toBe(1);
+    expect(received('evt_old')).toBe(0);
+    // It may be a copy of an event the app had, kept until its delivered marker lapsed: no replay.
+    const replay = await runCli(['webhook', 'dead-letters', 'replay', '--all', '--redis-url', redis.url, '--redis-key-prefix', qp, '--webhook-secret', SECRET]);
+    expect(replay).toMatchObject({ code: 1, stdout: 'replayed 0\n' });
+    expect(replay.stderr).toMatch(/left as dead letters, .*carry no replay mark.*: evt_old\n/);
+    expect(await deadLetters()).toContainEqual(expect.objectContaining({ id: 'evt_old', lastError: 'expired' }));
+    expect(await writer.xLen(key(qp, 'queue', 'events'))).toBe(0);
     expect(received('evt_old')).toBe(0);
   }, 60_000);
 
@@ -93,6 +101,15 @@ describe('a Redis writer against the webhook wing', () => {
     expect(await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })).toBe(2);
     // and from now on, genuinely accepted, a duplicate
     expect(await deliver(pass, signedEvent('evt_silenced', 3))).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
+  }, 60_000);
+
+  it('a forged in-flight claim with a 30-day TTL (SET dedup:<id> inflight:… PX 30 days) does not hold the genuine event: it is delivered at once, and the forgery counted', async () => {
+    const before = await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' });
+    await writer.sendCommand(['SET', key(pp, 'dedup', 'evt_held_30d'), 'inflight:forged', 'PX', String(30 * 86_400_000)]);
+    expect(await deliver(pass, signedEvent('evt_held_30d', 6))).toStrictEqual({ status: 200, body: { status: 'accepted' } });
+    expect(passApp.count('evt_held_30d')).toBe(1);
+    expect(await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })).toBe(before + 1);
+    expect(await deliver(pass, signedEvent('evt_held_30d', 6))).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
   }, 60_000);
 
   it('a 60 MiB entry in the queue stream: the replicas never read it (peak RSS under 200 MiB), it ends as a dead letter (oversized), and events flow on', async () => {

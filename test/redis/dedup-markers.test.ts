@@ -35,4 +35,32 @@ describe('dedup values without our MAC', () => {
     expect(await count(a.metrics.markerMismatches, { marker: 'accepted' })).toBe(2);
     expect(await fx.admin.pTTL(a.key('evt_forever'))).toBeGreaterThan(0);
   });
+
+  it('an in-flight value with a TTL no lease of ours could leave (30 days) is taken over by a claim at once, counted: a delay of at most about a lease, never a silence', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await dedupReplica(fx.redis.url, prefix, { opened, leaseMs: 1500 });
+    await fx.admin.sendCommand(['SET', a.key('evt_held'), 'inflight:forged', 'PX', String(30 * 86_400_000)]);
+    const claim = await a.store.claim('evt_held');
+    expect(claim).toMatchObject({ kind: 'claimed' });
+    expect(await count(a.metrics.markerMismatches, { marker: 'accepted' })).toBe(1);
+    // our claim in its place, with our lease
+    expect(await fx.admin.get(a.key('evt_held'))).toMatch(/^inflight:/);
+    expect(await fx.admin.get(a.key('evt_held'))).not.toBe('inflight:forged');
+    const ttl = await fx.admin.pTTL(a.key('evt_held'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(1500);
+  });
+
+  it("another replica's claim under a lease up to twice ours (a rollout raising the lease) is in flight, not taken over", async () => {
+    const prefix = fx.redis.prefix();
+    const a = await dedupReplica(fx.redis.url, prefix, { opened, leaseMs: 1500 });
+    const b = await dedupReplica(fx.redis.url, prefix, { opened, leaseMs: 3000 });
+    const held = await b.store.claim('evt_longer_lease');
+    if (held.kind !== 'claimed') throw new Error(`not claimed: ${held.kind}`);
+    const waiting = await a.store.claim('evt_longer_lease');
+    if (waiting.kind !== 'in_flight') throw new Error(`not in flight: ${waiting.kind}`);
+    await b.store.release('evt_longer_lease', held.token);
+    expect(await waiting.outcome).toBe('released');
+    expect(await count(a.metrics.markerMismatches)).toBe(0);
+  });
 });

@@ -12,7 +12,7 @@ const fx = useTestRedis();
 const { opened } = fx;
 const BOUNDS = deadLetterBounds(1_048_576);
 
-async function queue(prefix: string, appUrl: string, o: { horizonMs?: number } = {}) {
+async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; now?: () => number } = {}) {
   const { q, store, keys, registry } = await queueReplica(fx.redis.url, prefix, appUrl, { opened, secrets: [SECRET_A], commandTimeoutMs: 2000, ...o });
   const forwards = (outcome: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
   const mismatches = (marker: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_marker_mismatches_total') as never, { marker });
@@ -28,11 +28,11 @@ function signedAt(id: string, timestampS: number): QueuedEvent {
 const nowS = (): number => Math.floor(Date.now() / 1000);
 
 describe('a replay is the operator re-authorising an event; only the secrets can mark one', () => {
-  it('a genuine dead letter signed past the horizon plus the tolerance is replayed and delivered; the same entry with a forged replay mark is expired, counted', async () => {
+  it('a stored delivery signed past the horizon plus the tolerance is dead-lettered as expired and never replayed: it cannot be told from a copy of a delivered event whose marker lapsed', async () => {
     const app = await startApp();
     opened.push(app);
     const p = `${fx.redis.prefix()}replay:`;
-    const { q, store, keys, forwards, mismatches } = await queue(p, app.url, { horizonMs: 1000 });
+    const { q, store, keys, forwards } = await queue(p, app.url, { horizonMs: 1000 });
     // Signed 400 s ago: past 1 s of horizon plus 300 s of tolerance.
     const old = signedAt('evt_old_genuine', nowS() - 400);
     expect(await q.enqueue(old)).toBe('queued');
@@ -40,14 +40,61 @@ describe('a replay is the operator re-authorising an event; only the secrets can
     expect(app.received).toHaveLength(0);
     expect(await listDeadLetters(store, BOUNDS)).toEqual([expect.objectContaining({ id: 'evt_old_genuine', lastError: 'expired' })]);
 
-    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: ['evt_old_genuine'], notFound: [], notVerified: [] });
-    await vi.waitFor(() => expect(app.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_old_genuine']), { timeout: 10_000 });
+    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: [], notFound: [], notVerified: ['evt_old_genuine'], delivered: [] });
+    // left where it was, nothing put back on the queue
+    expect(await listDeadLetters(store, BOUNDS)).toEqual([expect.objectContaining({ id: 'evt_old_genuine', lastError: 'expired' })]);
+    expect(await fx.admin.xLen(keys.events)).toBe(0);
+    // the next event is delivered, and it alone
+    expect(await q.enqueue(signedAt('evt_next', nowS()))).toBe('queued');
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 10_000 });
+    expect(app.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_next']);
+  });
 
-    const forged = { ...storeDelivery(signedAt('evt_old_forged', nowS() - 400).facts, signedAt('evt_old_forged', nowS() - 400).body, Date.now()), replayedAt: Date.now(), replayMac: '0'.repeat(32) };
+  it('a dead letter the app refused past the horizon is replayed and delivered however old its signature; the same entry with a forged replay mark is expired, counted', async () => {
+    const app = await startApp();
+    opened.push(app);
+    app.behaviour = { status: 503 };
+    const p = `${fx.redis.prefix()}refused:`;
+    // The worker's clock, moved on below so the signature is older than the horizon plus the tolerance.
+    let skewMs = 0;
+    const { q, store, keys, forwards, mismatches } = await queue(p, app.url, { horizonMs: 1000, now: () => Date.now() + skewMs });
+    expect(await q.enqueue(signedAt('evt_refused', nowS()))).toBe('queued');
+    await vi.waitFor(() => expect(forwards('dead_lettered')).resolves.toBe(1), { timeout: 15_000 });
+    expect(await listDeadLetters(store, BOUNDS)).toEqual([expect.objectContaining({ id: 'evt_refused', lastError: 'app answered 503' })]);
+
+    skewMs = 400_000;
+    app.behaviour = { status: 204 };
+    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now() + skewMs, BOUNDS)).toEqual({ replayed: ['evt_refused'], notFound: [], notVerified: [], delivered: [] });
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 10_000 });
+    const refused = app.received.length;
+
+    const event = signedAt('evt_old_forged', nowS());
+    const forged = { ...storeDelivery(event.facts, event.body, Date.now() + skewMs), replayedAt: Date.now() + skewMs, replayMac: '0'.repeat(32) };
     await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify(forged)]);
-    await vi.waitFor(() => expect(forwards('expired')).resolves.toBe(2), { timeout: 10_000 });
+    await vi.waitFor(() => expect(forwards('expired')).resolves.toBe(1), { timeout: 10_000 });
     expect(await mismatches('replay')).toBe(1);
-    expect(app.received).toHaveLength(1);
+    expect(app.received).toHaveLength(refused);
+    expect(app.received.map((r) => r.headers['x-service-event-id'])).not.toContain('evt_old_forged');
+  });
+
+  it('a copy a writer added of a waiting event, parked for the app\'s refusals, is not replayed once the event was delivered: the delivered marker stands', async () => {
+    const app = await startApp();
+    opened.push(app);
+    app.behaviour = { status: 503 };
+    const p = `${fx.redis.prefix()}copied:`;
+    const { q, store, keys, forwards } = await queue(p, app.url, { horizonMs: 60_000 });
+    expect(await q.enqueue(signedAt('evt_copied', nowS()))).toBe('queued');
+    // The writer copies the entry waiting for its next attempt, and adds it back as accepted long ago.
+    let waiting = '';
+    await vi.waitFor(async () => expect((waiting = (await fx.admin.zRange(keys.delayed, 0, 0))[0] ?? '')).not.toBe(''), { timeout: 10_000 });
+    await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ ...JSON.parse(waiting), acceptedAt: 0 })]);
+    await vi.waitFor(() => expect(forwards('dead_lettered')).resolves.toBe(1), { timeout: 15_000 });
+    app.behaviour = { status: 204 };
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 30_000 });
+
+    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: [], notFound: [], notVerified: [], delivered: ['evt_copied'] });
+    expect(await listDeadLetters(store, BOUNDS)).toEqual([expect.objectContaining({ id: 'evt_copied' })]);
+    expect(await fx.admin.xLen(keys.events)).toBe(0);
   });
 
   it('a dead letter added to the stream by a writer (a genuine delivery, but no mark of ours) is never replayed', async () => {
@@ -58,7 +105,7 @@ describe('a replay is the operator re-authorising an event; only the secrets can
     const event = signedAt('evt_unmarked', nowS());
     const dead = { ...storeDelivery(event.facts, event.body, Date.now()), lastError: 'app answered 500', deadAt: Date.now() };
     await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(dead)]);
-    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: [], notFound: [], notVerified: ['evt_unmarked'] });
+    expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: [], notFound: [], notVerified: ['evt_unmarked'], delivered: [] });
   });
 });
 

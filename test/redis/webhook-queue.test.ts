@@ -151,7 +151,7 @@ describe('the queue on a real Redis', () => {
     expect([...r1.replayed, ...r2.replayed]).toEqual(['evt_dl']);
     expect(Number(await fx.admin.sendCommand(['XLEN', keys.events]))).toBe(1);
     expect(await listDeadLetters(store)).toEqual([]);
-    expect(await replayDeadLetters(store, { ids: ['evt_dl', 'evt_other'] }, [SECRET_A], now)).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'], notVerified: [] });
+    expect(await replayDeadLetters(store, { ids: ['evt_dl', 'evt_other'] }, [SECRET_A], now)).toEqual({ replayed: [], notFound: ['evt_dl', 'evt_other'], notVerified: [], delivered: [] });
   });
 
   it('deduplicates in the same step as it stores: again, from another replica at once, or accepted before in passthrough', async () => {
@@ -301,7 +301,7 @@ describe('the queue does not trust what Redis hands back', () => {
     const entry = { v: 2, id: 'evt_dead_forged', timestamp: forged.facts.timestamp, signature: forged.facts.signature, body: forged.body.toString('base64'), acceptedAt: 1, attempts: 8, deadAt: 2, lastError: 'x' };
     await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(entry)]);
     const r = await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now());
-    expect(r).toEqual({ replayed: [], notFound: [], notVerified: ['evt_dead_forged'] });
+    expect(r).toEqual({ replayed: [], notFound: [], notVerified: ['evt_dead_forged'], delivered: [] });
     // Put on the queue by whoever can write to Redis, past the replay's check:
     await fx.admin.sendCommand(['XADD', keys.events, '*', 'e', JSON.stringify({ ...entry, attempts: 0 })]);
     await vi.waitFor(async () => expect(await count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome: 'signature_mismatch' })).toBe(1), { timeout: 5000 });

@@ -17,8 +17,9 @@ interface Value {
  * behind the fault script of {@link Wire} (each replica's calls go through its own link).
  *
  * - claim: a value equal to one of the accepted markers asked for is a duplicate; a live
- *   `inflight:` value is in flight for what is left of its lease; anything else (nothing, a
- *   forged value) is replaced by `inflight:<token>` for the lease (`displaced` when something was there);
+ *   `inflight:` value with at most the longest lease left is in flight for what is left of it;
+ *   anything else (nothing, a forged value, a claim with more left) is replaced by
+ *   `inflight:<token>` for the lease (`displaced` when something was there);
  * - accept: recorded as `accepted:<mac>` for the retention whatever the id held (unless already
  *   accepted with a counted MAC), announced with the MAC; `held` when our claim was still there;
  * - release: frees the id only if it still holds our token, and announces it;
@@ -37,7 +38,7 @@ export class StandInClaimStore {
   connect(link: Link): ClaimStore {
     const op = <T>(name: string, effect: () => T): Promise<T> => link.call(name, effect);
     return {
-      claim: (id, token, leaseMs, acceptedMacs) => op('claim', () => this.claim(id, token, leaseMs, acceptedMacs)),
+      claim: (id, token, leaseMs, acceptedMacs, longestLeaseMs) => op('claim', () => this.claim(id, token, leaseMs, acceptedMacs, longestLeaseMs)),
       accept: (id, token, retentionMs, mac, acceptedMacs) => op('accept', () => this.accept(id, token, retentionMs, mac, acceptedMacs)),
       release: (id, token) => op('release', () => this.release(id, token)),
       backfill: (id, remainingMs, mac) => op('backfill', () => void this.set(id, `accepted:${mac}`, Math.max(1, Math.round(remainingMs)))),
@@ -58,11 +59,12 @@ export class StandInClaimStore {
     this.set(id, value, ttlMs);
   }
 
-  private claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[]): SharedClaim {
+  private claim(id: string, token: string, leaseMs: number, acceptedMacs: readonly string[], longestLeaseMs: number): SharedClaim {
     const v = this.get(id);
     if (v) {
       if (acceptedMacs.some((m) => v.value === `accepted:${m}`)) return { kind: 'duplicate' };
-      if (v.value.startsWith('inflight:') && Number.isFinite(v.expiresAt)) return { kind: 'in_flight', remainingMs: v.expiresAt - Date.now() };
+      const remainingMs = v.expiresAt - Date.now();
+      if (v.value.startsWith('inflight:') && Number.isFinite(v.expiresAt) && remainingMs <= longestLeaseMs) return { kind: 'in_flight', remainingMs };
     }
     this.set(id, `inflight:${token}`, leaseMs);
     this.claimed.add(token);
