@@ -1,9 +1,10 @@
 import type { Registry } from 'prom-client';
 import type { SidecarConfig } from './config/index.js';
-import { createInvalidationMetrics, FleetInvalidation, type CacheTrust } from './decision/index.js';
+import { createInvalidationMetrics, FleetInvalidation, type CacheTrust, type EntryMacs } from './decision/index.js';
 import { localPublisher, type RevocationHook, type RevocationPublisher } from './lib/revocation-hook.js';
 import type { Logger } from './observability/index.js';
 import type { SharedState } from './redis/index.js';
+import { MarkerMacs } from './webhooks/index.js';
 
 /** What a replica shares with the others, as the wings take it. */
 export interface Fleet {
@@ -30,6 +31,8 @@ export async function startFleet(config: SidecarConfig, deps: { local: Revocatio
   const invalidation = new FleetInvalidation({
     log: shared.invalidations,
     local: deps.local,
+    // Keyed from the webhook secrets, re-read as they rotate; none without the webhook ingress.
+    macs: invalidationMacs(() => config.webhooks?.secrets.current() ?? []),
     metrics: createInvalidationMetrics(registry),
     logger,
     maxSilenceMs: config.redis.invalidationMaxSilenceMs,
@@ -47,5 +50,18 @@ export async function startFleet(config: SidecarConfig, deps: { local: Revocatio
       invalidation.close();
       await shared.close();
     },
+  };
+}
+
+/**
+ * The invalidation log's MACs, keyed from the webhook secrets as the other Redis markers are
+ * (src/webhooks/markers.ts, kind `invalidation`). A replica given no webhook secret seals nothing
+ * and verifies nothing: its entries, and every entry it reads, are purges of everything.
+ */
+export function invalidationMacs(secrets: () => readonly string[]): EntryMacs {
+  const macs = new MarkerMacs(secrets);
+  return {
+    sign: (subject) => (secrets().length > 0 ? macs.sign('invalidation', subject) : null),
+    verify: (subject, mac) => macs.verify('invalidation', subject, mac),
   };
 }

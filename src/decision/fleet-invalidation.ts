@@ -7,6 +7,7 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { CacheTrust } from './cache-trust.js';
 import type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
 import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
+import { sealSubject, type EntryMacs, type EntryPlace } from './invalidation-seal.js';
 
 /** How often a replica reads the log even without a nudge (ms): the bound on a lost nudge. */
 export const INVALIDATION_POLL_INTERVAL_MS = 1000;
@@ -24,6 +25,11 @@ export interface FleetInvalidationOptions {
   readonly log: InvalidationLog;
   /** This replica's cache. */
   readonly local: RevocationHook;
+  /**
+   * Seals this replica's entries and verifies everyone's (keyed from the webhook secrets): an entry
+   * that does not verify is a revocation of unknown scope.
+   */
+  readonly macs: EntryMacs;
   readonly metrics: InvalidationMetrics;
   readonly logger: Logger;
   /**
@@ -50,7 +56,7 @@ export interface FleetInvalidationOptions {
  * that lost nothing costs no cache: the replica reads what it missed. It purges everything only when
  * it cannot tell what it missed (the log restarted empty, it fell behind the log's retention, an
  * entry after its position was removed however it was removed, a failover rewound the log, an entry
- * it cannot read), counted by cause.
+ * it cannot read, an entry whose MAC does not verify), counted by cause.
  *
  * A read that fails is counted and logged (rate-limited). When reads have failed for longer than
  * `maxSilenceMs` while the store kept answering (an error reply, or other commands: a store that
@@ -102,7 +108,8 @@ export class FleetInvalidation implements RevocationPublisher {
 
   publish(revocation: Revocation): Promise<void> {
     applyTo(this.options.local, revocation);
-    return this.options.log.append(this.replicaId, revocation).then(
+    const seal = (place: EntryPlace): string | null => this.options.macs.sign(sealSubject(place, this.replicaId, revocation));
+    return this.options.log.append(this.replicaId, revocation, seal).then(
       () => void this.options.metrics.published.inc({ outcome: 'ok' }),
       (err: unknown) => {
         this.options.metrics.published.inc({ outcome: 'failed' });
@@ -193,7 +200,7 @@ export class FleetInvalidation implements RevocationPublisher {
       // cannot tell (some of that is gone, or more than one read of it).
       if (!this.inStart) {
         if (page.trimmed || page.deleted || page.entries.length >= READ_BATCH || this.bornSinceStart(page)) this.purgeAll('reset');
-        else this.applyEntries(page.entries);
+        else this.applyEntries(page);
       }
       this.synced = true;
       this.epoch = page.epoch;
@@ -204,7 +211,7 @@ export class FleetInvalidation implements RevocationPublisher {
     if (page.trimmed) return this.restartAt(page, 'trimmed');
     if (page.rewound) return this.restartAt(page, 'rewound');
     if (page.deleted) return this.restartAt(page, 'deleted');
-    this.applyEntries(page.entries);
+    this.applyEntries(page);
     return page.entries.length >= READ_BATCH;
   }
 
@@ -221,17 +228,28 @@ export class FleetInvalidation implements RevocationPublisher {
     return this.options.clockSlackMs ?? START_CLOCK_SLACK_MS;
   }
 
-  private applyEntries(entries: readonly InvalidationEntry[]): void {
-    for (const entry of entries) {
+  private applyEntries(page: InvalidationPage): void {
+    for (const entry of page.entries) {
       this.position = entry.position;
-      if (entry.origin === this.replicaId) continue;
       if (!entry.revocation) {
         this.purgeAll('unreadable');
         continue;
       }
+      // Nothing an entry says (its origin included: an entry naming this replica is skipped) is
+      // believed before its MAC verifies: a Redis writer rewrites entries in place, and copies one
+      // entry's fields, MAC and all, onto another id. One that does not verify revoked something.
+      if (!this.authentic(page.epoch, entry, entry.revocation)) {
+        this.purgeAll('unauthenticated');
+        continue;
+      }
+      if (entry.origin === this.replicaId) continue;
       applyTo(this.options.local, entry.revocation);
       this.options.metrics.received.inc({ scope: entry.revocation.scope });
     }
+  }
+
+  private authentic(epoch: string, entry: InvalidationEntry, revocation: Revocation): boolean {
+    return this.options.macs.verify(sealSubject({ epoch, id: entry.id }, entry.origin, revocation), entry.mac);
   }
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {

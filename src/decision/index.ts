@@ -16,4 +16,5 @@ export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export { CacheTrust } from './cache-trust.js';
 export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
 export type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
+export { sealSubject, type EntryMacs, type EntryPlace } from './invalidation-seal.js';
 export { CATCH_UP_PURGE_CAUSES, createInvalidationMetrics, type CatchUpPurgeCause, type InvalidationMetrics, type LogReadFailure } from './invalidation-metrics.js';

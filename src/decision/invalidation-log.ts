@@ -1,10 +1,19 @@
 import type { Revocation } from '../lib/revocation-hook.js';
+import type { EntryPlace } from './invalidation-seal.js';
 
-/** One revocation as the log holds it; `revocation` is null when the entry could not be read. */
+/**
+ * One revocation as the log holds it, as written by anyone who can write to the store:
+ * `revocation` is null when the entry could not be read, and nothing in it is believed before its
+ * `mac` verifies (see `EntryMacs`).
+ */
 export interface InvalidationEntry {
   readonly position: string;
+  /** The entry's own id in the log (unique within an epoch): what its MAC binds it to. */
+  readonly id: string;
   readonly origin: string;
   readonly revocation: Revocation | null;
+  /** The MAC written with it (null: none). */
+  readonly mac: string | null;
 }
 
 /**
@@ -35,12 +44,16 @@ export interface InvalidationPage {
  * the log itself is what they trust to catch up after any gap. Every read method rejects when the
  * store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
  *
- * A scripted stand-in needs only to keep entries in order, report each of the page's flags when
- * it removes entries, and answer {@link silentForMs}.
+ * A scripted stand-in needs only to keep entries in order with the MAC `seal` gave for each, report
+ * each of the page's flags when it removes entries, and answer {@link silentForMs}.
  */
 export interface InvalidationLog {
-  /** Appends and nudges readers; rejects when it is not known to be written. */
-  append(origin: string, revocation: Revocation): Promise<void>;
+  /**
+   * Appends and nudges readers; rejects when it is not known to be written. `seal` gives the MAC of
+   * the entry at the place it is about to take (null: written without one); it may be asked more
+   * than once, when the place it was asked for was taken first.
+   */
+  append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void>;
   /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
   readAfter(position: string | null, max: number): Promise<InvalidationPage>;
   /**

@@ -1,9 +1,12 @@
 import { Counter, Gauge, type Registry } from '../observability/prom.js';
 import { METRIC_PREFIX } from '../observability/index.js';
 
-/** Why a replica purged its whole cache instead of catching up (`cause` label). */
-export type CatchUpPurgeCause = 'reset' | 'trimmed' | 'deleted' | 'rewound' | 'unreadable';
-export const CATCH_UP_PURGE_CAUSES: readonly CatchUpPurgeCause[] = ['reset', 'trimmed', 'deleted', 'rewound', 'unreadable'];
+/**
+ * Why a replica purged its whole cache instead of catching up (`cause` label); `unauthenticated`:
+ * an entry whose MAC did not verify (none, or not under the current webhook secrets).
+ */
+export type CatchUpPurgeCause = 'reset' | 'trimmed' | 'deleted' | 'rewound' | 'unreadable' | 'unauthenticated';
+export const CATCH_UP_PURGE_CAUSES: readonly CatchUpPurgeCause[] = ['reset', 'trimmed', 'deleted', 'rewound', 'unreadable', 'unauthenticated'];
 
 /** A read of the log that gave no page: the store answered with an error, or did not answer (`kind` label). */
 export type LogReadFailure = 'refused' | 'no_answer';
@@ -24,7 +27,7 @@ export function createInvalidationMetrics(registry: Registry): InvalidationMetri
   const registers = [registry];
   const purges = new Counter({
     name: `${METRIC_PREFIX}cache_reconnect_purges_total`,
-    help: 'Whole-cache purges because this replica could not tell which revocations it missed, by cause (reset, trimmed, deleted, rewound, unreadable).',
+    help: 'Whole-cache purges because this replica could not tell which revocations it missed, by cause (reset, trimmed, deleted, rewound, unreadable, unauthenticated).',
     labelNames: ['cause'],
     registers,
   });

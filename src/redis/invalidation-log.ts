@@ -1,76 +1,29 @@
 import { randomUUID } from 'node:crypto';
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/index.js';
+import type { EntryPlace, InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/index.js';
 import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
-import { RedisScript } from './script.js';
-import { compareStreamIds, isStreamId } from './stream-ids.js';
+import { APPEND, READ } from './invalidation-scripts.js';
+import { compareStreamIds, isStreamId, nextStreamId } from './stream-ids.js';
 
 /** Channel (under the tag) nudged with the new entry's id after each append. */
 export const INVALIDATE_CHANNEL = 'invalidate';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
+ * Tries an append makes at places another took first (another replica's entry, a store whose clock
+ * is ahead of ours) before it rejects: each try learns the store's last id and epoch.
+ */
+const APPEND_TRIES = 4;
+/** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
+const APPEND_CLOCK_SLACK_MS = 1000;
+/**
  * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
- * 1,024 characters): a larger one is nobody's revocation, and only its id is read into the process.
+ * 1,024 characters, a MAC): a larger one is nobody's revocation, and only its id is read into the process.
  */
 export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
-
-/**
- * KEYS: stream, epoch. ARGV: origin, scope, user reference, max entries, channel, new epoch.
- * The epoch is created with the first entry; a store that lost it (restarted empty) gets a new one,
- * which every reader sees as a reset. An epoch is `<the store's clock, ms>.<random>`: when it was
- * born tells a reader that never saw the old one whether the log restarted after it started.
- */
-const APPEND = new RedisScript(`
-if not redis.call('GET', KEYS[2]) then
-  local t = redis.call('TIME')
-  redis.call('SET', KEYS[2], (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[6])
-end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'o', ARGV[1], 's', ARGV[2], 'u', ARGV[3])
-redis.call('PUBLISH', ARGV[5], id)
-return id
-`);
-
-/**
- * KEYS: stream, epoch. ARGV: after (a stream id, '' for the head alone), max, new epoch, max entry
- * bytes. Returns {epoch, last generated id, entries ever added (-1 before Redis 7), length, first
- * entry id ('' when empty), the newest id ever removed by XDEL ('0-0' when none or before Redis 7;
- * trimming does not set it), entries after `after`}. An entry whose fields hold more than the max
- * comes back as its id alone.
- */
-const READ = new RedisScript(`
-local epoch = redis.call('GET', KEYS[2])
-if not epoch then
-  local t = redis.call('TIME')
-  epoch = (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[3]
-  redis.call('SET', KEYS[2], epoch)
-end
-local head, added, len, first, deleted = '0-0', 0, 0, '', '0-0'
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  added = -1
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    local k = info[i]
-    if k == 'last-generated-id' then head = info[i + 1]
-    elseif k == 'entries-added' then added = info[i + 1]
-    elseif k == 'length' then len = info[i + 1]
-    elseif k == 'max-deleted-entry-id' then deleted = info[i + 1]
-    elseif k == 'first-entry' and type(info[i + 1]) == 'table' then first = info[i + 1][1] end
-  end
-end
-if ARGV[1] == '' then return {epoch, head, added, len, first, deleted, {}} end
-local list = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
-local limit = tonumber(ARGV[4])
-for i, e in ipairs(list) do
-  local n = 0
-  for j = 1, #e[2] do n = n + #e[2][j] end
-  if n > limit then list[i] = {e[1], {}} end
-end
-return {epoch, head, added, len, first, deleted, list}
-`);
 
 /**
  * A reader's position: the stream id it read last and that entry's rank among all entries ever
@@ -109,6 +62,10 @@ export class RedisInvalidationLog implements InvalidationLog {
   private readonly channel: string;
   /** The newest entry id a nudge named (null: none, or already found missing). */
   private announced: string | null = null;
+  /** The log's epoch and last id as last seen (where the next append is sealed for). */
+  private place: { epoch: string; last: string } = { epoch: '', last: '0-0' };
+  /** The store's clock minus ours (ms), as its last append answer said: new ids are its milliseconds. */
+  private clockOffsetMs = 0;
 
   constructor(
     private readonly connection: RedisConnection,
@@ -124,11 +81,31 @@ export class RedisInvalidationLog implements InvalidationLog {
     this.channel = keyspace.channel(INVALIDATE_CHANNEL);
   }
 
-  async append(origin: string, revocation: Revocation): Promise<void> {
+  /**
+   * Adds the entry at a place chosen here (the epoch and an id after the last one seen), sealed by
+   * `seal` for exactly that place, so its MAC binds it there; a place taken meanwhile is sealed for
+   * again, at most {@link APPEND_TRIES} times.
+   */
+  async append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
+    const max = String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES);
     await this.connection.call('invalidate_publish', async (c) => {
       await replicasInSync(c, this.options);
-      await APPEND.run(c, this.keys, [origin, revocation.scope, user, String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES), this.channel, randomUUID()]);
+      for (let tries = 1; ; tries++) {
+        const place = { epoch: this.place.epoch, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
+        // Reserved here: an append of this replica sent meanwhile seals for the next id, not this one.
+        this.place = { epoch: place.epoch, last: place.id };
+        const mac = place.epoch === '' ? '' : (seal(place) ?? '');
+        const sentAt = Date.now();
+        const reply = await APPEND.run(c, this.keys, [place.epoch, place.id, origin, revocation.scope, user, mac, max, this.channel, randomUUID(), String(APPEND_CLOCK_SLACK_MS)]);
+        if (!Array.isArray(reply) || reply.length !== 4) throw malformed();
+        const [added, epoch, last, storeMs] = reply as unknown[];
+        if ((added !== 0 && added !== 1) || typeof epoch !== 'string' || typeof last !== 'string' || !isStreamId(last) || !Number.isSafeInteger(storeMs)) throw malformed();
+        this.learn(epoch, last);
+        this.clockOffsetMs = (storeMs as number) - sentAt;
+        if (added === 1) break;
+        if (tries >= APPEND_TRIES) throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
+      }
       await waitForReplicas(c, this.options);
     });
   }
@@ -154,6 +131,7 @@ export class RedisInvalidationLog implements InvalidationLog {
     ) {
       throw malformed();
     }
+    this.learn(epoch, head);
     const counted = (added as number) >= 0;
     const entries: InvalidationEntry[] = [];
     const ids: string[] = [];
@@ -162,7 +140,7 @@ export class RedisInvalidationLog implements InvalidationLog {
       if (!Array.isArray(item) || typeof item[0] !== 'string' || !isStreamId(item[0])) throw malformed();
       rank = counted && rank >= 0 ? rank + 1 : -1;
       ids.push(item[0]);
-      entries.push({ position: encode({ id: item[0], rank }), ...decodeEntry(item[1]) });
+      entries.push({ position: encode({ id: item[0], rank }), id: item[0], ...decodeEntry(item[1]) });
     }
     const complete = list.length < max;
     const gaps = from === null ? { trimmed: false, deleted: false, rewound: false } : gapsAfter(from, { counted, added: added as number, length: length as number, first, maxDeleted, head, read: ids.length, complete });
@@ -198,6 +176,11 @@ export class RedisInvalidationLog implements InvalidationLog {
 
   silentForMs(): number {
     return this.connection.silentForMs();
+  }
+
+  /** Where the next append goes: after `last`, or after an id this replica reserved since (in the same epoch). */
+  private learn(epoch: string, last: string): void {
+    if (epoch !== this.place.epoch || compareStreamIds(last, this.place.last) > 0) this.place = { epoch, last };
   }
 
   /**
@@ -264,13 +247,15 @@ function malformed(): RedisError {
   return new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the invalidation log');
 }
 
-function decodeEntry(fields: unknown): { origin: string; revocation: Revocation | null } {
+/** What an entry says, unchecked: the reader believes none of it before its MAC (`m`) verifies. */
+function decodeEntry(fields: unknown): { origin: string; revocation: Revocation | null; mac: string | null } {
   const f = new Map<string, string>();
   if (Array.isArray(fields)) for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
   const origin = f.get('o') ?? '';
   const scope = f.get('s');
   const user = f.get('u');
-  if (scope === 'all') return { origin, revocation: { scope: 'all' } };
-  if (scope === 'user' && user) return { origin, revocation: { scope: 'user', userReference: user } };
-  return { origin, revocation: null };
+  const mac = f.get('m') ?? null;
+  if (scope === 'all') return { origin, revocation: { scope: 'all' }, mac };
+  if (scope === 'user' && user) return { origin, revocation: { scope: 'user', userReference: user }, mac };
+  return { origin, revocation: null, mac };
 }

@@ -2,9 +2,10 @@ import { createHmac, timingSafeEqual, type KeyObject, createSecretKey } from 'no
 
 /**
  * What a marker says, each MACed apart: an event accepted (dedup), delivered (queue), parked as a
- * dead letter by a worker, or a dead letter an operator replayed.
+ * dead letter by a worker, a dead letter an operator replayed, or an entry of the invalidation log
+ * (a revocation shared with the other replicas).
  */
-export type MarkerKind = 'accepted' | 'delivered' | 'dead' | 'replay';
+export type MarkerKind = 'accepted' | 'delivered' | 'dead' | 'replay' | 'invalidation';
 
 /** The label every marker key is derived under: a new derivation gets a new version, never a new meaning for this one. */
 const DERIVATION = 'consent-sidecar marker v1';

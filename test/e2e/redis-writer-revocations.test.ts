@@ -9,7 +9,7 @@ import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '
  * on any replica after the revocation's 200. Two replicas as real `serve` processes: the service's
  * revocation reaches A (200), and B must stop serving its cached ALLOW. Before, 8 of 20 revocations
  * were lost on B when the newest stream entries were deleted as they were written, and every one
- * when B's reads failed for a moment around the deletion.
+ * when B's reads failed for a moment around the deletion, or when the entry was rewritten in place.
  */
 describe('a Redis writer against the invalidation log', () => {
   let redis: SpawnedRedis;
@@ -65,6 +65,32 @@ describe('a Redis writer against the invalidation log', () => {
     await expect.poll(async () => (await b.check(user, 'marketing-email')).json, { timeout: 10_000, interval: 20 }).toStrictEqual({ decision: 'DENY', configKey: 'marketing-email' });
     expect(await b.check(user, 'marketing-email')).toMatchObject({ source: 'upstream', json: { decision: 'DENY' } });
   }
+
+  it("the revocation's entry rewritten in place before B reads it (the stream deleted and added back, same ids, its user changed): B purges, never serves the revoked ALLOW", async () => {
+    await cachedOnB('dave');
+    const before = await b.metric('consent_sidecar_cache_reconnect_purges_total', { cause: 'unauthenticated' });
+    // B hears the nudge but cannot read until the entry is rewritten (a writer wins the same race
+    // with a pipelined script): the nudged id is there, and the counters agree as long as no entry
+    // was deleted before (this test runs first), so only the entry's MAC can tell.
+    await writer.sendCommand(['ACL', 'SETUSER', 'b', '-xinfo']);
+    try {
+      await revokeThroughA('dave');
+      const rewrite = `
+local all = redis.call('XRANGE', KEYS[1], '-', '+')
+redis.call('DEL', KEYS[1])
+for i, e in ipairs(all) do
+  local f = e[2]
+  if i == #all then for j = 1, #f, 2 do if f[j] == 'u' then f[j + 1] = 'nobody' end end end
+  redis.call('XADD', KEYS[1], e[1], unpack(f))
+end
+return #all`;
+      expect(await writer.sendCommand(['EVAL', rewrite, '1', stream])).toBeGreaterThan(1);
+    } finally {
+      await writer.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
+    }
+    await deniedOnB('dave');
+    expect((await b.metric('consent_sidecar_cache_reconnect_purges_total', { cause: 'unauthenticated' })) - before).toBe(1);
+  }, 60_000);
 
   it("B's reads refused for a moment (ACL -xinfo) around one deletion: B purges when it reads again", async () => {
     await cachedOnB('erin');

@@ -30,9 +30,15 @@ describe('DELETE /sidecar/cache, two sidecars on one real Redis', () => {
     upstream = undefined;
   });
 
-  async function twoReplicas(): Promise<[TestSidecar, TestSidecar]> {
+  /**
+   * Two replicas sharing the key prefix. The invalidation log's entries are MACed with a key derived
+   * from the webhook secrets: replicas given one (the webhook ingress on, its app never called here)
+   * share a purge as it was asked; replicas without one can authenticate no entry (`keyless`).
+   */
+  async function twoReplicas(o: { keyless?: boolean } = {}): Promise<[TestSidecar, TestSidecar]> {
     upstream = await startUpstream(allowAsked);
-    const flags = { 'redis-url': fx.redis.url, 'redis-key-prefix': fx.redis.prefix() };
+    const webhooks = { 'webhook-listen': '127.0.0.1:0', 'app-webhook-url': 'http://127.0.0.1:9/webhooks', 'webhook-secret': 'whsec_cache_admin_test_secret' };
+    const flags = { 'redis-url': fx.redis.url, 'redis-key-prefix': fx.redis.prefix(), ...(o.keyless ? {} : webhooks) };
     sidecars = await Promise.all([startTestSidecar(upstream.url, flags), startTestSidecar(upstream.url, flags)]);
     return sidecars as [TestSidecar, TestSidecar];
   }
@@ -76,6 +82,18 @@ describe('DELETE /sidecar/cache, two sidecars on one real Redis', () => {
     await vi.waitFor(async () => expect(await received(a, 'all')).toBeGreaterThan(heard), PATIENTLY);
 
     for (const s of [a, b]) for (const u of ['bob', 'carol']) expect((await s.check({ userReference: u, configKey: KEY })).source).toBe('upstream');
+  });
+
+  it('replicas without a webhook secret: a purge by user on one empties the other’s whole cache (an entry without a MAC revoked who knows what)', async () => {
+    const [a, b] = await twoReplicas({ keyless: true });
+    for (const s of [a, b]) for (const u of ['bob', 'carol']) await cached(s, u);
+    const purges = (): Promise<number> => b.metric('consent_sidecar_cache_reconnect_purges_total', { cause: 'unauthenticated' });
+    const before = await purges();
+
+    expect((await a.send('DELETE', '/sidecar/cache?userReference=bob')).json).toStrictEqual({ purged: 1 });
+    await vi.waitFor(async () => expect(await purges()).toBeGreaterThan(before), PATIENTLY);
+    for (const u of ['bob', 'carol']) expect((await b.check({ userReference: u, configKey: KEY })).source).toBe('upstream');
+    expect(await received(b, 'user')).toBe(0);
   });
 });
 

@@ -1,10 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
-import { CacheTrust, createInvalidationMetrics, FleetInvalidation } from '../../src/decision/index.js';
-import { silentLogger } from '../../src/observability/index.js';
-import { createRegistry } from '../../src/observability/registry.js';
-import { RedisInvalidationLog, type RedisTargetSpec } from '../../src/redis/index.js';
-import { adminOn, spawnRedisServer, useTestRedis } from '../helpers/redis.js';
-import { connectionTo, count, single, up } from './room.js';
+import type { RedisTargetSpec } from '../../src/redis/index.js';
+import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
+import { count, invalidationReplica, redisWithUser, single } from './room.js';
 
 /**
  * Whoever can write to Redis must not keep a revoked ALLOW alive: every entry removed after a
@@ -14,40 +11,14 @@ import { connectionTo, count, single, up } from './room.js';
 const fx = useTestRedis();
 const { opened } = fx;
 
-const recorder = () => {
-  const calls: string[] = [];
-  return { calls, hook: { revokeUser: (u: string) => (calls.push(`user:${u}`), 1), revokeAll: () => (calls.push('all'), 2) } };
+/** A replica of the fleet invalidation on the real log (see {@link invalidationReplica}). */
+const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxSilenceMs?: number; pollIntervalMs?: number; waitUp?: boolean } = {}) =>
+  invalidationReplica(target, { prefix, opened, maxSilenceMs: 60_000, ...o });
+
+const redisWithUserB = async () => {
+  const r = await redisWithUser('b', opened);
+  return { ...r, urlB: r.url };
 };
-
-async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxSilenceMs?: number; pollIntervalMs?: number; waitUp?: boolean } = {}) {
-  const c = connectionTo(target, { prefix, opened, commandTimeoutMs: 2000 });
-  if (o.waitUp ?? true) await up(c);
-  const rec = recorder();
-  const metrics = createInvalidationMetrics(createRegistry({ defaultMetrics: false }));
-  const trust = new CacheTrust();
-  const fleet = new FleetInvalidation({
-    log: new RedisInvalidationLog(c.conn, c.keyspace),
-    local: rec.hook,
-    metrics,
-    logger: silentLogger(),
-    maxSilenceMs: o.maxSilenceMs ?? 60_000,
-    trust,
-    pollIntervalMs: o.pollIntervalMs ?? 200,
-  });
-  await fleet.start();
-  opened.push({ close: async () => fleet.close() });
-  return { fleet, rec, metrics, trust, conn: c.conn, stream: c.keyspace.key('invalidations') };
-}
-
-/** A Redis of its own with a user `b` whose permissions a test changes (ACL), as a writer with ACL rights can. */
-async function redisWithUserB() {
-  const own = await spawnRedisServer();
-  opened.push({ close: () => own.stop() });
-  const admin = await adminOn(own.url);
-  opened.push({ close: async () => admin.destroy() });
-  await admin.sendCommand(['ACL', 'SETUSER', 'b', 'on', '>b-password', '~*', '&*', '+@all']);
-  return { own, admin, urlB: `redis://b:b-password@127.0.0.1:${own.port}` };
-}
 
 describe('every entry removed after a replica position makes it purge (counted as deleted)', () => {
   // Before: only a trim from the front was noticed (trimmedPast assumed entries only leave from the

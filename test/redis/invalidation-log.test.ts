@@ -1,39 +1,14 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createInvalidationMetrics, FleetInvalidation } from '../../src/decision/index.js';
-import { silentLogger } from '../../src/observability/index.js';
-import { createRegistry } from '../../src/observability/registry.js';
-import { RedisInvalidationLog, type RedisTargetSpec } from '../../src/redis/index.js';
+import type { RedisTargetSpec } from '../../src/redis/index.js';
 import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
-import { connectionTo, count, single, up } from './room.js';
+import { count, invalidationReplica, single } from './room.js';
 
 const fx = useTestRedis();
 const { opened } = fx;
 
-/** What a replica's cache was asked to purge. */
-const recorder = () => {
-  const calls: string[] = [];
-  return { calls, hook: { revokeUser: (u: string) => (calls.push(`user:${u}`), 1), revokeAll: () => (calls.push('all'), 2) } };
-};
-
-async function replica(prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean; clockSlackMs?: number } = {}) {
-  // A generous deadline: a first read that times out on a busy machine would count as a reset.
-  const c = connectionTo(target, { prefix, opened, commandTimeoutMs: 2000 });
-  if (o.waitUp ?? true) await up(c);
-  const rec = recorder();
-  const metrics = createInvalidationMetrics(createRegistry({ defaultMetrics: false }));
-  const fleet = new FleetInvalidation({
-    log: new RedisInvalidationLog(c.conn, c.keyspace, o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
-    local: rec.hook,
-    metrics,
-    logger: silentLogger(),
-    maxSilenceMs: 5000,
-    pollIntervalMs: 200,
-    ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
-  });
-  await fleet.start();
-  opened.push({ close: async () => fleet.close() });
-  return { fleet, rec, metrics, conn: c.conn };
-}
+/** A replica of the fleet invalidation on the real log (see {@link invalidationReplica}). */
+const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean; clockSlackMs?: number } = {}) =>
+  invalidationReplica(target, { prefix, opened, ...o });
 
 describe('revocations reach every replica through the invalidation log', () => {
   it('a published revocation reaches the other replicas, not its sender twice', async () => {

@@ -131,3 +131,69 @@ export async function queueReplica(url: string, prefix: string, appUrl: string, 
   o.opened.push({ close: () => q.stop().then(() => appClient.destroy()) });
   return { q, store, conn: c.conn, redisMetrics: c.metrics, registry, keys: store.keys, setSecrets: (s: readonly string[]) => (secrets = s) };
 }
+
+/** The webhook secret the invalidation log's entries are keyed from in the Redis tests. */
+export const INVALIDATION_TEST_SECRET = 'whsec_invalidation_test_secret';
+
+/** What a test replica of the fleet invalidation may set; each default is the one its tests were written for. */
+export interface InvalidationReplicaOptions {
+  readonly prefix: string;
+  readonly opened: { close(): Promise<void> }[];
+  readonly maxEntries?: number;
+  readonly maxSilenceMs?: number;
+  readonly pollIntervalMs?: number;
+  /** False for a Redis the test is about to stop or cannot reach yet: do not wait for its health check. */
+  readonly waitUp?: boolean;
+  readonly clockSlackMs?: number;
+  /** The webhook secrets its entries are sealed and verified with ([] for a replica without any). */
+  readonly secrets?: readonly string[];
+  /** Tells its own entries apart (a random id by default). */
+  readonly replicaId?: string;
+}
+
+/**
+ * One replica's fleet invalidation on the real Redis log: its own connection, a cache that records
+ * what it was asked to purge (`rec.calls`: `user:<ref>` or `all`), started, and closed with `opened`.
+ */
+export async function invalidationReplica(target: RedisTargetSpec | (() => RedisTargetSpec), o: InvalidationReplicaOptions) {
+  const { CacheTrust, createInvalidationMetrics, FleetInvalidation } = await import('../../src/decision/index.js');
+  const { RedisInvalidationLog } = await import('../../src/redis/index.js');
+  const { invalidationMacs } = await import('../../src/fleet-wiring.js');
+  // A generous deadline: a first read that times out on a busy machine would count as a reset.
+  const c = connectionTo(target, { prefix: o.prefix, opened: o.opened, commandTimeoutMs: 2000 });
+  if (o.waitUp ?? true) await up(c);
+  const calls: string[] = [];
+  const hook = { revokeUser: (u: string) => (calls.push(`user:${u}`), 1), revokeAll: () => (calls.push('all'), 2) };
+  const metrics = createInvalidationMetrics(createRegistry({ defaultMetrics: false }));
+  const trust = new CacheTrust();
+  const secrets = o.secrets ?? [INVALIDATION_TEST_SECRET];
+  const fleet = new FleetInvalidation({
+    log: new RedisInvalidationLog(c.conn, c.keyspace, o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
+    local: hook,
+    macs: invalidationMacs(() => secrets),
+    metrics,
+    logger: silentLogger(),
+    maxSilenceMs: o.maxSilenceMs ?? 5000,
+    trust,
+    pollIntervalMs: o.pollIntervalMs ?? 200,
+    ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
+    ...(o.replicaId !== undefined ? { replicaId: o.replicaId } : {}),
+  });
+  await fleet.start();
+  o.opened.push({ close: async () => fleet.close() });
+  return { fleet, rec: { calls }, metrics, trust, conn: c.conn, stream: c.keyspace.key('invalidations') };
+}
+
+/**
+ * A Redis of its own with a user `name` (all keys, channels and commands) whose permissions a test
+ * then changes (ACL SETUSER), as a writer with ACL rights can; `url` connects as that user.
+ */
+export async function redisWithUser(name: string, opened: { close(): Promise<void> }[]) {
+  const { adminOn, spawnRedisServer } = await import('../helpers/redis.js');
+  const own = await spawnRedisServer();
+  opened.push({ close: () => own.stop() });
+  const admin = await adminOn(own.url);
+  opened.push({ close: async () => admin.destroy() });
+  await admin.sendCommand(['ACL', 'SETUSER', name, 'on', `>${name}-password`, '~*', '&*', '+@all']);
+  return { own, admin, url: `redis://${name}:${name}-password@127.0.0.1:${own.port}` };
+}

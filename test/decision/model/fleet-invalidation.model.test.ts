@@ -4,14 +4,15 @@ import { CacheTrust, createInvalidationMetrics, FleetInvalidation } from '../../
 import type { Revocation, RevocationHook } from '../../../src/lib/revocation-hook.js';
 import { createRegistry, silentLogger } from '../../../src/observability/index.js';
 import { useModelClock, type ModelClock } from '../../helpers/stand-ins/clock.js';
-import { StandInInvalidationLog } from '../../helpers/stand-ins/invalidation-log.js';
+import { StandInInvalidationLog, standInMacs } from '../../helpers/stand-ins/invalidation-log.js';
 import { modelCommand, weighted } from '../../helpers/stand-ins/model.js';
 import { Wire, type Fate, type Link } from '../../helpers/stand-ins/wire.js';
 
 /**
  * Fleet invalidation driven through random interleavings of cached ALLOWs, revocations published
  * by three replicas, lost nudges, store faults (late, lost, unknown, refused and unsent replies,
- * freezes and reordered calls) and a log that loses entries (trimmed, deleted, restarted empty),
+ * freezes and reordered calls) and a log that loses entries (trimmed, deleted, restarted empty)
+ * or has them rewritten in place,
  * against a model of what each replica knows. The real Redis tests (test/redis/invalidation-*.test.ts)
  * prove the adapter; this proves the policy: once a replica was answered a page of the log written
  * after a revocation, it serves no cached ALLOW that revocation took away (it applied it, or it
@@ -85,7 +86,7 @@ class Fleet {
       },
     };
     const trust = new CacheTrust();
-    const fleet = new FleetInvalidation({ log: this.log.connect(link), local, metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })), logger: silentLogger(), maxSilenceMs: MAX_SILENCE_MS, trust, now: Date.now });
+    const fleet = new FleetInvalidation({ log: this.log.connect(link), local, macs: standInMacs, metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })), logger: silentLogger(), maxSilenceMs: MAX_SILENCE_MS, trust, now: Date.now });
     const r: Replica = { link, cache, trust, fleet, known: new Set() };
     this.replicas.push(r);
     await fleet.start();
@@ -125,6 +126,7 @@ function commands(): fc.Arbitrary<Iterable<Cmd>> {
       slot.map((s) => command(`lose next nudge to ${s}`, (f) => f.at(s).link.dropNext('invalidation-appended'))),
       fc.nat(3).map((n) => command(`trim(${n + 1})`, (f) => f.log.trim(n + 1))),
       fc.nat(3).map((i) => command(`delete entry #${i}`, (f) => f.log.remove(i))),
+      fc.nat(3).map((i) => command(`rewrite entry #${i}`, (f) => f.log.rewrite(i))),
       fc.constant(command('store restarts empty', (f) => f.log.restartEmpty())),
       fc.constantFrom('freeze', 'down').map((how) => command(`store ${how === 'freeze' ? 'freezes' : 'down'}`, (f) => (how === 'freeze' ? f.wire.freeze() : f.wire.down()))),
       fc.array(fc.nat(2), { maxLength: 4 }).map((order) => command(`store answers again (order ${order.join(',')})`, (f) => f.wire.thaw(order))),
@@ -163,7 +165,19 @@ describe('fleet invalidation, model-based', () => {
   });
 
 
-  it('through store faults, lost nudges and a log that loses entries: no cached ALLOW served once its revocation was read past', async () => {
+  it("a revocation rewritten in place before a replica read it (another entry's fields and MAC on its id) purges that replica all the same", async () => {
+    await run([
+      command('revoke(u2 at 0)', (f) => f.revoke(0, 'u2')),
+      command('advance(2000)', (f) => f.clock.advance(2000)),
+      command('cache(u1 at 1)', (f) => f.cache(1, 'u1')),
+      command('lose next nudge to 1', (f) => f.at(1).link.dropNext('invalidation-appended')),
+      command('revoke(u1 at 0)', (f) => f.revoke(0, 'u1')),
+      command('rewrite entry #1', (f) => f.log.rewrite(1)),
+      command('advance(2000)', (f) => f.clock.advance(2000)),
+    ]);
+  });
+
+  it('through store faults, lost nudges and a log that loses entries or has them rewritten: no cached ALLOW served once its revocation was read past', async () => {
     await fc.assert(fc.asyncProperty(commands(), run), { numRuns: 300 });
   });
 });

@@ -1,4 +1,5 @@
 import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../../../src/decision/invalidation-log.js';
+import type { EntryMacs } from '../../../src/decision/invalidation-seal.js';
 import type { Revocation } from '../../../src/lib/revocation-hook.js';
 import type { Link, Wire } from './wire.js';
 
@@ -9,13 +10,24 @@ interface Kept {
   readonly at: number;
   readonly origin: string;
   readonly revocation: Revocation;
+  readonly mac: string | null;
 }
+
+/**
+ * The stand-ins' MACs: a subject's MAC is the subject under a mark only the replicas hold (the
+ * stand-in log never makes one), so a rewritten entry verifies no more than under HMAC.
+ */
+export const standInMacs: EntryMacs = {
+  sign: (subject) => `sealed:${subject}`,
+  verify: (subject, mac) => mac === `sealed:${subject}`,
+};
 
 /**
  * A scripted stand-in of {@link InvalidationLog}: an ordered, numbered log on the injected clock,
  * behind the fault script of {@link Wire}, that can lose entries the ways a Redis stream does and
  * says so in each page's flags: {@link trim} (from the front: `trimmed`), {@link remove} (one entry:
- * `deleted`), {@link restartEmpty} (a new epoch). Positions are sequence numbers as strings.
+ * `deleted`), {@link restartEmpty} (a new epoch); and an entry rewritten in place, which no flag
+ * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings.
  *
  * For the model, `seen(link, revoked)` hears, for each page a reader was answered, the revocations
  * appended (in any epoch) before that read ran: the ones that reader now knows of.
@@ -49,9 +61,10 @@ export class StandInInvalidationLog {
       );
     };
     return {
-      append: (origin, revocation) =>
+      append: (origin, revocation, seal) =>
         link.call('append', () => {
-          this.kept.push({ seq: ++this.head, at: Date.now(), origin, revocation });
+          const seq = ++this.head;
+          this.kept.push({ seq, at: Date.now(), origin, revocation, mac: seal({ epoch: String(this.epoch), id: String(seq) }) });
           this.appended.push(revocation);
           this.wire.publish(APPENDED, null);
         }),
@@ -82,6 +95,20 @@ export class StandInInvalidationLog {
     this.deletedSeqs.add(gone!.seq);
   }
 
+  /**
+   * The `index`th entry (modulo how many there are) rewritten in place, its id and the log's
+   * counters kept: it takes the fields, MAC included, of the entry before it, or, for the oldest,
+   * names another user (or anybody's consent for all) under its own MAC.
+   */
+  rewrite(index: number): void {
+    if (this.kept.length === 0) return;
+    const i = index % this.kept.length;
+    const entry = this.kept[i]!;
+    const before = this.kept[i - 1];
+    const other: Revocation = entry.revocation.scope === 'user' ? { scope: 'user', userReference: `not-${entry.revocation.userReference}` } : { scope: 'user', userReference: 'nobody' };
+    this.kept[i] = before ? { ...before, seq: entry.seq, at: entry.at } : { ...entry, revocation: other };
+  }
+
   /** The store restarted empty: a new epoch, born now. */
   restartEmpty(): void {
     this.kept = [];
@@ -102,7 +129,7 @@ export class StandInInvalidationLog {
   }
 
   private page(kept: readonly Kept[], trimmed: boolean, deleted: boolean): InvalidationPage {
-    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), origin: k.origin, revocation: k.revocation }));
+    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), id: String(k.seq), origin: k.origin, revocation: k.revocation, mac: k.mac }));
     return { epoch: String(this.epoch), epochBornMs: this.bornAt, head: String(this.head), trimmed, deleted, rewound: false, entries };
   }
 }

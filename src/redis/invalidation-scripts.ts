@@ -1,0 +1,82 @@
+import { RedisScript } from './script.js';
+
+/**
+ * KEYS: stream, epoch. ARGV: the epoch the entry was sealed for, its id, origin, scope, user
+ * reference, MAC ('' for none), max entries, channel, new epoch, how far (ms) the id may be behind
+ * the store's clock. Adds the entry under exactly that id and epoch, as its MAC says (a reader
+ * verifies the MAC over both), and nudges readers with the id: returns {1, epoch, id, the store's
+ * clock in ms}. When the epoch is another, the id is not after the stream's last, or it is further
+ * behind the store's clock than allowed (ids stay the store's milliseconds, which a reader without
+ * a position reads from), adds nothing and returns {0, epoch, last generated id, clock}: the caller
+ * seals again for a new place. The epoch is created with the first entry; a store that lost it
+ * (restarted empty) gets a new one, which every reader sees as a reset. An epoch is `<the store's
+ * clock, ms>.<random>`: when it was born tells a reader that never saw the old one whether the log
+ * restarted after it started.
+ */
+export const APPEND = new RedisScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  epoch = now .. '.' .. ARGV[9]
+  redis.call('SET', KEYS[2], epoch)
+end
+local function last()
+  if redis.call('EXISTS', KEYS[1]) == 0 then return '0-0' end
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then return info[i + 1] end
+  end
+  return '0-0'
+end
+local ms = tonumber(string.match(ARGV[2], '^(%d+)-'))
+if epoch ~= ARGV[1] or not ms or ms < now - tonumber(ARGV[10]) then return {0, epoch, last(), now} end
+local fields = {'o', ARGV[3], 's', ARGV[4], 'u', ARGV[5]}
+if ARGV[6] ~= '' then
+  fields[7] = 'm'
+  fields[8] = ARGV[6]
+end
+local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], ARGV[2], unpack(fields))
+if type(id) == 'table' and id.err then return {0, epoch, last(), now} end
+redis.call('PUBLISH', ARGV[8], id)
+return {1, epoch, id, now}
+`);
+
+/**
+ * KEYS: stream, epoch. ARGV: after (a stream id, '' for the head alone), max, new epoch, max entry
+ * bytes. Returns {epoch, last generated id, entries ever added (-1 before Redis 7), length, first
+ * entry id ('' when empty), the newest id ever removed by XDEL ('0-0' when none or before Redis 7;
+ * trimming does not set it), entries after `after`}. An entry whose fields hold more than the max
+ * comes back as its id alone.
+ */
+export const READ = new RedisScript(`
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  local t = redis.call('TIME')
+  epoch = (t[1] * 1000 + math.floor(t[2] / 1000)) .. '.' .. ARGV[3]
+  redis.call('SET', KEYS[2], epoch)
+end
+local head, added, len, first, deleted = '0-0', 0, 0, '', '0-0'
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  added = -1
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    local k = info[i]
+    if k == 'last-generated-id' then head = info[i + 1]
+    elseif k == 'entries-added' then added = info[i + 1]
+    elseif k == 'length' then len = info[i + 1]
+    elseif k == 'max-deleted-entry-id' then deleted = info[i + 1]
+    elseif k == 'first-entry' and type(info[i + 1]) == 'table' then first = info[i + 1][1] end
+  end
+end
+if ARGV[1] == '' then return {epoch, head, added, len, first, deleted, {}} end
+local list = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+local limit = tonumber(ARGV[4])
+for i, e in ipairs(list) do
+  local n = 0
+  for j = 1, #e[2] do n = n + #e[2][j] end
+  if n > limit then list[i] = {e[1], {}} end
+end
+return {epoch, head, added, len, first, deleted, list}
+`);
+
