@@ -164,7 +164,6 @@ describe('fleet invalidation, model-based', () => {
     ]);
   });
 
-
   it("a revocation rewritten in place before a replica read it (another entry's fields and MAC on its id) purges that replica all the same", async () => {
     await run([
       command('revoke(u2 at 0)', (f) => f.revoke(0, 'u2')),
