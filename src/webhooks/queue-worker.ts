@@ -43,6 +43,11 @@ export class QueueWorker implements EventQueue {
   readonly consumer = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   /** Entries being handled here, by entry id. */
   private readonly active = new Map<string, Promise<void>>();
+  /**
+   * When the handling of an entry ended here (`performance.now()`), kept while a read sent before
+   * then may still answer: its reply shows the entry as it was before that handling moved it.
+   */
+  private readonly settledAt = new Map<string, number>();
   /** Forwarded and accepted by the app, not yet recorded in the store: entry id → event id. */
   private readonly unrecorded = new Map<string, string>();
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
@@ -145,7 +150,7 @@ export class QueueWorker implements EventQueue {
     if (this.free() > 0 && now - this.lastTakeOver >= this.pollIntervalMs) {
       this.lastTakeOver = now;
       await this.step('take_over', async () => {
-        const askedAt = performance.now();
+        const askedAt = this.readSent();
         const taken = this.bounded(await store.takeOver(this.consumer, this.options.visibilityMs, this.free(), this.bounds));
         if (taken.length > 0) this.options.logger.info({ event: 'webhook_queue_taken_over', events: taken.length }, 'events abandoned by another replica taken over');
         await this.dispatchBatch(taken, askedAt);
@@ -153,7 +158,7 @@ export class QueueWorker implements EventQueue {
     }
     await this.step('read', async () => {
       while (this.free() > 0 && !this.stopped) {
-        const askedAt = performance.now();
+        const askedAt = this.readSent();
         const entries = this.bounded(await store.readNew(this.consumer, this.free(), this.bounds));
         if (entries.length === 0) break;
         await this.dispatchBatch(entries, askedAt);
@@ -186,7 +191,7 @@ export class QueueWorker implements EventQueue {
     for (;;) {
       const free = this.free();
       if (free <= 0) return; // the flag stays: the rest is read when slots free up
-      const askedAt = performance.now();
+      const askedAt = this.readSent();
       const entries = this.bounded(await this.options.store.readPending(this.consumer, free + this.active.size, after, this.bounds));
       if (entries.length === 0) break;
       const orphans = entries.filter((e) => !this.active.has(e.entryId));
@@ -226,8 +231,25 @@ export class QueueWorker implements EventQueue {
     for (const { entry, stored } of decoded) {
       if (this.active.has(entry.entryId)) continue;
       if (this.unrecorded.has(entry.entryId)) continue; // recordDelivered() settles it
+      // Handled here since this read was sent (parked for a retry, delivered, dead-lettered): the
+      // reply may predate that move, and forwarding from it would run beside the retry's forward on
+      // another replica. If the entry is still ours after all, reading own pending entries finds it.
+      if ((this.settledAt.get(entry.entryId) ?? -Infinity) >= askedAt) {
+        this.recoverLater();
+        continue;
+      }
       this.run(entry.entryId, before.has(entry.entryId) ? this.delivery.dropDelivered(entry, stored!) : this.handle(entry, stored, startBy));
     }
+  }
+
+  /**
+   * The moment a read of entries is sent. Reads go one at a time (one pump runs at once, its reads
+   * in turn), so what settled before this one is no concern of its reply or of any later one.
+   */
+  private readSent(): number {
+    const now = performance.now();
+    for (const [entryId, at] of this.settledAt) if (at < now) this.settledAt.delete(entryId);
+    return now;
   }
 
   /** One entry forwarded (or parked): with spans on, a root span per attempt with its outcome. */
@@ -250,6 +272,7 @@ export class QueueWorker implements EventQueue {
       .catch((err: unknown) => this.failed('handle', err))
       .finally(() => {
         this.active.delete(entryId);
+        this.settledAt.set(entryId, performance.now());
         // Read again once a quarter of the slots are free: batches, not one read per event.
         if (this.active.size <= this.concurrency - Math.max(1, Math.floor(this.concurrency / 4))) this.kick();
       });
