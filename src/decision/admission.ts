@@ -18,10 +18,10 @@ export interface Waiter {
 /** Weight of each new service time in the latency estimate (an exponentially weighted mean, as TCP's smoothed RTT). */
 export const LATENCY_WEIGHT = 1 / 8;
 /**
- * A check is sent only with at least this many service times (the latency estimate) of its deadline
- * left: one for its own call and one of headroom for a service slower than its mean. Sent with
- * less, it would likely time out at the service, and a timeout of a request the service received
- * counts against the service in the circuit breaker.
+ * A check is sent only with more than this many service times (the latency estimate) of its
+ * deadline left: one for its own call and one of headroom for a service slower than its mean. Sent
+ * with less, it would likely time out at the service, and a timeout of a request the service
+ * received counts against the service in the circuit breaker.
  */
 export const SEND_HEADROOM_ROUNDS = 2;
 /** The estimate never goes below this (ms): the bound stays a number however fast the service. */
@@ -49,9 +49,9 @@ export interface AdmissionOptions {
  * with the time it waited) and `T` the deadline, one connection answers `⌊T/L⌋` checks in one
  * deadline. A check that finds every connection busy waits, in the worst case (every connection
  * just started a call), one round of `L` per `connections` checks ahead of it, and is sent only
- * with {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
+ * with more than {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
  * `connections × (⌊T/L⌋ − 2)` checks; one more is refused at once (`overload`), and so is a waiting
- * check as soon as less than two rounds of its deadline are left (the estimate grew, or calls ran
+ * check as soon as no more than two rounds of its deadline are left (the estimate grew, or calls ran
  * long), and the newest waiting checks beyond the bound when the estimate grows. Nothing here waits
  * out its deadline to learn what the estimate already says.
  */
@@ -151,13 +151,14 @@ export class Admission {
     this.timerAt = Infinity;
   }
 
-  /** When the waiting check `w` stops being worth sending: {@link SEND_HEADROOM_ROUNDS} rounds before its deadline. */
+  /** When the waiting check `w` stops being worth sending: {@link SEND_HEADROOM_ROUNDS} answer times before its deadline. */
   private lastSendAt(w: Waiter): number {
     return w.deadline - SEND_HEADROOM_ROUNDS * this.latency;
   }
 
   /** Hands free connections to the oldest waiting checks; one that can no longer make it is shed instead. */
   private pump(): void {
+    if (this.head === null) return;
     const now = this.now();
     for (let w = this.head; w !== null && this.busy < this.o.connections; w = this.head) {
       this.unlink(w);
@@ -171,7 +172,7 @@ export class Admission {
   }
 
   private tooLate(w: Waiter, now: number): string {
-    return `waited for a connection until ${Math.max(0, Math.round(w.deadline - now))} ms of the deadline were left, less than ${SEND_HEADROOM_ROUNDS} answer times of the service (~${Math.round(this.latency)} ms)`;
+    return `waited for a connection until only ${Math.max(0, Math.round(w.deadline - now))} ms of the deadline were left, not more than ${SEND_HEADROOM_ROUNDS} answer times of the service (~${Math.round(this.latency)} ms)`;
   }
 
   /**

@@ -165,11 +165,12 @@ class CheckAttempt implements Dispatcher.DispatchHandler {
     if (this.ended) return;
     this.ended = true;
     const call = this.call;
+    // Timed before the connection goes to the next check, so that check is judged by it.
+    if (!call.settled && !this.tooBig) call.client.admission.observe(performance.now() - call.writtenAt);
     call.released();
     if (call.settled) return;
     // Never a truncated body as if it were whole (abort normally ends in onResponseError).
     if (this.tooBig) return call.fail(this.tooBig);
-    call.client.admission.observe(performance.now() - call.writtenAt);
     const body = this.chunks !== null ? Buffer.concat(this.chunks, this.size).toString('utf8') : this.first !== null ? this.first.toString('utf8') : '';
     call.succeed({ status: this.status, date: this.date, body, attempts: this.n });
   }

@@ -102,7 +102,7 @@ describe('Admission: waiting checks', () => {
     expect([admission.sending, admission.waiting]).toEqual([0, 0]);
   });
 
-  it('is shed as soon as less than two answer times of its deadline are left, not at its deadline', () => {
+  it('is shed as soon as no more than two answer times of its deadline are left, not at its deadline', () => {
     const { admission, arrive, advance } = setup(1, 2000);
     admission.observe(300);
     arrive(); // holds the only connection and never lets go
@@ -111,7 +111,7 @@ describe('Admission: waiting checks', () => {
     expect(w.outcome).toBe('pending');
     advance(1);
     expect(w.outcome).toBe('shed');
-    expect(w.why).toMatch(/waited for a connection until 600 ms of the deadline were left, less than 2 answer times of the service \(~300 ms\)/);
+    expect(w.why).toMatch(/waited for a connection until only 600 ms of the deadline were left, not more than 2 answer times of the service \(~300 ms\)/);
     expect(admission.waiting).toBe(0);
   });
 
