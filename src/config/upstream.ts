@@ -47,7 +47,7 @@ export const UPSTREAM_POOL_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'upstream-connections',
     arg: '<n>',
-    description: 'keep-alive connections to the service',
+    description: 'keep-alive connections to the service; checks beyond what they can send within the deadline get 503 overload',
     defaultText: String(DEFAULT_UPSTREAM_CONNECTIONS),
   },
   {

@@ -14,7 +14,9 @@ export interface BreakerOptions {
 const ORDINARY: { readonly probe: boolean } = Object.freeze({ probe: false });
 
 /**
- * A consecutive-failure circuit breaker. While open, checks fail closed at once instead of
+ * A consecutive-failure circuit breaker, fed only with what the service did: its answers, failed
+ * connections, and timeouts of requests it was sent, never the time a check waited inside the
+ * sidecar ({@link release}). While open, checks fail closed at once instead of
  * waiting out the whole deadline against a dead service. After the cooldown one probe at a time
  * is let through (half-open); its success closes the breaker, its failure opens it again.
  */
@@ -56,9 +58,17 @@ export class CircuitBreaker {
     if (this.current !== 'closed') this.transition('closed');
   }
 
-  /** A request that ended without saying anything about the service's health (e.g. a 4xx). */
+  /** A request the service answered without saying anything about its health (e.g. a 4xx): it is alive. */
   neutral(ticket: { readonly probe: boolean }): void {
     if (ticket.probe) this.success(ticket);
+  }
+
+  /**
+   * A request that never reached the service (it could not be sent in time: `overload`): nothing
+   * was learned, nothing is counted, and a probe's turn goes to the next request.
+   */
+  release(ticket: { readonly probe: boolean }): void {
+    if (ticket.probe) this.probeInFlight = false;
   }
 
   failure(ticket: { readonly probe: boolean }): void {

@@ -1,6 +1,7 @@
 export { AllowCache, cacheKey, SWEEP_BUDGET, type AllowDecision, type CacheHit } from './allow-cache.js';
 export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, methodNotAllowedAnswer, refusedBatchAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
+export { Admission, LATENCY_WEIGHT, PRIOR_LATENCY_FRACTION, SEND_HEADROOM_ROUNDS, type AdmissionOptions, type Waiter } from './admission.js';
 export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions } from './breaker.js';
 export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionLogSink } from './decision-log.js';
 export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';

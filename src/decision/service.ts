@@ -14,7 +14,11 @@ import type { Answer, CheckRequest } from './types.js';
 
 /** What the service needs from an upstream client (the undici one, in production). */
 export interface CheckTransport {
-  /** `traceHeaders`: W3C trace context name/value pairs to send with the call. */
+  /**
+   * `traceHeaders`: W3C trace context name/value pairs to send with the call. Rejects with
+   * `ERR_OVERLOADED` when the check was never sent (it could not be in time), which the breaker
+   * does not count.
+   */
   check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
 }
 
@@ -197,6 +201,12 @@ export class DecisionService {
       const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }), traced?.headers);
       parsed = parseCheckResponse(res, req.configKey, this.now());
     } catch (err) {
+      if (err instanceof DecisionError && err.code === 'ERR_OVERLOADED') {
+        // Never sent: not a call to the service, and nothing it did.
+        traced?.end('overload');
+        this.o.breaker.release(ticket);
+        throw err;
+      }
       const code = err instanceof DecisionError ? err.code : 'ERR_UPSTREAM_NETWORK';
       this.o.metrics.upstreamCall(OUTCOME_BY_CODE[code], (performance.now() - started) / 1000);
       traced?.end(OUTCOME_BY_CODE[code]);

@@ -1,6 +1,7 @@
 import { Pool, errors as undiciErrors, type Dispatcher } from '../lib/undici.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
+import { Admission, type Waiter } from './admission.js';
 import { DecisionError } from './errors.js';
 import type { UpstreamResponse } from './parse-response.js';
 
@@ -36,39 +37,82 @@ type Fail = (err: unknown) => void;
  * {@link DeadlineQueue} compares it with, so a test that freezes that clock freezes both), how to end
  * it, and the attempt under way. One object per call (and one per attempt) with methods, not a
  * dozen closures: the miss path allocates little. It leaves the queue the moment it ends.
+ *
+ * Where it is decides what its deadline means: waiting for a connection (the {@link Admission}'s
+ * queue) is the sidecar's own wait, `ERR_OVERLOADED`, never the service's failure; in the pool, its
+ * request written (or its connection being opened) is the service's time, `ERR_UPSTREAM_TIMEOUT`.
  */
-class CheckCall extends Deadline {
+class CheckCall extends Deadline implements Waiter {
   settled = false;
   /** The current attempt's controller, once undici has dispatched it. */
   controller: Dispatcher.DispatchController | null = null;
+  /** When the current attempt's request was written to a connection (monotonic ms), or -1. */
+  writtenAt = -1;
+  /** Holds one of the pool's connections: handed to undici and not yet let go by it. */
+  pooled = false;
+  prevWait: Waiter | null = null;
+  nextWait: Waiter | null = null;
+  waiting = false;
 
   constructor(
-    readonly timeoutMs: number,
-    private readonly queue: DeadlineQueue,
+    readonly client: UpstreamClient,
+    readonly body: string,
+    readonly traceHeaders: readonly string[] | undefined,
     private readonly resolve: Settle,
     private readonly reject: Fail,
   ) {
-    super(performance.now() + timeoutMs);
+    super(performance.now() + client.timeoutMs);
+  }
+
+  /** The admission gave it a connection. */
+  send(): void {
+    this.client.dispatch(this, 1);
+  }
+
+  /** It cannot be sent in time: overload, now, not at its deadline. */
+  shed(why: string): void {
+    this.fail(new DecisionError('ERR_OVERLOADED', `not sent: ${why}`));
   }
 
   timeout(): void {
     this.settled = true;
-    this.controller?.abort(new undiciErrors.RequestAbortedError());
-    this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${this.timeoutMs} ms`));
+    const client = this.client;
+    if (this.waiting) {
+      client.admission.leave(this);
+      this.reject(new DecisionError('ERR_OVERLOADED', `not sent: no connection to the service came free within ${client.timeoutMs} ms`));
+      return;
+    }
+    if (this.writtenAt >= 0) {
+      // How long the service has kept it: a lower bound of its answer time, which the estimate takes.
+      client.admission.observe(performance.now() - this.writtenAt);
+      this.controller?.abort(new undiciErrors.RequestAbortedError());
+      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${client.timeoutMs} ms`));
+    } else {
+      // Not written while it held a connection of its own: the service's side did not take it in time.
+      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no connection to the service within ${client.timeoutMs} ms`));
+    }
   }
 
   succeed(result: CheckCallResult): void {
     if (this.settled) return;
     this.settled = true;
-    this.queue.remove(this);
+    this.client.deadlines.remove(this);
     this.resolve(result);
   }
 
   fail(err: unknown): void {
     if (this.settled) return;
     this.settled = true;
-    this.queue.remove(this);
+    this.client.deadlines.remove(this);
+    this.client.admission.leave(this);
     this.reject(err);
+  }
+
+  /** The pool let go of the attempt, with no other to follow: its connection is free for the next check. */
+  released(): void {
+    if (!this.pooled) return;
+    this.pooled = false;
+    this.client.admission.release();
   }
 }
 
@@ -82,17 +126,21 @@ class CheckAttempt implements Dispatcher.DispatchHandler {
   private chunks: Buffer[] | null = null;
   private size = 0;
   private tooBig: DecisionError | null = null;
+  private ended = false;
 
   constructor(
     private readonly call: CheckCall,
     private readonly n: number,
-    private readonly retry: () => void,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    // A call whose deadline passed while it waited for a connection is cut now.
+    // undici calls this as it writes the request to a connection. A call whose deadline passed
+    // while its connection was being opened is cut now.
     if (this.call.settled) controller.abort(new undiciErrors.RequestAbortedError());
-    else this.call.controller = controller;
+    else {
+      this.call.controller = controller;
+      this.call.writtenAt = performance.now();
+    }
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
@@ -114,7 +162,12 @@ class CheckAttempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    if (this.ended) return;
+    this.ended = true;
     const call = this.call;
+    // Timed before the connection goes to the next check, so that check is judged by it.
+    if (!call.settled && !this.tooBig) call.client.admission.observe(performance.now() - call.writtenAt);
+    call.released();
     if (call.settled) return;
     // Never a truncated body as if it were whole (abort normally ends in onResponseError).
     if (this.tooBig) return call.fail(this.tooBig);
@@ -123,10 +176,17 @@ class CheckAttempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.ended) return;
+    this.ended = true;
     const call = this.call;
+    if (!call.settled && !this.tooBig && !this.headersReceived && this.n === 1 && isRetryable(err)) {
+      // The retry keeps the connection slot: it is the same check.
+      call.client.dispatch(call, 2);
+      return;
+    }
+    call.released();
     if (call.settled) return;
     if (this.tooBig) return call.fail(this.tooBig);
-    if (!this.headersReceived && this.n === 1 && isRetryable(err)) return this.retry();
     call.fail(new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err }));
   }
 }
@@ -142,7 +202,10 @@ export class UpstreamClient {
   private readonly pool: Pool;
   private readonly checkPath: string;
   private readonly userAgent: string;
-  private readonly deadlines = new DeadlineQueue();
+  /** @internal The deadline of every call in flight or waiting. */
+  readonly deadlines = new DeadlineQueue();
+  /** @internal Who gets one of the pool's connections, and who is told `overload` (src/decision/admission.ts). */
+  readonly admission: Admission;
   private headersFor = '';
   private headers: string[] = [];
 
@@ -158,8 +221,14 @@ export class UpstreamClient {
       bodyTimeout: 0,
       connectTimeout: cfg.timeoutMs,
     });
+    this.admission = new Admission({ connections: options.connections, timeoutMs: cfg.timeoutMs });
     this.checkPath = joinPath(cfg.baseUrl, '/v1/authorization/check');
     this.userAgent = options.userAgent ?? 'consent-sidecar';
+  }
+
+  /** Whole deadline of one check (ms). */
+  get timeoutMs(): number {
+    return this.cfg.timeoutMs;
   }
 
   /** The request headers, rebuilt only when the API key changed (a rotated file). */
@@ -174,37 +243,53 @@ export class UpstreamClient {
 
   /**
    * Sends one check, with `traceHeaders` (W3C trace context name/value pairs) when given; throws
-   * {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK`.
+   * {@link DecisionError} `ERR_UPSTREAM_TIMEOUT` or `ERR_UPSTREAM_NETWORK` for what the service (or
+   * the way to it) did, `ERR_OVERLOADED` when the check could not be sent in time (it waited for a
+   * connection here, or would have to: see {@link Admission}).
    */
   check(body: string, traceHeaders?: readonly string[]): Promise<CheckCallResult> {
     return new Promise<CheckCallResult>((resolve, reject) => {
-      const call = new CheckCall(this.cfg.timeoutMs, this.deadlines, resolve, reject);
-      this.deadlines.add(call);
-      this.attempt(call, body, 1, traceHeaders);
+      const call = new CheckCall(this, body, traceHeaders, resolve, reject);
+      const admitted = this.admission.enter(call);
+      if (admitted === 'send') {
+        this.deadlines.add(call);
+        this.dispatch(call, 1);
+      } else if (admitted === 'wait') this.deadlines.add(call);
+      else call.fail(new DecisionError('ERR_OVERLOADED', `not sent: ${admitted}`));
     });
   }
 
-  private attempt(call: CheckCall, body: string, n: number, traceHeaders: readonly string[] | undefined): void {
-    const handler = new CheckAttempt(call, n, () => this.attempt(call, body, 2, traceHeaders));
-    const headers = traceHeaders === undefined ? this.headersNow() : [...this.headersNow(), ...traceHeaders];
+  /** @internal Attempt `n` of `call`, on the connection it holds. */
+  dispatch(call: CheckCall, n: number): void {
+    call.pooled = true;
+    call.writtenAt = -1;
+    call.controller = null;
+    const handler = new CheckAttempt(call, n);
+    const headers = call.traceHeaders === undefined ? this.headersNow() : [...this.headersNow(), ...call.traceHeaders];
     try {
-      this.pool.dispatch({ method: 'POST', path: this.checkPath, headers, body }, handler);
+      this.pool.dispatch({ method: 'POST', path: this.checkPath, headers, body: call.body }, handler);
     } catch (err) {
+      call.released();
       call.fail(new DecisionError('ERR_UPSTREAM_NETWORK', `service unreachable: ${codeOf(err)}`, { cause: err }));
     }
   }
 
   async close(): Promise<void> {
+    this.admission.drain((w) => (w as CheckCall).fail(CLOSING));
     await this.pool.close();
     this.deadlines.clear();
   }
 
   /** Aborts whatever is still in flight and closes every connection (shutdown past its budget). */
   async destroy(): Promise<void> {
+    this.admission.drain((w) => (w as CheckCall).fail(CLOSING));
     await this.pool.destroy();
     this.deadlines.clear();
   }
 }
+
+/** What a check still waiting for a connection gets when the client closes. */
+const CLOSING = new DecisionError('ERR_UPSTREAM_NETWORK', 'service unreachable: the sidecar is shutting down');
 
 /**
  * A repeated `Date` header must not switch the skew rule off: the latest of the values is the one

@@ -131,6 +131,8 @@ export function createBatchRoute(o: BatchRouteOptions): (req: IncomingMessage, r
 
 /** The batch deadline passed before this item's decision came: no decision, as a single check's timeout. */
 const BATCH_DEADLINE = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'the batch deadline passed before this check was decided');
+/** The batch deadline passed before the batch could ask for this item (its calls run {@link BATCH_CONCURRENCY} at a time): never sent. */
+const NOT_ASKED = new DecisionError('ERR_OVERLOADED', 'not sent: the batch deadline passed before this check could be asked');
 
 /** One batch in flight: its items, the distinct requests still to decide, its deadline. */
 class Batch {
@@ -215,10 +217,14 @@ class Batch {
     if (this.left === 0) this.finish();
   }
 
-  /** The deadline: every item still waiting is no decision (`upstream_timeout`); nothing more is asked. */
+  /**
+   * The deadline: every item still waiting is no decision, nothing more is asked: `upstream_timeout`
+   * when its call was under way, `overload` when the batch never got to ask for it.
+   */
   private expire(): void {
     if (this.done) return;
-    for (const { items } of this.waiting.values()) for (const i of items) this.fail(i, BATCH_DEADLINE);
+    const notAsked = new Set(this.queue);
+    for (const [key, { items }] of this.waiting) for (const i of items) this.fail(i, notAsked.has(key) ? NOT_ASKED : BATCH_DEADLINE);
     this.waiting.clear();
     this.queue.length = 0;
     this.finish();

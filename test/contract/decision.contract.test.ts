@@ -45,6 +45,8 @@ let main: TestSidecar;
 let short: TestSidecar;
 /** A breaker that opens on one failure, one call in flight at most, and a Redis nobody answers on. */
 let fragile: TestSidecar;
+/** One connection to the service and a breaker that opens on one failure: checks wait for that connection. */
+let narrow: TestSidecar;
 let contract: Contract;
 const causes = new Set<string>();
 
@@ -52,14 +54,15 @@ beforeAll(async () => {
   up = await startUpstream();
   script(up);
   contract = await Contract.load();
-  [main, short, fragile] = await Promise.all([
+  [main, short, fragile, narrow] = await Promise.all([
     startTestSidecar(up.url),
     startTestSidecar(up.url, { 'upstream-timeout-ms': '300', 'passthrough-timeout-ms': '300' }),
     startTestSidecar(up.url, { 'breaker-failure-threshold': '1', 'breaker-cooldown-ms': '600000', 'upstream-max-in-flight': '1', 'redis-url': 'redis://127.0.0.1:1' }),
+    startTestSidecar(up.url, { 'breaker-failure-threshold': '1', 'breaker-cooldown-ms': '600000', 'upstream-connections': '1' }),
   ]);
 });
 afterAll(async () => {
-  await Promise.allSettled([main?.close(), short?.close(), fragile?.close()]);
+  await Promise.allSettled([main?.close(), short?.close(), fragile?.close(), narrow?.close()]);
   await up?.close();
 });
 
@@ -113,6 +116,25 @@ describe('decision listener ⇄ openapi/consent-sidecar.yaml', () => {
 
     // An exception inside the sidecar is the one cause no request can provoke from outside.
     expect([...causes].sort()).toEqual(FAIL_CLOSED_CAUSES.filter((c) => c !== 'internal_error').sort());
+  });
+
+  it('overload: a check that cannot be sent in time, on the check, a batch item and forward-auth; the breaker is not told', async () => {
+    // One connection, held by one check; no answer timed yet, so the service is reckoned at an
+    // eighth of the 5 s deadline and 1 × (8 − 2) checks may wait for the connection.
+    const releases: (() => void)[] = [];
+    up.enqueue(...Array.from({ length: 7 }, () => ({ hold: new Promise<void>((r) => releases.push(r)), body: allow(KEY, far()) })));
+    const seen = up.count;
+    const admitted = Array.from({ length: 7 }, (_, i) => narrow.check({ userReference: `admitted-${i}`, configKey: KEY }));
+    await up.waitForCount(seen + 1);
+    expect((await check(narrow, 'alice')).json).toStrictEqual({ decision: 'DENY', error: 'overload' });
+    const batch = judged('POST', '/sidecar/authorization/check-batch', await narrow.send('POST', '/sidecar/authorization/check-batch', { body: JSON.stringify({ checks: [{ userReference: 'alice', configKey: KEY }] }) }));
+    expect(batch.json).toMatchObject({ results: [{ decision: 'DENY', error: 'overload', source: 'fail-closed' }] });
+    const forward = judged('GET', '/sidecar/forward-auth', await narrow.send('GET', `/sidecar/forward-auth?configKey=${KEY}`, { headers: { 'x-user-reference': 'alice' } }));
+    expect([forward.status, forward.headers['x-consent-decision-error']]).toEqual([503, 'overload']);
+    for (const r of releases) r();
+    for (const a of admitted) expect(judged('POST', CHECK_PATH, await a).json).toMatchObject({ decision: 'ALLOW' });
+    // The breaker opens on one failure here: the overloads were none.
+    expect((await check(narrow, 'alice')).json).toMatchObject({ decision: 'ALLOW' });
   });
 
   it('forward-auth: 200, 403, 503 and 400 for every method, on the bare path and beneath it', async () => {

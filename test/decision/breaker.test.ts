@@ -52,6 +52,30 @@ describe('CircuitBreaker', () => {
     expect(breaker.state).toBe('closed');
   });
 
+  it('a released ticket (never sent: overload) counts for nothing: it neither adds to nor resets the failures', () => {
+    const { breaker } = setup();
+    breaker.failure(breaker.tryAcquire()!);
+    breaker.failure(breaker.tryAcquire()!);
+    for (let i = 0; i < 100; i++) breaker.release(breaker.tryAcquire()!);
+    expect(breaker.state).toBe('closed');
+    breaker.failure(breaker.tryAcquire()!);
+    expect(breaker.state).toBe('open');
+  });
+
+  it('a released probe neither closes nor reopens it: the next request is the probe', () => {
+    const { breaker, states, advance } = setup();
+    for (let i = 0; i < 3; i++) breaker.failure(breaker.tryAcquire()!);
+    advance(1000);
+    const probe = breaker.tryAcquire()!;
+    expect(probe).toEqual({ probe: true });
+    breaker.release(probe);
+    expect(breaker.state).toBe('half_open');
+    const next = breaker.tryAcquire();
+    expect(next).toEqual({ probe: true });
+    breaker.success(next!);
+    expect(states).toEqual(['open', 'half_open', 'closed']);
+  });
+
   it('rejects nonsense options at construction', () => {
     expect(() => new CircuitBreaker({ failureThreshold: 0, cooldownMs: 1 })).toThrow(RangeError);
   });

@@ -107,3 +107,60 @@ describe('UpstreamClient deadlines', () => {
     expect(await eventually(call.settled, 'the call ended at its one deadline')).toEqual({ state: 'failed', code: 'ERR_UPSTREAM_TIMEOUT' });
   });
 });
+
+describe('UpstreamClient admission: waiting for a connection is not the service\'s time', () => {
+  /** A service that holds every check until the test answers it (`answer(i)`); `seen` in arrival order. */
+  async function holdingService() {
+    const held: ServerResponse[] = [];
+    const seen: string[] = [];
+    const base = await service((body, _req, res) => {
+      seen.push(body);
+      held.push(res);
+    });
+    const answer = (i: number): void => void held[i]!.writeHead(200, { 'content-type': 'application/json' }).end(`{"echo":${seen[i]}}`);
+    return { base, seen, answer };
+  }
+
+  it('checks beyond the connections and the queue bound are refused at once; waiting ones end `overload` before their deadline; only the sent ones time out', async () => {
+    const { base, seen } = await holdingService();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    client = new UpstreamClient({ baseUrl: new URL(base), apiKey: staticSecret('k', 'test'), timeoutMs: 2000 }, { connections: 2 });
+    // No answer timed yet: the service is reckoned at 250 ms, so 2 × (8 − 2) = 12 checks may wait.
+    const sent = [0, 1].map((i) => track(client!.check(`{"sent":${i}}`)));
+    const waiting = Array.from({ length: 12 }, (_, i) => track(client!.check(`{"waiting":${i}}`)));
+    const refused = track(client.check('{"refused":0}'));
+    // Refused with no time passing at all.
+    expect(await eventually(refused.settled, 'the refusal')).toEqual({ state: 'failed', code: 'ERR_OVERLOADED' });
+    await ioUntil(() => seen.length === 2, 'the service received one check per connection');
+    vi.advanceTimersByTime(1499);
+    await ioSettles();
+    expect([...sent, ...waiting].map((t) => t.outcome.state)).toEqual(Array(14).fill('pending'));
+    vi.advanceTimersByTime(1); // two service times (2 × 250 ms) before their deadline: they could not be sent in time
+    expect(await eventually(Promise.all(waiting.map((t) => t.settled)), 'the waiting checks were shed')).toEqual(Array(12).fill({ state: 'failed', code: 'ERR_OVERLOADED' }));
+    await ioSettles();
+    expect(sent.map((t) => t.outcome.state)).toEqual(['pending', 'pending']);
+    vi.advanceTimersByTime(500);
+    expect(await eventually(Promise.all(sent.map((t) => t.settled)), 'the sent checks timed out')).toEqual(Array(2).fill({ state: 'failed', code: 'ERR_UPSTREAM_TIMEOUT' }));
+    expect(seen).toEqual(['{"sent":0}', '{"sent":1}']);
+  });
+
+  it('a connection let go goes to the oldest waiting check, which the service then answers', async () => {
+    const { base, seen, answer } = await holdingService();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    client = new UpstreamClient({ baseUrl: new URL(base), apiKey: staticSecret('k', 'test'), timeoutMs: 2000 }, { connections: 1 });
+    const first = client.check('{"n":0}');
+    const second = client.check('{"n":1}');
+    const third = client.check('{"n":2}');
+    await ioUntil(() => seen.length === 1, 'the first check reached the service');
+    await ioSettles();
+    expect(seen).toEqual(['{"n":0}']);
+    answer(0);
+    expect(JSON.parse((await eventually(first, 'the first answer')).body)).toEqual({ echo: { n: 0 } });
+    await ioUntil(() => seen.length === 2, 'the second check reached the service');
+    answer(1);
+    expect(JSON.parse((await eventually(second, 'the second answer')).body)).toEqual({ echo: { n: 1 } });
+    await ioUntil(() => seen.length === 3, 'the third check reached the service');
+    answer(2);
+    expect(JSON.parse((await eventually(third, 'the third answer')).body)).toEqual({ echo: { n: 2 } });
+  });
+});

@@ -83,6 +83,17 @@ describe('batch check', () => {
     ]);
   });
 
+  it('at the deadline, an item the batch never got to ask is overload (never sent), one asked and unanswered upstream_timeout', async () => {
+    const { u: upstream, s: sidecar } = await fx.start({ fault: 'hang' }, { 'upstream-timeout-ms': '1000' });
+    // One more distinct miss than the batch asks at once: the last waits for a call of the batch to end.
+    const r = await batch(sidecar, Array.from({ length: 17 }, (_, i) => ({ userReference: `u${i}`, configKey: 'k' })));
+    expect(r.results.map((i) => i.error)).toEqual([...Array(16).fill('upstream_timeout'), 'overload']);
+    await upstream.waitForCount(16);
+    expect(upstream.checks).toBe(16);
+    expect(upstream.requests.map((q) => (JSON.parse(q.body) as { userReference: string }).userReference)).not.toContain('u16');
+    expect(await sidecar.metric('consent_sidecar_fail_closed_total', { cause: 'overload' })).toBe(1);
+  });
+
   it('an ALLOW for another configKey is no decision for that item only', async () => {
     const { u: upstream, s: sidecar } = await fx.start((req) => {
       const { userReference } = JSON.parse(req.body) as { userReference: string };
