@@ -12,20 +12,10 @@
 ARG NODE_BUILD_IMAGE=node:24-bookworm-slim
 ARG NODE_RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot
 
-# Production dependencies only. Every runtime dependency is plain JavaScript, so install scripts are
-# not needed and are not run.
-FROM ${NODE_BUILD_IMAGE} AS deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-# What ships, as a CycloneDX SBOM (/app/sbom.cdx.json in the image): npm sbom of the production tree
-# just installed. The devDependencies leave this stage's manifest first, so npm describes the installed
-# tree without counting the dev packages as missing (npm sbom --omit=dev would also drop production
-# packages that a dev package shares, undici and @opentelemetry/api among them).
-RUN npm pkg delete devDependencies && npm sbom --sbom-format=cyclonedx --sbom-type=application > sbom.cdx.json
-
 # Full install, TypeScript compile (tsc -> dist/) and the CLI's bundle (esbuild -> dist/bundle/,
-# what the entrypoint runs: scripts/bundle.mjs).
+# what the entrypoint runs: scripts/bundle.mjs). The bundle holds every production dependency a
+# running sidecar loads (test/e2e/footprint-imports.test.ts), so the image carries no node_modules.
+# No install script is run: the build is tsc and esbuild, and no production dependency needs one.
 FROM ${NODE_BUILD_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -34,6 +24,10 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
 RUN npm run build
+# What ships, as a CycloneDX SBOM (/app/sbom.cdx.json in the image), made from the lockfile: every
+# production dependency and none of the development ones (cyclonedx-npm resolves the production tree
+# as npm ls --omit=dev does; npm sbom --omit=dev drops production packages a development one shares).
+RUN npm run -s sbom -- --output-file sbom.cdx.json
 
 FROM ${NODE_RUNTIME_IMAGE} AS runtime
 ARG VERSION=0.1.0
@@ -55,12 +49,15 @@ ENV NODE_ENV=production
 # (docs/performance.md, Footprint). A NODE_OPTIONS of your own replaces it: keep the flag in it.
 ENV NODE_OPTIONS=--max-semi-space-size=1
 WORKDIR /app
-# package.json is needed at run time: it declares "type": "module" for dist/*.js, and the CLI reads
-# its version from it.
+# package.json is needed at run time: it declares "type": "module" for dist/*.js. What runs is the
+# bundle: dist/cli.js and dist/bundle/ (esbuild's output, the dependencies inside). Nothing else of
+# dist/ (tsc's modules, the client's types) is read in the image.
 COPY package.json ./
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=deps /app/sbom.cdx.json ./sbom.cdx.json
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/sbom.cdx.json ./sbom.cdx.json
+COPY --from=build /app/dist/cli.js ./dist/cli.js
+COPY --from=build /app/dist/bundle ./dist/bundle
+# The ext_authz .proto files the gRPC listener speaks (docs/ext-authz-grpc.md), for whoever wires a proxy.
+COPY --from=build /app/dist/grpc/proto ./dist/grpc/proto
 # 7700 decision API (bound to 127.0.0.1: reachable from the same pod only), 7701 webhook ingress,
 # 7702 admin (/metrics, /healthz, /readyz).
 EXPOSE 7700 7701 7702

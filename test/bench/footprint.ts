@@ -5,7 +5,13 @@
  * - start: from spawn to the first 200 of its readiness URL (median of FOOTPRINT_STARTS);
  * - idle RSS: VmRSS one second after it is ready (median of the starts);
  * - peak RSS: the highest VmRSS sampled during a 50-connection run of cache hits (wrk in its own
- *   process), and that peak over the idle figure.
+ *   process), and that peak over the idle figure;
+ * - optimizing jobs before ready: with the image's node flags (no Maglev, TurboFan after 10,000
+ *   calls) no optimizing compiler should run before a serve is ready, so neither compiler's code is
+ *   paged in at idle. `--trace-opt` names every job V8 starts between spawn and a stop right after
+ *   ready. How much runs in that window depends on the machine's load (a slow start polls and
+ *   reconnects more), so this is measured here, not asserted by the suite; the suite holds the flags
+ *   themselves to work (test/e2e/footprint-tiering.test.ts).
  *
  *   npx tsx test/bench/footprint.ts            (or BENCH_ONLY=footprint npm run bench)
  */
@@ -140,6 +146,63 @@ export async function benchFootprint(): Promise<Footprint[]> {
   }
 }
 
+/** The optimizing jobs V8 started in one serve (image flags and `--trace-opt`) from spawn to a stop right after ready. */
+async function jobsBeforeReady(args: string[], readyUrl: string, env: NodeJS.ProcessEnv): Promise<string[]> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: process.env.PATH ?? '', ...env } });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise((r) => child.once('exit', r));
+  while (!(await fetch(readyUrl).then((r) => r.status === 200, () => false))) {
+    if (child.exitCode !== null || performance.now() - t0 > 30_000) throw new Error(`${readyUrl} never became ready`);
+    await sleep(2);
+  }
+  await stopChild(child);
+  await exited;
+  return out.split('\n').filter((l) => l.startsWith('[compiling method')).map((l) => /JSFunction (\S+)/.exec(l)?.[1] ?? l);
+}
+
+export interface TieringRow {
+  readonly name: string;
+  /** Functions V8 optimized before ready, in each of {@link STARTS} starts. */
+  readonly jobs: readonly (readonly string[])[];
+}
+
+/** Optimizing jobs before ready, for a plain serve and one with Redis and tracing, as the image runs node. */
+export async function benchTiering(): Promise<TieringRow[]> {
+  const upPort = await freePort();
+  const up = spawn(process.execPath, [BASELINES, 'upstream', String(upPort), String(Date.now() + 3_600_000)], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const redis = await getTestRedis();
+  try {
+    const rows: TieringRow[] = [];
+    for (const [name, extra, env] of [
+      ['serve', [], {}],
+      ['serve, Redis and tracing', ['--redis-url', redis.url, '--redis-key-prefix', redis.prefix()], { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }],
+    ] as const) {
+      const jobs: string[][] = [];
+      for (let i = 0; i < STARTS; i++) {
+        const [port, admin] = [await freePort(), await freePort()];
+        const args = [...IMAGE_NODE_FLAGS, '--trace-opt', CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', 'bench-key', '--listen', `127.0.0.1:${port}`, '--admin-listen', `127.0.0.1:${admin}`, ...extra];
+        jobs.push(await jobsBeforeReady(args, `http://127.0.0.1:${admin}/readyz`, { ...env, NODE_OPTIONS: IMAGE_NODE_OPTIONS }));
+      }
+      rows.push({ name, jobs });
+    }
+    return rows;
+  } finally {
+    up.kill('SIGTERM');
+    await redis.stop();
+  }
+}
+
+export function tieringLines(rows: readonly TieringRow[]): string[] {
+  const lines = [`Optimizing jobs before ready (image's node flags, --trace-opt; ${STARTS} starts each; 0 expected):`];
+  for (const r of rows) {
+    const names = [...new Set(r.jobs.flat())];
+    lines.push(`  ${r.name}: ${r.jobs.map((j) => j.length).join(' ')}${names.length > 0 ? `   (${names.join(', ')})` : ''}`);
+  }
+  return lines;
+}
+
 export function footprintLines(rows: readonly Footprint[]): string[] {
   const bare = rows.find((r) => r.name === 'bare node:http')!;
   const lines = [`Footprint (Node ${process.version}; serve as the image runs node: ${[...IMAGE_NODE_FLAGS, `NODE_OPTIONS=${IMAGE_NODE_OPTIONS || '(none)'}`].join(' ')}; median of ${STARTS} starts; peak under ${CONNECTIONS} connections of cache hits for ${LOAD_S} s):`];
@@ -154,4 +217,5 @@ export function footprintLines(rows: readonly Footprint[]): string[] {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   console.log(footprintLines(await benchFootprint()).join('\n'));
+  console.log(tieringLines(await benchTiering()).join('\n'));
 }

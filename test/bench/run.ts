@@ -23,7 +23,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
 import { batchLines, benchBatch } from './batch.js';
-import { benchFootprint, footprintLines } from './footprint.js';
+import { benchFootprint, benchTiering, footprintLines, tieringLines } from './footprint.js';
 import { benchForwardAuth } from './forward-auth.js';
 import { benchGrpc } from './grpc.js';
 import {
@@ -333,6 +333,9 @@ async function footprintSection(): Promise<void> {
   const rows = await benchFootprint();
   console.log(`${footprintLines(rows).join('\n')}\n`);
   results.footprint = rows;
+  const tiering = await benchTiering();
+  console.log(`${tieringLines(tiering).join('\n')}\n`);
+  results.tiering = tiering;
 }
 
 async function webhookQueueSection(): Promise<void> {

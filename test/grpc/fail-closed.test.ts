@@ -134,7 +134,26 @@ describe('the sidecar\'s own trouble', () => {
     expect(headersOf(res)['x-consent-decision-error']).toBe('internal_error');
   });
 
-  it('a rejected decision with a foreign error is internal_error; one whose rendering fails gets the fixed last-resort reply', async () => {
+  it('an answer whose rendering fails is UNAVAILABLE with a denied 503 internal_error, answered once and never an error', async () => {
+    // An answer whose body is not the JSON the renderer reads: rendering it throws, and the boundary
+    // writes the error's fail-closed answer instead.
+    const unreadable = { status: 200, decision: 'deny', source: 'upstream', body: '{not json', bodyBytes: 9 } as const;
+    const registry = new Registry();
+    const { handle } = handlerWith({ cached: () => undefined, decide: () => Promise.resolve(unreadable as never) }, new DecisionMetrics(registry, () => 0));
+    const replies: [unknown, Buffer | undefined][] = [];
+    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((e, v) => replies.push([e, v])) as Callback as never);
+    await vi.waitFor(() => expect(replies).toHaveLength(1), PATIENTLY);
+    expect(replies[0]![0]).toBeNull();
+    const res = decode(replies[0]![1]!);
+    expect(res.status?.code).toBe(14);
+    expect(res.denied_response!.status!.code).toBe('ServiceUnavailable');
+    expect(headersOf(res)['x-consent-decision-error']).toBe('internal_error');
+    // Counted once, as what the service answered (the count came before the write).
+    const counted = (await registry.getSingleMetric('consent_sidecar_decisions_total')!.get()).values.filter((v) => v.value > 0);
+    expect(counted.map((v) => [v.labels, v.value])).toEqual([[{ decision: 'deny', source: 'upstream', route: 'ext_authz_grpc' }, 1]]);
+  });
+
+  it('a rejected decision with a foreign error is internal_error; one whose counting fails every time gets the fixed last-resort reply', async () => {
     const { handle, metrics } = handlerWith({ cached: () => undefined, decide: () => Promise.reject(new TypeError('not a DecisionError')) });
     const replies: Buffer[] = [];
     handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((_e, v) => replies.push(v!)) as Callback as never);

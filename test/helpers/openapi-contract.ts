@@ -4,6 +4,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { parse } from 'yaml';
+import { afterAll, expect } from 'vitest';
 
 /** The document that ships in the package. */
 export const OPENAPI_URL = new URL('../../openapi/consent-sidecar.yaml', import.meta.url);
@@ -166,4 +167,22 @@ export class Contract {
     }
     return this.validate(media.schema, value, 'body');
   }
+}
+
+/** Every test of a suite, however deeply nested. */
+function testsOf(suite: { tasks?: readonly unknown[] }): { mode: string }[] {
+  return (suite.tasks ?? []).flatMap((t) => ((t as { type: string }).type === 'suite' ? testsOf(t as { tasks: unknown[] }) : [t as { mode: string }]));
+}
+
+/**
+ * Registers, in the calling file, a check that runs once every test of the file has (whatever their
+ * order: shuffled, or in parallel): each `claimed` entry was exercised by one of them. A run that
+ * leaves some of the file's tests out (`-t`, `.only`) exercises less on purpose, and is not judged.
+ */
+export function checkClaimsAfterAll(contract: () => Contract, claimed: readonly string[]): void {
+  // The hook context comes first (vitest reads its destructuring for fixtures); the file, second.
+  afterAll(({}, file) => {
+    if (testsOf(file).some((t) => t.mode !== 'run')) return;
+    expect(claimed.filter((e) => !contract().exercised().has(e)), 'claimed by this file and exercised by none of its tests').toEqual([]);
+  });
 }

@@ -10,9 +10,15 @@ import * as facade from '../../src/lib/undici.js';
 describe('undici, one file each', () => {
   it('Pool, Agent and errors are the index\'s own', () => {
     const index = createRequire(import.meta.url)('undici') as Record<string, unknown>;
-    expect(facade.Pool).toBe(index.Pool);
-    expect(facade.Agent).toBe(index.Agent);
-    expect(facade.errors).toBe(index.errors);
+    expect(facade.Pool, "undici internal 'undici/lib/dispatcher/pool' (src/lib/undici.ts) is not the index's Pool").toBe(index.Pool);
+    expect(facade.Agent, "undici internal 'undici/lib/dispatcher/agent' (src/lib/undici.ts) is not the index's Agent").toBe(index.Agent);
+    expect(facade.errors, "undici internal 'undici/lib/core/errors' (src/lib/undici.ts) is not the index's errors").toBe(index.errors);
+    // The index puts lib/api's methods on lib/dispatcher/dispatcher's prototype; so does the facade.
+    const api = createRequire(import.meta.url)('undici/lib/api') as Record<string, unknown>;
+    expect(Object.keys(api).sort(), "undici internal 'undici/lib/api' (src/lib/undici.ts) offers other methods").toEqual(expect.arrayContaining(['request', 'stream', 'pipeline', 'connect', 'upgrade']));
+    for (const m of Object.keys(api)) {
+      expect((index.Pool as { prototype: Record<string, unknown> }).prototype[m], `undici internal 'undici/lib/api'.${m} is not on the index's dispatchers (src/lib/undici.ts)`).toBe(api[m]);
+    }
   });
 
   it('a Pool and request() reach a real server', async () => {

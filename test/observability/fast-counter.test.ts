@@ -37,7 +37,7 @@ describe('FastCounter', () => {
         }),
         async (increments) => {
           const { fast, reference } = both(increments);
-          expect(await fast.metrics()).toBe(await reference.metrics());
+          expect(await fast.metrics(), 'prom-client internal: the registry reads a metric it did not make (src/observability/fast-counter.ts: registerMetric, name, help, type, aggregator, get())').toBe(await reference.metrics());
           expect(await fast.getMetricsAsJSON()).toEqual(await reference.getMetricsAsJSON());
         },
       ),

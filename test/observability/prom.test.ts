@@ -11,7 +11,7 @@ const index = createRequire(import.meta.url)('prom-client') as typeof PromClient
 describe('prom-client, one file each', () => {
   it('the classes are the index\'s own', () => {
     for (const name of ['Registry', 'Counter', 'Gauge', 'Histogram'] as const) {
-      expect(facade[name], name).toBe(index[name] as unknown);
+      expect(facade[name], `prom-client internal 'prom-client/lib/${name.toLowerCase()}' (src/observability/prom.ts) is not the index's ${name}`).toBe(index[name] as unknown);
     }
   });
 });

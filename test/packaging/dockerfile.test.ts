@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { validate, ValidationSeverity, type ValidatorSettings } from 'dockerfile-utils';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -69,25 +70,30 @@ describe('Dockerfile', () => {
     expect(validate(bad, STRICT).length).toBeGreaterThanOrEqual(2);
   });
 
-  it('is multi-stage: npm ci and the TypeScript build in a build stage, production deps only in the runtime', () => {
+  it('is multi-stage: npm ci and the TypeScript build in a build stage; the runtime takes the bundle and no node_modules', () => {
     const froms = all.filter((x) => x.keyword === 'FROM');
-    expect(froms.length).toBeGreaterThanOrEqual(3);
+    expect(froms.length).toBeGreaterThanOrEqual(2);
     const runs = all.filter((x) => x.keyword === 'RUN').map((x) => x.args);
     expect(runs).toContainEqual(expect.stringMatching(/^npm ci\b(?!.*--omit=dev)/));
     expect(runs).toContainEqual(expect.stringMatching(/^npm run build\b/));
-    expect(runs).toContainEqual(expect.stringMatching(/^npm ci\b.*--omit=dev/));
-    // The runtime stage runs nothing (there is no shell) and takes node_modules from the
-    // production-only stage and dist from the build stage.
+    // The runtime stage runs nothing (there is no shell) and takes what runs from the build stage:
+    // dist/cli.js and the bundle it imports (every production dependency inside,
+    // test/e2e/footprint-imports.test.ts), never node_modules (56.6 MB of the image before).
     expect(runtime.filter((x) => x.keyword === 'RUN')).toEqual([]);
     const copies = runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args);
     const stageOf = (name: string): string | undefined =>
       froms.find((f) => new RegExp(`\\bAS\\s+${name}$`, 'i').test(f.args))?.args;
-    const depsStage = /--from=(\S+)\s+\S*node_modules/.exec(copies.join('\n'))?.[1];
+    expect(copies.filter((c) => /node_modules/.test(c))).toEqual([]);
     const buildStage = /--from=(\S+)\s+\S*dist/.exec(copies.join('\n'))?.[1];
-    expect(depsStage && stageOf(depsStage)).toBeTruthy();
     expect(buildStage && stageOf(buildStage)).toBeTruthy();
-    const depsRuns = all.slice(all.findIndex((x) => x.keyword === 'FROM' && x.args === stageOf(depsStage!)));
-    expect(depsRuns.find((x) => x.keyword === 'RUN')?.args).toMatch(/--omit=dev/);
+    expect(copies.filter((c) => c.startsWith('--from=')).sort()).toEqual(
+      [
+        `--from=${buildStage} /app/dist/bundle ./dist/bundle`,
+        `--from=${buildStage} /app/dist/cli.js ./dist/cli.js`,
+        `--from=${buildStage} /app/dist/grpc/proto ./dist/grpc/proto`,
+        `--from=${buildStage} /app/sbom.cdx.json ./sbom.cdx.json`,
+      ].sort(),
+    );
   });
 
   /** Production dependencies with an install script that does nothing the package needs. */
@@ -163,16 +169,13 @@ describe('Dockerfile', () => {
     }
   });
 
-  it('carries a CycloneDX SBOM of the production tree (npm sbom) at /app/sbom.cdx.json', () => {
-    const froms = all.filter((x) => x.keyword === 'FROM');
-    const depsStage = /--from=(\S+)\s+\S*node_modules/.exec(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args).join('\n'))?.[1];
-    const deps = all.slice(all.findIndex((x) => x.keyword === 'FROM' && new RegExp(`\\bAS\\s+${depsStage}$`, 'i').test(x.args)));
-    const depsRuns = deps.slice(0, deps.findIndex((x, i) => i > 0 && x.keyword === 'FROM')).filter((x) => x.keyword === 'RUN').map((x) => x.args);
-    // After the production-only install, in the same stage: npm describes that tree.
-    expect(depsRuns[0]).toMatch(/^npm ci\b.*--omit=dev/);
-    expect(depsRuns[1]).toMatch(/npm sbom --sbom-format=cyclonedx\b.*> sbom\.cdx\.json$/);
-    expect(froms.length).toBeGreaterThanOrEqual(3);
-    expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContain(`--from=${depsStage} /app/sbom.cdx.json ./sbom.cdx.json`);
+  it('carries a CycloneDX SBOM made from the lockfile in the build stage (scripts/sbom.mjs) at /app/sbom.cdx.json', () => {
+    const build = all.slice(all.findIndex((x) => x.keyword === 'FROM' && /\bAS\s+build$/i.test(x.args)));
+    const buildRuns = build.slice(0, build.findIndex((x, i) => i > 0 && x.keyword === 'FROM')).filter((x) => x.keyword === 'RUN').map((x) => x.args);
+    expect(buildRuns).toContainEqual('npm run -s sbom -- --output-file sbom.cdx.json');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.sbom).toBe('node scripts/sbom.mjs');
+    expect(runtime.filter((x) => x.keyword === 'COPY').map((x) => x.args)).toContain('--from=build /app/sbom.cdx.json ./sbom.cdx.json');
     expect(docText('kubernetes.md')).toContain('/app/sbom.cdx.json');
   });
 

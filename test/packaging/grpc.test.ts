@@ -57,7 +57,8 @@ describe('the .proto files ship', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[]; scripts: { build: string } };
     expect(pkg.files).toContain('dist');
     expect(pkg.scripts.build).toContain("cpSync('src/grpc/proto', 'dist/grpc/proto'");
-    expect(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+    // The image copies what runs (the bundle) and these, not the whole of dist/.
+    expect(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/^COPY --from=build \/app\/dist\/grpc\/proto \.\/dist\/grpc\/proto$/m);
     const files = readdirSync(join(ROOT, 'src/grpc/proto'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.proto'));
     expect(files.length).toBe(6);
     for (const f of files) expect(readFileSync(join(ROOT, 'dist/grpc/proto', f), 'utf8'), f).toBe(readFileSync(join(ROOT, 'src/grpc/proto', f), 'utf8'));

@@ -56,8 +56,10 @@ describe('--redis-wait-replicas: a passthrough claim and accept are replicated b
     opened.push({ close: async () => look.destroy() });
     await vi.waitFor(async () => expect(String(await look.sendCommand(['INFO', 'replication']))).toMatch(/slave0:.*state=online/), { timeout: 20_000 });
     const prefix = fx.redis.prefix();
-    const a = await dedupReplica(primary.url, prefix, { opened, waitReplicas: 1, commandTimeoutMs: 1000 });
-    const b = await dedupReplica(primary.url, prefix, { opened, waitReplicas: 1, commandTimeoutMs: 1000 });
+    // A replica in sync acknowledges a WAIT within its command timeout even on a busy machine (300 ms
+    // did not, under a load of 12); with it gone, nothing waits for WAIT (the in-sync check fails first).
+    const a = await dedupReplica(primary.url, prefix, { opened, waitReplicas: 1, commandTimeoutMs: 5000 });
+    const b = await dedupReplica(primary.url, prefix, { opened, waitReplicas: 1, commandTimeoutMs: 5000 });
 
     const claim = await a.store.claim('evt_replicated');
     if (claim.kind !== 'claimed') throw new Error(`not claimed: ${claim.kind}`);

@@ -63,7 +63,8 @@ export async function dedupReplica(
   if (o.waitUp ?? true) await up(c);
   const metrics = createSharedDedupMetrics(createRegistry({ defaultMetrics: false }));
   const store = new SharedDedup({
-    store: new RedisClaimStore(c.conn, c.keyspace, { waitReplicas: o.waitReplicas ?? 0, waitTimeoutMs: 300 }),
+    // WAIT's timeout as serve derives it (src/redis/shared-state.ts): just under the command timeout.
+    store: new RedisClaimStore(c.conn, c.keyspace, { waitReplicas: o.waitReplicas ?? 0, waitTimeoutMs: Math.max(1, (o.commandTimeoutMs ?? 500) - 100) }),
     local: new MemoryDedupStore({ retentionMs: 60_000, maxEntries: 1000 }),
     leaseMs: o.leaseMs ?? 10_000,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 1,
