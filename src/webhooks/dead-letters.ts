@@ -122,6 +122,7 @@ export async function replayDeadLetters(
       ...stored,
       acceptedAt: now,
       attempts: 0,
+      routeWaits: undefined,
       lastError: undefined,
       deadAt: undefined,
       deadMac: undefined,
