@@ -82,7 +82,7 @@ describe('queue worker, model-based', () => {
   // does not check the consumer), so the entry was parked, promoted and forwarded again beside the
   // takeover's forward. retryLater and deadLetter now move an entry only while it is the caller's.
   it('through any store fault, crashes and lapsed visibilities: never two copies at once, no 200 neither the app nor the store holds, nothing stranded', async () => {
-    await fc.assert(fc.asyncProperty(commands(), run), { numRuns: 1500 });
+    await fc.assert(fc.asyncProperty(commands(), (cmds) => run(cmds)), { numRuns: 1500 });
   });
 
   it('a retry answered after another replica took the entry over parks nothing (the sequence it found, run every time)', async () => {
