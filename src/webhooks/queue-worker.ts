@@ -16,6 +16,8 @@ export { QUEUE_CONCURRENCY, QUEUE_POLL_INTERVAL_MS, QUEUE_READ_BATCH_BYTES, QUEU
 import { decodeStored, storedDeliveryMaxBytes, type StoredDelivery } from './stored-delivery.js';
 
 const ERROR_LOG_INTERVAL_MS = 30_000;
+/** What an entry's handling may end in without a failure: delivered, or given to the replica whose routes take it, or of a type this one ignores. */
+const SETTLED_WELL: ReadonlySet<HandledOutcome> = new Set(['delivered', 'handed_over', 'ignored']);
 
 /**
  * Queue mode's policy (contract, Webhooks `queue` and Several replicas). {@link enqueue} is the
@@ -270,7 +272,7 @@ export class QueueWorker implements EventQueue {
   private async handle(entry: QueueEntry, stored: StoredDelivery | null, startBy: number): Promise<void> {
     const tracing = this.options.tracing;
     const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored, startBy);
-    const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: o !== 'delivered' })) : work());
+    const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: !SETTLED_WELL.has(o) })) : work());
     // Still pending here: read again (that starts its visibility afresh) once this slot is free.
     if (outcome === 'read_too_late') this.recoverLater();
   }

@@ -84,7 +84,7 @@ class Service {
         events.slice(i, i + batch).map(async (e) => {
           const replicas = this.fleet();
           const to = replicas[this.turn++ % replicas.length]!;
-          const answer = await deliver(to, signedEvent(e.id, e.seq, e.type)).catch(() => ({ status: 0, body: {} }));
+          const answer: { status: number; body: Record<string, unknown> } = await deliver(to, signedEvent(e.id, e.seq, e.type)).catch(() => ({ status: 0, body: {} }));
           const key = `${answer.status} ${String(answer.body.status ?? answer.body.error ?? '')}`;
           this.answers.set(key, (this.answers.get(key) ?? 0) + 1);
           if (answer.status === 200) this.acknowledged.add(e.id);
