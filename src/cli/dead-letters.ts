@@ -118,7 +118,7 @@ function failed(what: string, err: unknown): void {
  * consent-sidecar webhook dead-letters replay --id evt_1 --id evt_2 --redis-url redis://redis:6379
  */
 export function registerDeadLetters(webhook: Command): void {
-  const dl = webhook.command('dead-letters').description('queue mode: list or replay the events retried past the horizon');
+  const dl = webhook.command('dead-letters').description('queue mode: list or replay the events retried, or left unrouted, past the horizon');
 
   const list = dl
     .command('list')

@@ -35,7 +35,14 @@ export const WEBHOOK_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'app-webhook-route',
     arg: "<'GLOB=URL'>",
-    description: 'events whose type matches GLOB (* matches any run of characters) go to URL; repeatable, first match wins; events no route takes go to --app-webhook-url, or are answered 200 unrouted and not forwarded',
+    description:
+      'events whose type matches GLOB (* matches any run of characters) go to URL; repeatable, first match wins; events no route takes go to --app-webhook-url; with neither (nor --app-webhook-ignore), passthrough answers 503 unrouted and queue mode leaves them for a replica whose routes take them',
+    repeatable: true,
+  },
+  {
+    name: 'app-webhook-ignore',
+    arg: '<GLOB>',
+    description: 'event types the app does not want (GLOB as in --app-webhook-route): answered 200 ignored, counted, not forwarded; repeatable; a route that matches comes first, the default after',
     repeatable: true,
   },
   { name: 'webhook-path', arg: '<path>', description: 'path of the webhook ingress', defaultText: DEFAULT_WEBHOOK_PATH },
@@ -150,6 +157,20 @@ export const parseRequiredHeader: SecretParser<RequiredHeader> = (text) => {
 /** What an event type may hold, and `*`: a glob of `--app-webhook-route`. */
 const ROUTE_GLOB = /^[A-Za-z0-9_.:*-]{1,256}$/;
 
+/** `--app-webhook-ignore GLOB`, each checked; a problem names the flag and the glob. */
+function readIgnores(r: Reader): string[] {
+  const raw = r.list('app-webhook-ignore');
+  if (!raw) return [];
+  const globs: string[] = [];
+  for (const value of raw.values) {
+    const glob = value.trim();
+    if (!ROUTE_GLOB.test(glob)) r.problem(raw.label, `expected a GLOB made of event type characters and *, got "${value}"`);
+    else if (globs.includes(glob)) r.problem(raw.label, `"${glob}" is given twice`);
+    else globs.push(glob);
+  }
+  return globs;
+}
+
 /** `--app-webhook-route 'GLOB=URL'`, each checked; a problem names the flag and the route. */
 function readRoutes(r: Reader): { glob: string; url: URL }[] {
   const raw = r.list('app-webhook-route');
@@ -187,6 +208,8 @@ export interface WebhookConfig extends WebhookQueueConfig {
   readonly appUrl: URL | null;
   /** `--app-webhook-route 'GLOB=URL'`, in the order given (first match wins). */
   readonly routes: readonly { readonly glob: string; readonly url: URL }[];
+  /** `--app-webhook-ignore GLOB`: types answered 200 `ignored` and not forwarded (after the routes, before the default). */
+  readonly ignore: readonly string[];
   readonly path: string;
   /** All accepted secrets, in the order given (rotation). */
   readonly secrets: Secret<readonly string[]>;
@@ -213,6 +236,7 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   const appUrl = r.url('app-webhook-url', false);
   const routes = readRoutes(r);
   const routed = appUrl !== null || routes.length > 0 || r.list('app-webhook-route') !== undefined;
+  const ignore = readIgnores(r);
   const path = r.raw('webhook-path');
   const webhookPath = path?.value ?? DEFAULT_WEBHOOK_PATH;
   if (path && !/^\/[\x21-\x7e]*$/.test(webhookPath)) r.problem(path.label, `must start with "/" and hold no spaces, got "${path.value}"`);
@@ -242,6 +266,7 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   const queue = readQueue(r, forwardTimeoutMs);
 
   if (!routed) {
+    if (ignore.length > 0) r.problem('--app-webhook-ignore', 'needs --app-webhook-url or --app-webhook-route (the ingress is off without them)');
     if (secrets || requiredHeader) {
       r.problem('--app-webhook-url', 'is required when webhook secrets or a required header are set (the ingress is off without it, or without --app-webhook-route)');
     }
@@ -254,6 +279,7 @@ export function readWebhooks(r: Reader): WebhookConfig | null {
   return {
     appUrl,
     routes,
+    ignore,
     path: webhookPath,
     secrets,
     toleranceS,

@@ -10,7 +10,9 @@ import { RedisScript } from './script.js';
  * | `queue:born` | sorted set, score = accepted at (epoch ms) | one member per event id not yet delivered nor dead: depth, oldest age, the bound |
  * | `queue:dead` | stream, bounded | dead letters; field `e` = the JSON with `lastError`, `deadAt` |
  * | `queue:delivered:<id>` | string (the marker's MAC), TTL ≥ horizon + 2 × tolerance | the app answered 2xx: a redelivery is dropped |
+ * | `queue:routes` | hash, field = consumer | each live consumer's route table (globs only, with a MAC): where an entry its reader's routes do not take may go |
  * | `queue:wake` | channel | "something is due": workers read at once instead of at their next poll |
+ * | `queue:handed` | channel | the consumer an entry was just handed to: it reads its own pending entries at once |
  * | `queue:delivered` | channel | `{"id","mac"}` after each delivery: every replica remembers it in memory too |
  *
  * Every step that moves an event is one script, so an event is never in two places nor in none.
@@ -99,6 +101,37 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[4])
 return 1
+`);
+
+/**
+ * No route of this consumer takes the entry: give it to one whose routes do. KEYS: events. ARGV:
+ * group, entry id, consumer, the consumer to give it to, the handed channel. XCLAIM starts its
+ * visibility afresh (JUSTID: not counted as a delivery). 0 (nothing moved) when the entry is not
+ * pending with this consumer any more (as RETRY_LATER: the one that took it over decides).
+ */
+export const HAND_OVER = new RedisScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[4], 0, ARGV[2], 'JUSTID')
+redis.call('PUBLISH', ARGV[5], ARGV[4])
+return 1
+`);
+
+/**
+ * The route tables filed. KEYS: routes. ARGV: at most (tables), max bytes of one. A larger one is
+ * skipped, never returned. Returns {consumer, json, consumer, json, …}.
+ */
+export const ROUTERS = new RedisScript(`
+local out = {}
+local fields = redis.call('HKEYS', KEYS[1])
+for _, f in ipairs(fields) do
+  if #out >= 2 * tonumber(ARGV[1]) then break end
+  if redis.call('HSTRLEN', KEYS[1], f) <= tonumber(ARGV[2]) then
+    local v = redis.call('HGET', KEYS[1], f)
+    if v then out[#out + 1] = f out[#out + 1] = v end
+  end
+end
+return out
 `);
 
 /** Due events back into the stream. KEYS: delayed, events. ARGV: now (ms), at most, wake channel. */

@@ -1,12 +1,12 @@
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
-import type { AcceptedMarks, Enqueued, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from '../webhooks/index.js';
+import type { AcceptedMarks, AdvertBounds, Enqueued, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from '../webhooks/index.js';
 import { DEDUP_KEY_OWNER } from './claim-store.js';
 import { acceptedValue, DEDUP_VALUE_MAX_BYTES } from './dedup-scripts.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, LIST_DEAD, PROMOTE, READ, REPLAY, RETRY_LATER, SEEN, STATS } from './queue-scripts.js';
+import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, HAND_OVER, LIST_DEAD, PROMOTE, READ, REPLAY, RETRY_LATER, ROUTERS, SEEN, STATS } from './queue-scripts.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { isStreamId } from './stream-ids.js';
 
@@ -32,6 +32,10 @@ export class QueueKeys {
   readonly wake: string;
   /** Channel of delivery announcements. */
   readonly deliveries: string;
+  /** Each live consumer's route table. */
+  readonly routes: string;
+  /** Channel naming the consumer an entry was handed to. */
+  readonly handed: string;
 
   constructor(private readonly keyspace: RedisKeyspace) {
     this.events = keyspace.key(QUEUE_KEY_OWNER, 'events');
@@ -40,6 +44,8 @@ export class QueueKeys {
     this.dead = keyspace.key(QUEUE_KEY_OWNER, 'dead');
     this.wake = keyspace.channel(`${QUEUE_KEY_OWNER}:wake`);
     this.deliveries = keyspace.channel(`${QUEUE_KEY_OWNER}:delivered`);
+    this.routes = keyspace.key(QUEUE_KEY_OWNER, 'routes');
+    this.handed = keyspace.channel(`${QUEUE_KEY_OWNER}:handed`);
   }
 
   delivered(eventId: string): string {
@@ -135,6 +141,30 @@ export class RedisQueueStore implements QueueStore {
     return r === 1;
   }
 
+  async handOver(consumer: string, entryId: string, to: string): Promise<boolean> {
+    const r = await this.connection.call('queue_hand_over', (c) => HAND_OVER.run(c, [this.keys.events], [QUEUE_GROUP, entryId, consumer, to, this.keys.handed]));
+    return r === 1;
+  }
+
+  async advertiseRoutes(consumer: string, json: string): Promise<void> {
+    await this.connection.call('queue_routes', (c) => c.sendCommand(['HSET', this.keys.routes, consumer, json]));
+  }
+
+  async forgetRoutes(consumer: string): Promise<void> {
+    await this.connection.call('queue_routes', (c) => c.sendCommand(['HDEL', this.keys.routes, consumer]));
+  }
+
+  async routers(bounds: AdvertBounds): Promise<RouterAdvert[]> {
+    const reply = await this.connection.call('queue_routers', (c) => ROUTERS.run(c, [this.keys.routes], [String(bounds.max), String(bounds.entryBytes)]));
+    if (!Array.isArray(reply) || reply.length % 2 !== 0) throw malformed('routers');
+    const out: RouterAdvert[] = [];
+    for (let i = 0; i < reply.length; i += 2) {
+      const [consumer, json] = [reply[i], reply[i + 1]];
+      if (typeof consumer === 'string' && typeof json === 'string') out.push({ consumer, json });
+    }
+    return out;
+  }
+
   async promoteDue(now: number, max: number): Promise<number> {
     const r = await this.connection.call('queue_promote', (c) => PROMOTE.run(c, [this.keys.delayed, this.keys.events], [String(now), String(max), this.keys.wake]));
     return typeof r === 'number' ? r : 0;
@@ -193,6 +223,12 @@ export class RedisQueueStore implements QueueStore {
       }
       const { id, mac } = (parsed ?? {}) as { id?: unknown; mac?: unknown };
       if (typeof id === 'string' && typeof mac === 'string') listener(id, mac);
+    });
+  }
+
+  async onHandedOver(consumer: string, hook: () => void): Promise<void> {
+    await this.connection.subscribe(this.keys.handed, (message) => {
+      if (message === consumer) hook();
     });
   }
 

@@ -4,14 +4,15 @@ import type { DeliveryOutcome } from './metrics.js';
 export const ROUTE_REJECTIONS = ['not_found', 'method_not_allowed', 'body_too_large', 'unverified_budget_exhausted', 'body_timeout', 'body_too_slow'] as const;
 export type RouteRejection = (typeof ROUTE_REJECTIONS)[number];
 
-/** What a 200 says (`{"status": …}`): the event is the app's, the queue's, a copy, or routed nowhere. */
-export const WEBHOOK_OK_REASONS = ['accepted', 'queued', 'duplicate', 'unrouted'] as const;
+/** What a 200 says (`{"status": …}`): the event is the app's, the queue's, a copy, or of a type the app does not want. */
+export const WEBHOOK_OK_REASONS = ['accepted', 'queued', 'duplicate', 'ignored'] as const;
 /** Why a delivery could not be taken now (`{"error": …}` of a 503; the service retries). */
 export const WEBHOOK_UNAVAILABLE_REASONS = [
   'app_unavailable',
   'dedup_unavailable',
   'queue_unavailable',
   'queue_full',
+  'unrouted',
   'revocation_failed',
   'revocation_not_shared',
   'unverified_budget_exhausted',

@@ -63,7 +63,7 @@ export interface Webhooks {
 export function buildWebhooks(config: WebhookConfig, ports: WebhookPorts): Webhooks {
   const { logger, registry, now } = ports;
   const metrics = createWebhookMetrics(registry);
-  const routes = new AppRoutes(config.routes, config.appUrl);
+  const routes = new AppRoutes(config.routes, config.appUrl, config.ignore);
   for (const label of routes.labels) for (const outcome of ['accepted', 'failed']) metrics.routeForwards.labels(label, outcome);
   const app = new AppClient({ timeoutMs: config.forwardTimeoutMs });
   const sequences = new SequenceTracker(metrics);

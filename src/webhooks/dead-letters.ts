@@ -83,8 +83,9 @@ export interface ReplayResult {
 /**
  * Puts dead letters back on the queue with a fresh horizon and no attempts: every one (`all`), or
  * those whose event id is in `ids`. Each is verified again against `secrets` first (contract:
- * before every replay), and must carry the mark a worker gives what the app refused until the
- * horizon (a MAC keyed from the secrets, {@link deadSubject}): one added to the dead letters by
+ * before every replay), and must carry the mark a worker gives what the app refused, or no
+ * replica's routes took (`unrouted`), until the horizon (a MAC keyed from the secrets,
+ * {@link deadSubject}): one added to the dead letters by
  * whoever can write to Redis (an old delivery kept from the queue, however genuine), or parked as
  * `expired` or `signature_mismatch`, stays where it is and is reported. So does one whose event
  * the app has had since (a delivered marker whose MAC verifies: a copy a writer added while the
@@ -122,6 +123,7 @@ export async function replayDeadLetters(
       ...stored,
       acceptedAt: now,
       attempts: 0,
+      routeWaits: undefined,
       lastError: undefined,
       deadAt: undefined,
       deadMac: undefined,

@@ -3,14 +3,18 @@ import type { AppTarget } from './app-routes.js';
 import type { WebhookEnvelope } from './envelope.js';
 import type { DeliveryFacts } from './stored-delivery.js';
 
-/** A delivery whose signature and envelope were verified, with where its event type goes. */
+/** A delivery whose signature and envelope were verified, with where its event type goes here. */
 export interface VerifiedEvent {
   readonly envelope: WebhookEnvelope;
   /** What the delivery carried that the app gets again; `outOfOrder` is the mode's to decide. */
   readonly facts: (outOfOrder: boolean) => DeliveryFacts;
   /** The raw body, unchanged. */
   readonly rawBody: Buffer;
-  readonly target: AppTarget;
+  /**
+   * This replica's route for its type; null when none takes it and there is no default (another
+   * replica of the fleet may route it: passthrough refuses it, queue mode stores it all the same).
+   */
+  readonly target: AppTarget | null;
 }
 
 /** Why a verified event could not be taken now (503: the service retries). */
@@ -20,6 +24,8 @@ export type DeliveryFailure = 'app_unavailable' | 'queue_unavailable' | 'queue_f
 export type DeliveryResult =
   | { readonly kind: 'accepted'; readonly reason: 'accepted' | 'queued'; readonly outOfOrder: boolean; readonly appStatus?: number }
   | { readonly kind: 'duplicate' }
+  /** Passthrough: no route of this replica takes its type (503 `unrouted`: the service retries, and may reach one that does). */
+  | { readonly kind: 'unrouted' }
   | {
       readonly kind: 'failed';
       readonly reason: DeliveryFailure;

@@ -12,7 +12,7 @@ export {
   type WebhookErrorCode,
 } from './errors.js';
 export { AppClient, appUrl, FORWARDED_HEADERS, type AppClientOptions, type AppUrl, type ForwardResult } from './app-client.js';
-export { AppRoutes, globMatcher, type AppRouteSpec, type AppTarget } from './app-routes.js';
+export { AppRoutes, globMatcher, globsForward, type AppRouteSpec, type AppTarget, type RouteGlobs, type Routing } from './app-routes.js';
 export { buildWebhooks, type WebhookPorts, type Webhooks } from './build.js';
 export type { DeliveryMode, DeliveryResult, VerifiedEvent } from './delivery-mode.js';
 export { PassthroughMode, type PassthroughModeOptions } from './passthrough-mode.js';
@@ -43,8 +43,9 @@ export {
   type Reverified,
   type StoredDelivery,
 } from './stored-delivery.js';
-export type { AcceptedMarks, Enqueued, EnqueueOutcome, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from './queue-store.js';
+export type { AcceptedMarks, AdvertBounds, Enqueued, EnqueueOutcome, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
+export { RouterDirectory, ROUTES_ADVERTISE_INTERVAL_MS, ROUTES_TTL_MS } from './queue-routers.js';
 export { QUEUE_CONCURRENCY, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
 export { DEAD_LETTER_PAGE, DEAD_LETTER_PAGE_BYTES, deadLetterBounds, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';
 export { MarkerMacs, type MarkerKind } from './markers.js';

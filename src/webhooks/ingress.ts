@@ -197,13 +197,15 @@ export class WebhookIngress {
 
   private async deliver(envelope: WebhookEnvelope, headers: DeliveryHeaders, verified: Verified, rawBody: Buffer, steps: StepTrace): Promise<WebhookAnswer> {
     const deliveryId = deliveryIdOf(headers['x-service-delivery-id']);
-    const target = this.deps.routes.pick(envelope.type);
+    const routing = this.deps.routes.route(envelope.type);
+    const target = routing.kind === 'forward' ? routing.target : null;
     // The log fields are built only for a line that is written (most deliveries write none).
     const log = (): Record<string, unknown> => ({ eventId: logId(envelope.id), type: envelope.type, sequence: envelope.sequence, deliveryId, ...(target ? { route: target.label } : {}) });
-    if (target === null) {
-      this.count('unrouted');
-      if (this.debug()) this.deps.logger.debug({ event: 'webhook_unrouted', ...log() }, 'no --app-webhook-route takes this event type and there is no --app-webhook-url; not forwarded');
-      return { status: 200, outcome: 'unrouted', reason: 'unrouted', then: 'keep' };
+    if (routing.kind === 'ignored') {
+      // Declared unwanted: acknowledged, not forwarded, and not deduplicated (a copy is ignored again).
+      this.count('ignored');
+      if (this.debug()) this.deps.logger.debug({ event: 'webhook_ignored', ...log(), ignore: routing.glob }, 'event type named by --app-webhook-ignore; not forwarded');
+      return { status: 200, outcome: 'ignored', reason: 'ignored', then: 'keep' };
     }
     const facts = (outOfOrder: boolean): DeliveryFacts =>
       deliveryId !== undefined
@@ -223,6 +225,13 @@ export class WebhookIngress {
         // and the forward histogram say the same in aggregate.
         if (this.debug()) this.deps.logger.debug({ event: result.reason === 'queued' ? 'webhook_queued' : 'webhook_accepted', ...log(), outOfOrder: result.outOfOrder, appStatus: result.appStatus }, `webhook ${result.reason === 'queued' ? 'queued' : 'forwarded'}`);
         return { status: 200, outcome: 'accepted', reason: result.reason, then: 'keep' };
+      case 'unrouted':
+        this.count('unrouted');
+        this.logFailure(
+          { event: 'webhook_unrouted', ...log(), cause: 'unrouted' },
+          'no --app-webhook-route of this replica takes this event type and there is no --app-webhook-url: answered 503 so the service retries (a replica that routes it may take it)',
+        );
+        return { status: 503, outcome: 'unrouted', reason: 'unrouted', then: 'keep' };
       case 'duplicate':
         this.count('duplicate');
         if (this.debug()) this.deps.logger.debug({ event: 'webhook_duplicate', ...log() }, 'duplicate webhook not forwarded');

@@ -2,10 +2,11 @@ import { createHmac, timingSafeEqual, type KeyObject, createSecretKey } from 'no
 
 /**
  * What a marker says, each MACed apart: an event accepted (dedup), delivered (queue), parked as a
- * dead letter by a worker, a dead letter an operator replayed, or an entry of the invalidation log
- * (a revocation shared with the other replicas).
+ * dead letter by a worker, a dead letter an operator replayed, an entry of the invalidation log
+ * (a revocation shared with the other replicas), or a queue worker's route table (where entries its
+ * reader's routes do not take may be handed).
  */
-export type MarkerKind = 'accepted' | 'delivered' | 'dead' | 'replay' | 'invalidation';
+export type MarkerKind = 'accepted' | 'delivered' | 'dead' | 'replay' | 'invalidation' | 'routes';
 
 /** The label every marker key is derived under: a new derivation gets a new version, never a new meaning for this one. */
 const DERIVATION = 'consent-sidecar marker v1';

@@ -2,10 +2,12 @@ import { Counter, Gauge, Histogram, type Registry } from '../observability/prom.
 import { FastHistogram, METRIC_PREFIX } from '../observability/index.js';
 
 /**
- * `outcome` of `consent_sidecar_webhook_deliveries_total` (the contract's closed set; `unrouted`:
- * verified, answered 200, and not forwarded because no route takes its type and there is no default).
+ * `outcome` of `consent_sidecar_webhook_deliveries_total` (the contract's closed set, and: `ignored`,
+ * verified, answered 200 and not forwarded because an `--app-webhook-ignore` glob names its type;
+ * `unrouted`, verified and answered 503 in passthrough because no route of this replica takes its
+ * type and there is no default).
  */
-export type DeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'failed' | 'unrouted';
+export type DeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'failed' | 'ignored' | 'unrouted';
 /** Why the app did not accept a forwarded event. */
 export type ForwardFailureCause = 'status' | 'timeout' | 'network';
 
@@ -73,7 +75,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
   return {
     deliveries: new Counter({
       name: `${METRIC_PREFIX}webhook_deliveries_total`,
-      help: 'Webhook deliveries by outcome (accepted, duplicate, rejected, failed, unrouted).',
+      help: 'Webhook deliveries by outcome (accepted, duplicate, rejected, failed; ignored: a type --app-webhook-ignore names, 200; unrouted: no route of this replica takes its type, 503 in passthrough).',
       labelNames: ['outcome'],
       registers,
     }),
@@ -148,7 +150,7 @@ export interface SharedDedupMetrics {
 }
 
 /** Which kind of marker failed its MAC check (`marker` label). */
-export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay';
+export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay' | 'routes';
 
 /**
  * `consent_sidecar_webhook_marker_mismatches_total`, declared once per registry (shared dedup and
@@ -160,11 +162,11 @@ export function markerMismatchCounter(registry: Registry): Counter<'marker'> {
   if (existing) return existing as Counter<'marker'>;
   const counter = new Counter({
     name,
-    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, by marker (accepted, announced, delivered, replay): each was taken as no marker, the event delivered.',
+    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, by marker (accepted, announced, delivered, replay: each was taken as no marker, the event delivered; routes: a route table no entry is handed to).',
     labelNames: ['marker'],
     registers: [registry],
   });
-  for (const marker of ['accepted', 'announced', 'delivered', 'replay'] satisfies MarkerMismatch[]) counter.labels(marker);
+  for (const marker of ['accepted', 'announced', 'delivered', 'replay', 'routes'] satisfies MarkerMismatch[]) counter.labels(marker);
   return counter;
 }
 
@@ -203,6 +205,9 @@ export const QUEUE_FORWARD_OUTCOMES = [
   'oversized',
   'unreadable',
   'read_too_late',
+  'ignored',
+  'handed_over',
+  'awaiting_route',
   'unrouted',
 ] as const;
 export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
@@ -227,11 +232,11 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late, unrouted).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late; ignored: a type --app-webhook-ignore names, removed; handed_over: no route here takes it, given to a replica whose routes do; awaiting_route: no live replica routes it, parked without counting an attempt; unrouted: still so at the horizon, dead-lettered).',
     labelNames: ['outcome'],
     registers,
   });
-  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late', 'awaiting_route', 'unrouted'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
   return {
     depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
     oldestAge: new Gauge({

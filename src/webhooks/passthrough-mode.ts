@@ -38,6 +38,10 @@ export class PassthroughMode implements DeliveryMode {
 
   async deliver(e: VerifiedEvent, steps: StepTrace): Promise<DeliveryResult> {
     const { dedup, metrics } = this.o;
+    const target = e.target;
+    // Acknowledged here, it would be forgotten: another replica (mid-rollout) may route it, and the
+    // service only retries what it did not get a 2xx for. Nothing is claimed for it.
+    if (target === null) return UNROUTED;
     const id = e.envelope.id;
     let claim;
     try {
@@ -59,9 +63,9 @@ export class PassthroughMode implements DeliveryMode {
     try {
       const outOfOrder = this.o.sequences.observe(e.envelope.sequence);
       const started = performance.now();
-      const result = await steps.step('forward', () => this.o.app.forward(e.target.url, e.rawBody, appHeaders(e.facts(outOfOrder))));
+      const result = await steps.step('forward', () => this.o.app.forward(target.url, e.rawBody, appHeaders(e.facts(outOfOrder))));
       metrics.forwardDuration.observe(result.ok ? 0 : 1, (performance.now() - started) / 1000);
-      metrics.routeForwards.labels(e.target.label, result.ok ? 'accepted' : 'failed').inc();
+      metrics.routeForwards.labels(target.label, result.ok ? 'accepted' : 'failed').inc();
       if (!result.ok) {
         metrics.forwardFailures.inc({ cause: result.cause });
         return { kind: 'failed', reason: 'app_unavailable', cause: result.cause, detail: result.detail };
@@ -81,6 +85,7 @@ export class PassthroughMode implements DeliveryMode {
 }
 
 const DUPLICATE: DeliveryResult = Object.freeze({ kind: 'duplicate' });
+const UNROUTED: DeliveryResult = Object.freeze({ kind: 'unrouted' });
 
 /** A dedup step that did not answer (slow store) or failed: no promise of "at most once", so 503. */
 function dedupFailed(err: unknown): DeliveryResult {

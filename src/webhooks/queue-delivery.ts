@@ -3,11 +3,12 @@ import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { logId } from './event-id.js';
 import type { AppClient } from './app-client.js';
-import type { AppRoutes } from './app-routes.js';
+import type { AppRoutes, Routing } from './app-routes.js';
 import type { DeliveredRecord } from './delivered-record.js';
 import type { MarkerMacs } from './markers.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
+import type { RouterDirectory } from './queue-routers.js';
 import { deadSubject, replayOf, reverify, type StoredDelivery } from './stored-delivery.js';
 
 /** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
@@ -24,7 +25,18 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
 }
 
 /** What became of one entry a worker handled (the forwards counter's outcome). */
-export type HandledOutcome = 'unreadable' | 'signature_mismatch' | 'expired' | 'delivered' | 'retry_scheduled' | 'dead_lettered' | 'read_too_late' | 'unrouted';
+export type HandledOutcome =
+  | 'unreadable'
+  | 'signature_mismatch'
+  | 'expired'
+  | 'delivered'
+  | 'retry_scheduled'
+  | 'dead_lettered'
+  | 'read_too_late'
+  | 'ignored'
+  | 'handed_over'
+  | 'awaiting_route'
+  | 'unrouted';
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
@@ -35,6 +47,8 @@ export interface QueueDeliveryOptions {
   /** The wing's one app client, and the routes by event type it posts to. */
   readonly app: AppClient;
   readonly routes: AppRoutes;
+  /** The fleet's route tables: where an entry this replica's routes do not take may go. */
+  readonly routers: Pick<RouterDirectory, 'forwarderOf'>;
   /** Forwards by route and outcome (shared with passthrough). */
   readonly routeForwards: { labels(route: string, outcome: string): { inc(): void } };
   readonly secrets: () => readonly string[];
@@ -90,15 +104,9 @@ export class QueueDelivery {
     const checked = reverify(stored, this.o.secrets(), { nowMs: this.o.now(), maxAgeMs: this.o.maxAgeMs, replayedAt: typeof replay === 'number' ? replay : null });
     if (!checked.ok) return this.park(entry.entryId, stored, checked.reason, checked.reason);
     if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
-    const target = this.o.routes.pick(checked.envelope.type);
-    if (target === null) {
-      // No route takes its type any more (the routes changed since it was queued): as the ingress
-      // does, not forwarded, and never retried.
-      this.o.unrecorded.set(entry.entryId, stored.id);
-      await this.recordOne(entry.entryId, stored.id);
-      metrics.forwards.inc({ outcome: 'unrouted' });
-      return 'unrouted';
-    }
+    const routing = this.o.routes.route(checked.envelope.type);
+    if (routing.kind !== 'forward') return this.leave(entry.entryId, stored, checked.envelope.type, routing);
+    const target = routing.target;
     const result = await this.o.app.forward(target.url, checked.body, checked.headers);
     this.o.routeForwards.labels(target.label, result.ok ? 'accepted' : 'failed').inc();
     const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts, route: target.label };
@@ -130,6 +138,43 @@ export class QueueDelivery {
   }
 
   /**
+   * No route of this replica takes the entry's type. Declared unwanted here (`ignored`): removed.
+   * Otherwise it is not this replica's to drop, since replicas of one fleet may differ (a rollout):
+   * it goes to a live replica whose routes take it (`handed_over`), or, with none, waits in the queue
+   * for one without spending an attempt (`awaiting_route`, its own backoff; any replica reads it
+   * again when due), and at the horizon becomes a dead letter `unrouted`, marked for a replay.
+   */
+  private async leave(entryId: string, stored: StoredDelivery, type: string, routing: Exclude<Routing, { kind: 'forward' }>): Promise<HandledOutcome> {
+    const { store, metrics, logger } = this.o;
+    if (routing.kind === 'ignored') {
+      await store.drop(entryId, stored.id);
+      metrics.forwards.inc({ outcome: 'ignored' });
+      logger.debug({ event: 'webhook_ignored', eventId: logId(stored.id), type, ignore: routing.glob }, 'queued event of a type --app-webhook-ignore names; removed, not forwarded');
+      return 'ignored';
+    }
+    const to = await this.o.routers.forwarderOf(type);
+    if (to !== null) {
+      if (await store.handOver(this.o.consumer, entryId, to)) metrics.forwards.inc({ outcome: 'handed_over' });
+      return 'handed_over';
+    }
+    const now = this.o.now();
+    const horizonEnd = stored.acceptedAt + this.o.horizonMs;
+    if (now >= horizonEnd) return this.park(entryId, stored, 'unrouted', 'unrouted');
+    const routeWaits = (stored.routeWaits ?? 0) + 1;
+    const dueAt = Math.min(now + backoffMs(routeWaits), horizonEnd);
+    await store.retryLater(this.o.consumer, entryId, dueAt, JSON.stringify({ ...stored, routeWaits }));
+    metrics.forwards.inc({ outcome: 'awaiting_route' });
+    const suppressed = this.eventLog.admit('awaiting_route');
+    if (suppressed !== undefined) {
+      logger.warn(
+        { event: 'webhook_queue_unrouted', eventId: logId(stored.id), type, routeWaits, retryInMs: dueAt - now, suppressedSinceLast: suppressed },
+        'no live replica has a route for this queued event type (--app-webhook-route, --app-webhook-url): left waiting, dead-lettered unrouted at the horizon',
+      );
+    }
+    return 'awaiting_route';
+  }
+
+  /**
    * Redis made the entry ours when it ran the read; the answer reached us so late (this process
    * stalled: a GC pause, CPU throttling, a frozen VM) that a forward could outlive the visibility,
    * and another replica take the entry over and forward it too. Not forwarded; nothing moved.
@@ -147,19 +192,25 @@ export class QueueDelivery {
   }
 
   /**
-   * A dead letter: past the horizon (`dead_lettered`, marked for a replay), an entry that does not
-   * verify (`signature_mismatch`), or one signed longer ago than the queue may hold it (`expired`).
+   * A dead letter: past the horizon (`dead_lettered`, or `unrouted` when no replica routed it; both
+   * marked for a replay), an entry that does not verify (`signature_mismatch`), or one signed
+   * longer ago than the queue may hold it (`expired`).
    */
-  private async park(entryId: string, stored: StoredDelivery, lastError: string, outcome: 'signature_mismatch' | 'expired' | 'dead_lettered'): Promise<'signature_mismatch' | 'expired' | 'dead_lettered'> {
+  private async park<O extends 'signature_mismatch' | 'expired' | 'dead_lettered' | 'unrouted'>(entryId: string, stored: StoredDelivery, lastError: string, outcome: O): Promise<O> {
     const { store, metrics, logger } = this.o;
     const deadAt = this.o.now();
-    // The mark `dead-letters replay` asks for, given only to what the app refused until the horizon:
-    // an `expired` or `signature_mismatch` entry is never forwarded, a replay included.
-    const deadMac = outcome === 'dead_lettered' ? this.o.macs.sign('dead', deadSubject(stored, deadAt)) : undefined;
+    // The mark `dead-letters replay` asks for, given only to what the app refused or no route took
+    // until the horizon: an `expired` or `signature_mismatch` entry is never forwarded, a replay included.
+    const replayable = outcome === 'dead_lettered' || outcome === 'unrouted';
+    const deadMac = replayable ? this.o.macs.sign('dead', deadSubject(stored, deadAt)) : undefined;
     const dead: StoredDelivery = { ...stored, lastError, deadAt, deadMac };
     await store.deadLetter(this.o.consumer, entryId, stored.id, JSON.stringify(dead));
     metrics.forwards.inc({ outcome });
-    if (outcome !== 'dead_lettered') {
+    if (outcome === 'unrouted') {
+      logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'no replica routed this queued event type until --webhook-queue-horizon-ms; dead-lettered (replay it once a route exists)');
+      return outcome;
+    }
+    if (!replayable) {
       const suppressed = this.eventLog.admit(outcome);
       if (suppressed !== undefined) {
         const why =
@@ -171,7 +222,7 @@ export class QueueDelivery {
       return outcome;
     }
     logger.warn({ event: 'webhook_dead_lettered', eventId: logId(stored.id), attempts: stored.attempts, lastError }, 'webhook retried past --webhook-queue-horizon-ms; dead-lettered');
-    return 'dead_lettered';
+    return outcome;
   }
 
   /** Records one delivery; kept in {@link unrecorded} when the store does not answer (retried each pump). */

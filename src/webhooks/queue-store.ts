@@ -50,6 +50,21 @@ export interface QueueBatch {
   readonly oversized: number;
 }
 
+/** One replica's route table as it told the others: the value it wrote (the caller checks its MAC). */
+export interface RouterAdvert {
+  /** The consumer the value is filed under. */
+  readonly consumer: string;
+  readonly json: string;
+}
+
+/** How much a listing of route tables may bring into the process. */
+export interface AdvertBounds {
+  /** Tables read at most. */
+  readonly max: number;
+  /** A table larger than this is skipped, never read. */
+  readonly entryBytes: number;
+}
+
 /**
  * The storage half of queue mode (implemented in `src/redis/` by streams and scripts): one
  * consumer group, an entry is pending with exactly one consumer until it is delivered, parked for
@@ -99,6 +114,17 @@ export interface QueueStore {
   retryLater(consumer: string, entryId: string, dueAt: number, json: string): Promise<boolean>;
   /** Moves it (as `json`) to the dead letters; false, as {@link retryLater}, when it is not `consumer`'s any more. */
   deadLetter(consumer: string, entryId: string, eventId: string, json: string): Promise<boolean>;
+  /**
+   * Gives an entry pending with `consumer` to the consumer `to` (its visibility starting afresh) and
+   * tells `to` ({@link onHandedOver}); false, nothing moved, when it is not `consumer`'s any more.
+   */
+  handOver(consumer: string, entryId: string, to: string): Promise<boolean>;
+  /** Files `json` (this consumer's route table) where every replica lists it ({@link routers}). */
+  advertiseRoutes(consumer: string, json: string): Promise<void>;
+  /** Removes what `consumer` filed with {@link advertiseRoutes}. */
+  forgetRoutes(consumer: string): Promise<void>;
+  /** The route tables filed, within `bounds` (the caller checks each one: shape, MAC, age). */
+  routers(bounds: AdvertBounds): Promise<RouterAdvert[]>;
   /** Moves parked entries due by `now` back to the queue; how many. */
   promoteDue(now: number, max: number): Promise<number>;
   stats(): Promise<QueueStats>;
@@ -118,6 +144,8 @@ export interface QueueStore {
   onWake(wake: () => void): Promise<void>;
   /** `listener` hears each delivery any replica announced (best effort), with its marker MAC. */
   onDelivered(listener: (eventId: string, mac: string) => void): Promise<void>;
+  /** `hook` runs when an entry was handed to `consumer` ({@link handOver}; best effort: takeovers find it anyway). */
+  onHandedOver(consumer: string, hook: () => void): Promise<void>;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
 }

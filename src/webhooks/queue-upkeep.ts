@@ -1,5 +1,6 @@
 import type { QueueMetrics } from './metrics.js';
 import type { QueueStore } from './queue-store.js';
+import { ROUTES_ADVERTISE_INTERVAL_MS, type RouterDirectory } from './queue-routers.js';
 
 /** How often the gauges are read (ms). */
 const STATS_INTERVAL_MS = 1000;
@@ -13,10 +14,12 @@ export type Step = (where: string, work: () => Promise<unknown>) => Promise<void
 
 /**
  * What a queue worker does beside forwarding, each at its own pace within the worker's rounds:
- * moving parked events whose retry is due back to the queue, reading the gauges (depth, oldest
- * age, dead letters: all replicas'), and removing consumers of dead processes.
+ * filing its route table for the other replicas, moving parked events whose retry is due back to
+ * the queue, reading the gauges (depth, oldest age, dead letters: all replicas'), and removing
+ * consumers of dead processes.
  */
 export class QueueUpkeep {
+  private lastAdvert = -Infinity;
   private lastPromote = 0;
   private lastStats = 0;
   private lastSweep = 0;
@@ -24,6 +27,8 @@ export class QueueUpkeep {
   constructor(
     private readonly o: {
       readonly store: QueueStore;
+      /** Where this worker's route table is filed. */
+      readonly routers: Pick<RouterDirectory, 'advertise'>;
       readonly metrics: Pick<QueueMetrics, 'depth' | 'oldestAge' | 'deadLetters'>;
       /** This process's consumer (never swept). */
       readonly consumer: string;
@@ -31,6 +36,13 @@ export class QueueUpkeep {
       readonly staleConsumerMs: number;
     },
   ) {}
+
+  /** Before the reads: the other replicas know what this one's routes take (the first round files it at once). */
+  async advertise(now: number, step: Step): Promise<void> {
+    if (now - this.lastAdvert < ROUTES_ADVERTISE_INTERVAL_MS) return;
+    this.lastAdvert = now;
+    await step('advertise', () => this.o.routers.advertise());
+  }
 
   /** Before the reads: what became due is on the queue for them. */
   async promote(now: number, step: Step): Promise<void> {

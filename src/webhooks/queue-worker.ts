@@ -8,6 +8,7 @@ import { MarkerMacs } from './markers.js';
 import { QueueIngress } from './queue-ingress.js';
 import type { QueueBatch, QueueEntry, ReadBounds } from './queue-store.js';
 import { QueueDelivery, type HandledOutcome } from './queue-delivery.js';
+import { RouterDirectory } from './queue-routers.js';
 import { QueueUpkeep } from './queue-upkeep.js';
 import { QUEUE_CONCURRENCY, QUEUE_POLL_INTERVAL_MS, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, type QueueWorkerOptions } from './queue-worker-options.js';
 
@@ -15,6 +16,8 @@ export { QUEUE_CONCURRENCY, QUEUE_POLL_INTERVAL_MS, QUEUE_READ_BATCH_BYTES, QUEU
 import { decodeStored, storedDeliveryMaxBytes, type StoredDelivery } from './stored-delivery.js';
 
 const ERROR_LOG_INTERVAL_MS = 30_000;
+/** What an entry's handling may end in without a failure: delivered, or given to the replica whose routes take it, or of a type this one ignores. */
+const SETTLED_WELL: ReadonlySet<HandledOutcome> = new Set(['delivered', 'handed_over', 'ignored']);
 
 /**
  * Queue mode's policy (contract, Webhooks `queue` and Several replicas). {@link enqueue} is the
@@ -32,6 +35,9 @@ const ERROR_LOG_INTERVAL_MS = 30_000;
  *   pending entries at once instead of waiting for another replica's takeover;
  * - entries held by a consumer that died are taken over once idle `visibilityMs`; the delivered
  *   marker, checked before each forward, drops a copy the app has had;
+ * - **replicas may route differently** (a rollout): an entry no route of this replica takes is
+ *   handed to a live replica whose routes take it (each files its route table, {@link RouterDirectory}),
+ *   which is told and reads its own pending entries at once; with none it waits (see `QueueDelivery`);
  * - **a slow answer is not a fresh one**: Redis starts an entry's visibility when it runs the read,
  *   so a reply this process reads late (it stalled) leaves less than the visibility; an entry whose
  *   forward could no longer end inside it (`visibilityMs - forwardTimeoutMs` after the read was
@@ -70,6 +76,7 @@ export class QueueWorker implements EventQueue {
   private recoverReasons = 0;
   private lastTakeOver = 0;
   private readonly upkeep: QueueUpkeep;
+  private readonly routers: RouterDirectory;
 
   constructor(private readonly options: QueueWorkerOptions) {
     if (!(options.visibilityMs > options.forwardTimeoutMs)) throw new RangeError('QueueWorker: visibilityMs must exceed forwardTimeoutMs');
@@ -81,14 +88,15 @@ export class QueueWorker implements EventQueue {
     const markerTtlMs = Math.max(options.deliveredRetentionMs, options.horizonMs + 2 * toleranceMs);
     const { store, logger, metrics, now } = options;
     this.record = new DeliveredRecord({ store, macs, ttlMs: markerTtlMs, maxEntries: options.deliveredMaxEntries ?? 1_000_000, mismatches: metrics.markerMismatches, logger, now });
-    this.delivery = new QueueDelivery({ ...options, consumer: this.consumer, unrecorded: this.unrecorded, record: this.record, macs, markerTtlMs, maxAgeMs: options.horizonMs + toleranceMs });
+    this.routers = new RouterDirectory({ store, consumer: this.consumer, globs: options.routes.globs, macs, mismatches: metrics.markerMismatches, now });
+    this.delivery = new QueueDelivery({ ...options, consumer: this.consumer, unrecorded: this.unrecorded, record: this.record, routers: this.routers, macs, markerTtlMs, maxAgeMs: options.horizonMs + toleranceMs });
     this.ingress = new QueueIngress({ store, macs, metrics, retentionMs: options.deliveredRetentionMs, now });
     const entryBytes = storedDeliveryMaxBytes(options.maxBodyBytes);
     this.bounds = { entryBytes, batchBytes: Math.max(QUEUE_READ_BATCH_BYTES, entryBytes) };
     this.concurrency = options.concurrency ?? QUEUE_CONCURRENCY;
     this.pollIntervalMs = options.pollIntervalMs ?? QUEUE_POLL_INTERVAL_MS;
     const staleConsumerMs = options.staleConsumerMs ?? QUEUE_STALE_CONSUMER_MS;
-    this.upkeep = new QueueUpkeep({ store, metrics, consumer: this.consumer, pollIntervalMs: this.pollIntervalMs, staleConsumerMs });
+    this.upkeep = new QueueUpkeep({ store, routers: this.routers, metrics, consumer: this.consumer, pollIntervalMs: this.pollIntervalMs, staleConsumerMs });
   }
 
   /** Starts the workers; never waits for the store. */
@@ -101,6 +109,11 @@ export class QueueWorker implements EventQueue {
     this.timer = setInterval(() => this.kick(), this.pollIntervalMs);
     this.timer.unref();
     await store.onWake(() => this.kick());
+    // Another replica gave this one an entry its own routes do not take: it is pending here now.
+    await store.onHandedOver(this.consumer, () => {
+      this.recoverLater();
+      this.kick();
+    });
     await this.record.start();
     this.kick();
   }
@@ -118,8 +131,10 @@ export class QueueWorker implements EventQueue {
   async stop(graceMs = 0): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    // Nothing more is handed to a worker that stops (what was is taken over after the visibility).
+    const withdrawn = this.routers.withdraw().catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.active.values()]), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    await Promise.race([Promise.allSettled([...this.active.values(), withdrawn]), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
     clearTimeout(timer);
   }
 
@@ -145,6 +160,7 @@ export class QueueWorker implements EventQueue {
     const now = this.options.now();
     await this.step('record', () => this.delivery.recordDelivered((entryId) => this.active.has(entryId)));
     const step = (where: string, work: () => Promise<unknown>): Promise<void> => this.step(where, work);
+    await this.upkeep.advertise(now, step);
     if (this.recoverPending && this.free() > 0) await this.step('recover', () => this.recover());
     await this.upkeep.promote(now, step);
     if (this.free() > 0 && now - this.lastTakeOver >= this.pollIntervalMs) {
@@ -256,7 +272,7 @@ export class QueueWorker implements EventQueue {
   private async handle(entry: QueueEntry, stored: StoredDelivery | null, startBy: number): Promise<void> {
     const tracing = this.options.tracing;
     const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored, startBy);
-    const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: o !== 'delivered' })) : work());
+    const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: !SETTLED_WELL.has(o) })) : work());
     // Still pending here: read again (that starts its visibility afresh) once this slot is free.
     if (outcome === 'read_too_late') this.recoverLater();
   }

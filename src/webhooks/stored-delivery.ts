@@ -78,6 +78,11 @@ export interface StoredDelivery {
   readonly acceptedAt: number;
   /** Forwards tried and not accepted so far. */
   readonly attempts: number;
+  /**
+   * Times a worker found no live replica whose routes take its type and parked it to wait for one
+   * (its own backoff: waiting for a route spends none of the app's attempts).
+   */
+  readonly routeWaits?: number;
   /** Why the last attempt failed (`app answered 500`, `signature_mismatch`, …). */
   readonly lastError?: string;
   /** Dead letters only: when it was parked (epoch ms). */
@@ -91,8 +96,9 @@ export interface StoredDelivery {
   readonly replayedAt?: number;
   readonly replayMac?: string;
   /**
-   * Dead letters the app refused until the horizon only: the mark of the worker that parked it
-   * ({@link deadSubject}); replay needs it. An `expired` or `signature_mismatch` one has none.
+   * Dead letters the app refused until the horizon, or that no replica routed until then, only: the
+   * mark of the worker that parked it ({@link deadSubject}); replay needs it. An `expired` or
+   * `signature_mismatch` one has none.
    */
   readonly deadMac?: string;
 }
@@ -112,12 +118,13 @@ export function replaySubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 
 }
 
 /**
- * What a dead letter's mark covers: why it was parked, the event, its signed timestamp and
- * signature, and when. The one reason marked is `dead_lettered` (the app did not take it until the
- * horizon), what a replay is for. An `expired` entry may be a copy of an event
- * the app took whose delivered marker has lapsed, and a `signature_mismatch` one is not the
- * service's: neither is ever forwarded, so neither is marked, and a mark made for another reason
- * (an earlier version marked every dead letter) does not verify.
+ * What a dead letter's mark covers: that it may be replayed, the event, its signed timestamp and
+ * signature, and when it was parked. Marked are what a replay is for: an event the app did not
+ * take until the horizon (`dead_lettered`), and one no replica's routes took until then
+ * (`unrouted`: replayed once a route exists). An `expired` entry may be a copy of an event the app
+ * took whose delivered marker has lapsed, and a `signature_mismatch` one is not the service's:
+ * neither is ever forwarded, so neither is marked, and a mark made for another reason (an earlier
+ * version marked every dead letter) does not verify.
  */
 export function deadSubject(stored: Pick<StoredDelivery, 'id' | 'timestamp' | 'signature'>, deadAt: number): string {
   return JSON.stringify(['dead_lettered', stored.id, stored.timestamp, stored.signature, deadAt]);
@@ -161,6 +168,7 @@ export function decodeStored(json: string | null): StoredDelivery | null {
   if (!e || typeof e !== 'object' || e.v !== 2) return null;
   if (!isString(e.id) || !isString(e.timestamp) || !isString(e.signature) || !isString(e.body)) return null;
   if (!isCount(e.acceptedAt) || !isCount(e.attempts)) return null;
+  if (e.routeWaits !== undefined && !isCount(e.routeWaits)) return null;
   if (e.deliveryId !== undefined && !isString(e.deliveryId)) return null;
   if (e.lastError !== undefined && !isString(e.lastError)) return null;
   if (e.replayedAt !== undefined && !isCount(e.replayedAt)) return null;

@@ -35,6 +35,7 @@ beforeAll(async () => {
   sidecar = await startTestSidecar(up.url, {
     'webhook-listen': '127.0.0.1:0',
     'app-webhook-url': app.url,
+    'app-webhook-ignore': 'contract.ignored.*',
     'webhook-secret': SECRET,
     'webhook-required-header': `${PORTAL[0]}: ${PORTAL[1]}`,
     'webhook-max-body-bytes': '2048',
@@ -58,8 +59,8 @@ function signed(body: Buffer, ts: number | string = now()): Headers {
   return [['content-type', 'application/json'], ['x-service-timestamp', String(ts)], ['x-service-signature', sign(SECRET, ts, body)], ['x-service-delivery-id', 'dlv_1'], [...PORTAL]];
 }
 
-async function deliver(body: Buffer, headers: Headers, method = 'POST', path = '/webhooks'): Promise<AppResponse> {
-  const res = await request(`${hooks}${path}`, { method: method as 'POST', headers: headers.flat(), body: method === 'POST' ? body : null });
+async function deliver(body: Buffer, headers: Headers, method = 'POST', path = '/webhooks', base = hooks): Promise<AppResponse> {
+  const res = await request(`${base}${path}`, { method: method as 'POST', headers: headers.flat(), body: method === 'POST' ? body : null });
   const text = await res.body.text();
   const json = parsedJson(text);
   const out = { status: res.statusCode, headers: res.headers, text, json, source: undefined };
@@ -72,6 +73,9 @@ describe('webhook and admin listeners, and what the app receives ⇄ openapi/con
     const body = envelope({ id: 'evt_contract_1' });
     expect((await deliver(body, signed(body))).json).toEqual({ status: 'accepted' });
     expect((await deliver(body, signed(body))).json).toEqual({ status: 'duplicate' });
+    // A type the app declared it does not want: acknowledged, never forwarded.
+    const ignored = envelope({ id: 'evt_contract_ignored', type: 'contract.ignored.kind' });
+    expect((await deliver(ignored, signed(ignored))).json).toEqual({ status: 'ignored' });
     // An id that is not visible ASCII reaches the app percent-encoded, and says so.
     const unicode = envelope({ id: 'évt 2', sequence: 0 });
     expect((await deliver(unicode, signed(unicode))).status).toBe(200);
@@ -116,6 +120,16 @@ describe('webhook and admin listeners, and what the app receives ⇄ openapi/con
     const refused = envelope({ id: 'evt_contract_503' });
     expect((await deliver(refused, signed(refused))).json).toEqual({ error: 'app_unavailable' });
     app.behaviour = { status: 204 };
+
+    // A replica with no route for a type and no default: not acknowledged (another replica may route it).
+    const narrow = await startTestSidecar(up.url, { 'webhook-listen': '127.0.0.1:0', 'app-webhook-route': `contract.routed.*=${app.url}`, 'webhook-secret': SECRET, 'redec-reconcile-interval-ms': '0' });
+    try {
+      const unrouted = envelope({ id: 'evt_contract_unrouted', type: 'contract.other' });
+      const headers = signed(unrouted).filter(([n]) => n !== PORTAL[0]);
+      expect((await deliver(unrouted, headers, 'POST', '/webhooks', narrow.handle.urls.webhook!)).json).toEqual({ error: 'unrouted' });
+    } finally {
+      await narrow.close();
+    }
 
     // One delivery holds 600 bytes it sent (a declared length holds nothing) while the rest does not
     // come; a second of 1,600 bytes cannot fit beside it, and, being the larger, cannot take its place.

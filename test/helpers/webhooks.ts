@@ -121,7 +121,12 @@ export interface SidecarUnderTest {
 }
 
 export interface SidecarOptions {
-  appUrl: string;
+  /** The default route (`--app-webhook-url`); null: only `routes`. */
+  appUrl: string | null;
+  /** `--app-webhook-route` (glob → URL), in order. */
+  routes?: readonly { glob: string; url: string }[];
+  /** `--app-webhook-ignore` globs. */
+  ignore?: readonly string[];
   secrets?: readonly string[];
   requiredHeader?: RequiredHeader;
   /** Instead of `requiredHeader`: the secret itself (one that rotates, say). */
@@ -140,8 +145,9 @@ export interface SidecarOptions {
 
 export function webhookConfig(o: SidecarOptions): WebhookConfig {
   return {
-    appUrl: new URL(o.appUrl),
-    routes: [],
+    appUrl: o.appUrl === null ? null : new URL(o.appUrl),
+    routes: (o.routes ?? []).map((r) => ({ glob: r.glob, url: new URL(r.url) })),
+    ignore: o.ignore ?? [],
     path: '/webhooks',
     secrets: staticSecret(o.secrets ?? [SECRET_A], '--webhook-secret'),
     toleranceS: o.toleranceS ?? 300,

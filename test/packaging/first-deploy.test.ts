@@ -100,7 +100,7 @@ describe("the README's Helm values deploy first time", () => {
 
 describe('alerts only for the features that are on', () => {
   const ALWAYS = ['ConsentSidecarCircuitBreakerOpen', 'ConsentSidecarDown', 'ConsentSidecarFailClosedRateHigh', 'ConsentSidecarPreEvaluationDenials', 'ConsentSidecarSecretReloadFailing'];
-  const WEBHOOKS = ['ConsentSidecarWebhookForwardFailures', 'ConsentSidecarWebhookRejectionsRising'];
+  const WEBHOOKS = ['ConsentSidecarWebhookForwardFailures', 'ConsentSidecarWebhookRejectionsRising', 'ConsentSidecarWebhookUnrouted'];
   const QUEUE = ['ConsentSidecarWebhookDeadLetters', 'ConsentSidecarWebhookQueueOld'];
   const REDIS = ['ConsentSidecarCacheBypassed', 'ConsentSidecarRedisDown', 'ConsentSidecarWebhookStalledPastLease'];
   const REDEC = ['ConsentSidecarRedecObligationPendingTooLong'];

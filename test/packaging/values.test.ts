@@ -140,7 +140,7 @@ describe('values to environment', () => {
       if (s.enum) config[key] = s.enum.find((x) => x !== null);
       else if (types.includes('integer')) config[key] = 1_000_000;
       else if (types.includes('number')) config[key] = 0.5;
-      else if (types.includes('array')) config[key] = key === 'allowedHost' ? ['a.internal', 'b.internal'] : ['x.*=http://127.0.0.1:8080/x', 'y=http://127.0.0.1:8080/y'];
+      else if (types.includes('array')) config[key] = key === 'allowedHost' ? ['a.internal', 'b.internal'] : key === 'appWebhookIgnore' ? ['z.*', 'w'] : ['x.*=http://127.0.0.1:8080/x', 'y=http://127.0.0.1:8080/y'];
       else if (key.endsWith('Url')) config[key] = key === 'redisUrl' ? 'redis://redis:6379' : 'http://127.0.0.1:8080/x';
       else if (key === 'webhookPath') config[key] = '/hooks';
       else config[key] = 'x';

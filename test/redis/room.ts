@@ -91,6 +91,11 @@ export interface QueueReplicaOptions {
   readonly forwardTimeoutMs?: number;
   readonly pollIntervalMs?: number;
   readonly now?: () => number;
+  /**
+   * Routes by event type (`--app-webhook-route`, `--app-webhook-ignore`); with them `appUrl` is the
+   * default only when `appUrl` is not ''. Default: every type to `appUrl`.
+   */
+  readonly routes?: { readonly routes: readonly { readonly glob: string; readonly url: string }[]; readonly ignore?: readonly string[] };
   /** False for a Redis the test is about to stop or freeze: do not wait for its health check. */
   readonly waitUp?: boolean;
 }
@@ -116,7 +121,11 @@ export async function queueReplica(url: string, prefix: string, appUrl: string, 
     metrics: createQueueMetrics(registry),
     secrets: () => secrets,
     app: appClient,
-    routes: new AppRoutes([], new URL(appUrl)),
+    routes: new AppRoutes(
+      (o.routes?.routes ?? []).map((r) => ({ glob: r.glob, url: new URL(r.url) })),
+      appUrl === '' ? null : new URL(appUrl),
+      o.routes?.ignore ?? [],
+    ),
     routeForwards: createWebhookMetrics(registry).routeForwards,
     forwardTimeoutMs: o.forwardTimeoutMs ?? 1000,
     visibilityMs: o.visibilityMs ?? 30_000,

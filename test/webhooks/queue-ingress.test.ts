@@ -33,6 +33,10 @@ class RecordingQueue implements QueueStore {
   drop = async (): Promise<void> => undefined;
   retryLater = async (): Promise<boolean> => true;
   deadLetter = async (): Promise<boolean> => true;
+  handOver = async (): Promise<boolean> => true;
+  advertiseRoutes = async (): Promise<void> => undefined;
+  forgetRoutes = async (): Promise<void> => undefined;
+  routers = async (): Promise<[]> => [];
   promoteDue = async (): Promise<number> => 0;
   stats = async (): Promise<QueueStats> => ({ depth: this.events.length, oldestAcceptedAt: null, deadLetters: 0 });
   sweepConsumers = async (): Promise<void> => undefined;
@@ -41,6 +45,7 @@ class RecordingQueue implements QueueStore {
   exists = async (): Promise<boolean> => true;
   onWake = async (): Promise<void> => undefined;
   onDelivered = async (): Promise<void> => undefined;
+  onHandedOver = async (): Promise<void> => undefined;
   onRestored = (): void => undefined;
 }
 

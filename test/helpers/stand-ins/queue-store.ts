@@ -3,6 +3,7 @@ import type { Link, Wire } from './wire.js';
 
 const WAKE = 'queue-wake';
 const DELIVERED = 'queue-delivered';
+const HANDED = 'queue-handed';
 
 interface Entry {
   readonly entryId: string;
@@ -30,8 +31,10 @@ interface Entry {
  *   restarts their visibility (as XREADGROUP … 0 resets the idle time); takeOver takes entries
  *   idle at least `minIdleMs` from any consumer;
  * - markDelivered writes the delivered marker, removes the entry and announces the delivery;
- *   retryLater and deadLetter move an entry only while it is pending; promoteDue moves due parked
- *   entries back to new.
+ *   retryLater, deadLetter and handOver move an entry only while it is the caller's; handOver makes it
+ *   another consumer's (its visibility starting afresh) and tells that one; promoteDue moves due
+ *   parked entries back to new;
+ * - advertiseRoutes, forgetRoutes and routers file, remove and list each consumer's route table.
  *
  * The model reads {@link holds} and {@link dead} to tell whether an event is in the store.
  */
@@ -41,6 +44,8 @@ export class StandInQueueStore {
   private readonly delivered = new Map<string, { mac: string; until: number }>();
   /** Dead letters, oldest first. */
   readonly dead: { entryId: string; eventId: string; json: string }[] = [];
+  /** Route tables filed, by consumer. */
+  readonly adverts = new Map<string, string>();
   private seq = 0;
 
   constructor(private readonly wire: Wire) {}
@@ -71,6 +76,22 @@ export class StandInQueueStore {
             this.dead.push({ entryId, eventId, json });
           }),
         ),
+      handOver: (consumer, entryId, to) =>
+        op('handOver', () =>
+          this.move(consumer, entryId, (e) => {
+            Object.assign(e, { consumer: to, since: Date.now() });
+            this.wire.publish(HANDED, to);
+          }),
+        ),
+      advertiseRoutes: (consumer, json) => op('advertiseRoutes', () => void this.adverts.set(consumer, json)),
+      forgetRoutes: (consumer) => op('forgetRoutes', () => void this.adverts.delete(consumer)),
+      routers: (bounds) =>
+        op('routers', () =>
+          [...this.adverts]
+            .filter(([, json]) => json.length <= bounds.entryBytes)
+            .slice(0, bounds.max)
+            .map(([consumer, json]) => ({ consumer, json })),
+        ),
       promoteDue: (now, max) => op('promoteDue', () => this.promote(now, max)),
       stats: () => op('stats', () => this.stats()),
       sweepConsumers: () => op('sweepConsumers', () => undefined),
@@ -79,6 +100,7 @@ export class StandInQueueStore {
       exists: () => op('exists', () => true),
       onWake: (wake) => link.subscribe(WAKE, () => wake()),
       onDelivered: (listener) => link.subscribe(DELIVERED, (m: { id: string; mac: string }) => listener(m.id, m.mac)),
+      onHandedOver: (consumer, hook) => link.subscribe(HANDED, (to: string) => to === consumer && hook()),
       onRestored: (hook) => link.onRestored(hook),
     };
   }

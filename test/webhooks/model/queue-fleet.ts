@@ -16,13 +16,22 @@ export const EVENT_IDS = ['evt_a', 'evt_b', 'evt_c'] as const;
 
 interface Replica {
   readonly name: string;
+  /** Whether its routes take {@link NEW_TYPE_EVENT}. */
+  readonly routesNewType: boolean;
   readonly link: Link;
   readonly worker: QueueWorker;
 }
 
+/**
+ * With routes that differ (a rollout), the event only the first replica's routes take: every
+ * replica routes `test.*`, the one in slot 0 also `newtype.*`, and none has a default.
+ */
+export const NEW_TYPE_EVENT = EVENT_IDS[0];
+const typeOf = (id: string, mixed: boolean): string => (mixed && id === NEW_TYPE_EVENT ? 'newtype.created' : 'test.event');
+
 /** A delivery as the ingress hands it to the queue, signed now (on the model's clock). */
-function signed(id: string): QueuedEvent {
-  const body = envelope({ id, type: 'test.event' });
+function signed(id: string, type: string): QueuedEvent {
+  const body = envelope({ id, type });
   const timestamp = String(Math.floor(Date.now() / 1000));
   return { facts: { eventId: id, timestamp, signature: sign(SECRET_A, timestamp, body) }, body };
 }
@@ -37,7 +46,9 @@ function signed(id: string): QueuedEvent {
  *   `duplicate`, the store holds the event (waiting, pending, parked or dead) or the app accepted
  *   it, after every step;
  * - nothing stranded: once the store answers, the app accepts and the visibility has run out
- *   (after {@link drain}), every event answered 200 was accepted by the app.
+ *   (after {@link drain}), every event answered 200 was accepted by the app;
+ * - with `mixedRoutes`, an event reaches the app only through a replica whose routes take it,
+ *   however many replicas whose routes do not read it first.
  */
 export class QueueFleet {
   readonly wire = new Wire({ deadlineMs: DEADLINE_MS });
@@ -49,16 +60,19 @@ export class QueueFleet {
   private readonly answered200 = new Set<string>();
   private spawned = 0;
 
-  constructor(readonly clock: ModelClock) {}
+  constructor(
+    readonly clock: ModelClock,
+    private readonly o: { readonly mixedRoutes?: boolean } = {},
+  ) {}
 
   async start(replicas: number): Promise<void> {
-    for (let i = 0; i < replicas; i++) this.replicas.push(await this.spawn());
+    for (let i = 0; i < replicas; i++) this.replicas.push(await this.spawn(i));
   }
 
   /** The service delivers `id` to the replica in `slot` (its ingress enqueues it). */
   deliver(slot: number, id: string): void {
     const r = this.replicas[slot % this.replicas.length]!;
-    void r.worker.enqueue(signed(id)).then(
+    void r.worker.enqueue(signed(id, typeOf(id, this.o.mixedRoutes === true))).then(
       (result: EnqueueResult) => {
         if (r.link.dead || result === 'full') return;
         this.answered200.add(id);
@@ -75,7 +89,7 @@ export class QueueFleet {
     r.link.crash();
     this.app.crash(r.name);
     void r.worker.stop(0);
-    this.replicas[i] = await this.spawn();
+    this.replicas[i] = await this.spawn(i);
   }
 
   /** After every step: nothing answered 200 is held by neither the app nor the store. */
@@ -91,7 +105,7 @@ export class QueueFleet {
     this.app.mode = 'accept';
     while (this.app.answer('accepted'));
     // Backoffs double from 1 s; a few minutes cover the retries a run can leave.
-    for (let i = 0; i < 60 && [...this.answered200].some((id) => this.app.accepted(id).length === 0); i++) await this.clock.advance(VISIBILITY_MS);
+    for (let i = 0; i < 120 && [...this.answered200].some((id) => this.app.accepted(id).length === 0); i++) await this.clock.advance(VISIBILITY_MS);
   }
 
   /** Violations found at the end (after {@link drain}). */
@@ -108,8 +122,10 @@ export class QueueFleet {
     return Promise.all(this.replicas.map((r) => r.worker.stop(0))).then(() => undefined);
   }
 
-  private async spawn(): Promise<Replica> {
+  private async spawn(slot: number): Promise<Replica> {
     const name = `r${this.spawned++}`;
+    const routesNewType = !this.o.mixedRoutes || slot === 0;
+    const url = new URL('http://app.test/hooks');
     const link = this.wire.link(name);
     const registry = createRegistry({ defaultMetrics: false });
     const worker = new QueueWorker({
@@ -118,7 +134,7 @@ export class QueueFleet {
       metrics: createQueueMetrics(registry),
       secrets: () => [SECRET_A],
       app: this.app.client(name),
-      routes: new AppRoutes([], new URL('http://app.test/hooks')),
+      routes: this.o.mixedRoutes ? new AppRoutes([{ glob: 'test.*', url }, ...(routesNewType ? [{ glob: 'newtype.*', url }] : [])], null) : new AppRoutes([], url),
       routeForwards: createWebhookMetrics(registry).routeForwards,
       forwardTimeoutMs: FORWARD_TIMEOUT_MS,
       visibilityMs: VISIBILITY_MS,
@@ -129,11 +145,16 @@ export class QueueFleet {
       now: Date.now,
       pollIntervalMs: POLL_MS,
     });
+    this.routers.set(name, routesNewType);
     await worker.start();
-    return { name, link, worker };
+    return { name, routesNewType, link, worker };
   }
 
+  /** Every replica there was, by name (crashed ones included: their forwards stay on record). */
+  private readonly routers = new Map<string, boolean>();
+
   private onForward(f: Forward): void {
+    if (f.id === NEW_TYPE_EVENT && this.o.mixedRoutes && this.routers.get(f.replica) !== true) this.violations.push(`${f.id}: forward #${f.n} from ${f.replica}, whose routes do not take its type`);
     const running = this.app.forwards.find(
       (g) => g !== f && g.id === f.id && (g.state === 'open' || (g.state === 'abandoned' && Date.now() < g.at + FORWARD_TIMEOUT_MS)),
     );

@@ -1,0 +1,100 @@
+import { globsForward, type RouteGlobs } from './app-routes.js';
+import type { MarkerMacs } from './markers.js';
+import type { QueueStore } from './queue-store.js';
+
+/** How often a worker files its route table again (ms). */
+export const ROUTES_ADVERTISE_INTERVAL_MS = 5000;
+/** A filed route table is believed this long after it was filed (ms): a few intervals, so a missed refresh costs nothing. */
+export const ROUTES_TTL_MS = 20_000;
+/** How long a listing of the route tables is reused before it is read again (ms). */
+const DIRECTORY_REFRESH_MS = 1000;
+/** Route tables read at most, and the largest one read (bytes): a fleet is tens of replicas, a table a few globs. */
+const MAX_ROUTERS = 1024;
+const MAX_ADVERT_BYTES = 65_536;
+/** A table past its life by this much more is removed (ms): its replica is gone. */
+const FORGET_AFTER_MS = 60_000;
+
+/** What a worker files: its consumer, until when to believe it (epoch ms) and its globs. */
+interface Advert extends RouteGlobs {
+  readonly consumer: string;
+  readonly until: number;
+}
+
+const isGlobList = (v: unknown): v is string[] => Array.isArray(v) && v.every((g) => typeof g === 'string');
+
+/**
+ * The fleet's route tables, as queue mode's workers tell one another (contract, Webhooks: a worker
+ * whose routes do not take an entry leaves it for a replica whose routes do). Each worker files its
+ * globs (never its URLs) every {@link ROUTES_ADVERTISE_INTERVAL_MS}, with a MAC keyed from the
+ * webhook secrets: a table a Redis writer made, or one past its life, is no table, and nothing is
+ * handed to it (the entry waits, or goes to a table that is one). Replicas of an older version file
+ * nothing: an entry no table takes waits in the queue, where any replica, theirs included, reads it.
+ */
+export class RouterDirectory {
+  private cache: { readonly at: number; readonly adverts: readonly Advert[] } | null = null;
+
+  constructor(
+    private readonly o: {
+      readonly store: QueueStore;
+      /** This worker's consumer: never handed its own entries. */
+      readonly consumer: string;
+      readonly globs: RouteGlobs;
+      readonly macs: MarkerMacs;
+      /** Filed tables whose MAC did not verify. */
+      readonly mismatches: { inc(labels: { marker: 'routes' }): void };
+      /** Epoch ms. */
+      readonly now: () => number;
+    },
+  ) {}
+
+  /** Files this worker's route table for the next {@link ROUTES_TTL_MS}. */
+  async advertise(): Promise<void> {
+    const { consumer, globs } = this.o;
+    const advert: Advert = { consumer, until: this.o.now() + ROUTES_TTL_MS, routes: globs.routes, ignore: globs.ignore, fallback: globs.fallback };
+    const json = JSON.stringify(advert);
+    await this.o.store.advertiseRoutes(consumer, JSON.stringify({ advert: json, mac: this.o.macs.sign('routes', json) }));
+  }
+
+  /** Removes this worker's table (it stops): nothing more is handed to it. */
+  async withdraw(): Promise<void> {
+    await this.o.store.forgetRoutes(this.o.consumer);
+  }
+
+  /** A live consumer other than this one whose routes forward `type` (one at random among them), or null. */
+  async forwarderOf(type: string): Promise<string | null> {
+    const now = this.o.now();
+    if (this.cache === null || now - this.cache.at >= DIRECTORY_REFRESH_MS) this.cache = { at: now, adverts: await this.read(now) };
+    const takers = this.cache.adverts.filter((a) => a.consumer !== this.o.consumer && a.until > now && globsForward(a, type));
+    return takers.length === 0 ? null : takers[Math.floor(Math.random() * takers.length)]!.consumer;
+  }
+
+  /** The tables filed that verify and are alive; those long dead are removed. */
+  private async read(now: number): Promise<Advert[]> {
+    const out: Advert[] = [];
+    for (const { consumer, json } of await this.o.store.routers({ max: MAX_ROUTERS, entryBytes: MAX_ADVERT_BYTES })) {
+      const advert = this.parse(consumer, json);
+      if (advert === null) continue;
+      if (advert.until > now) out.push(advert);
+      else if (now - advert.until > FORGET_AFTER_MS) await this.o.store.forgetRoutes(consumer).catch(() => undefined); // tidying: the next reader tries again
+    }
+    return out;
+  }
+
+  /** A filed table whose MAC verifies and that is filed under its own consumer, else null (counted when the MAC fails). */
+  private parse(consumer: string, json: string): Advert | null {
+    let outer: { advert?: unknown; mac?: unknown };
+    try {
+      outer = JSON.parse(json) as { advert?: unknown; mac?: unknown };
+    } catch {
+      return null;
+    }
+    if (typeof outer?.advert !== 'string' || typeof outer.mac !== 'string') return null;
+    if (!this.o.macs.verify('routes', outer.advert, outer.mac)) {
+      this.o.mismatches.inc({ marker: 'routes' });
+      return null;
+    }
+    const a = JSON.parse(outer.advert) as Partial<Advert>;
+    if (a.consumer !== consumer || !Number.isSafeInteger(a.until) || !isGlobList(a.routes) || !isGlobList(a.ignore) || typeof a.fallback !== 'boolean') return null;
+    return a as Advert;
+  }
+}
