@@ -43,7 +43,7 @@ export {
   type Reverified,
   type StoredDelivery,
 } from './stored-delivery.js';
-export type { AcceptedMarks, Enqueued, EnqueueOutcome, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from './queue-store.js';
+export type { AcceptedMarks, Enqueued, EnqueueOutcome, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
 export { QUEUE_CONCURRENCY, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
 export { DEAD_LETTER_PAGE, DEAD_LETTER_PAGE_BYTES, deadLetterBounds, listDeadLetters, replayDeadLetters, type DeadLetter, type ReplayResult } from './dead-letters.js';

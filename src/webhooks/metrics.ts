@@ -147,8 +147,11 @@ export interface SharedDedupMetrics {
   readonly markerMismatches: Counter<'marker'>;
 }
 
-/** Which kind of marker failed its MAC check (`marker` label). */
-export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay';
+/**
+ * Which kind of marker failed its check (`marker` label); `claim`: a queue forward claim that was
+ * no replica's (forged, no TTL or more left than any lease, a key of another type), taken over.
+ */
+export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay' | 'claim';
 
 /**
  * `consent_sidecar_webhook_marker_mismatches_total`, declared once per registry (shared dedup and
@@ -160,11 +163,11 @@ export function markerMismatchCounter(registry: Registry): Counter<'marker'> {
   if (existing) return existing as Counter<'marker'>;
   const counter = new Counter({
     name,
-    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, by marker (accepted, announced, delivered, replay): each was taken as no marker, the event delivered.',
+    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, or that were not markers of ours at all (a key of another type), by marker (accepted, announced, delivered, replay, claim): each was taken as no marker, the event delivered.',
     labelNames: ['marker'],
     registers: [registry],
   });
-  for (const marker of ['accepted', 'announced', 'delivered', 'replay'] satisfies MarkerMismatch[]) counter.labels(marker);
+  for (const marker of ['accepted', 'announced', 'delivered', 'replay', 'claim'] satisfies MarkerMismatch[]) counter.labels(marker);
   return counter;
 }
 
@@ -204,6 +207,8 @@ export const QUEUE_FORWARD_OUTCOMES = [
   'unreadable',
   'read_too_late',
   'unrouted',
+  'in_flight',
+  'claim_unknown',
 ] as const;
 export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
 
@@ -227,11 +232,11 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late, unrouted).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late, unrouted, in_flight, claim_unknown).',
     labelNames: ['outcome'],
     registers,
   });
-  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late', 'in_flight', 'claim_unknown'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
   return {
     depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
     oldestAge: new Gauge({
