@@ -141,6 +141,7 @@ export class QueueDelivery {
     if (claim.kind !== 'claimed') return this.notClaimed(entry, stored, claim);
     // Kept: read again, this entry claims again under the same token.
     if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
+    // Another entry of it started here while the claim was asked (its claim deleted by a writer meanwhile).
     if (this.forwarding.has(stored.id)) return this.notClaimed(entry, stored, { kind: 'busy', remainingMs: this.o.visibilityMs });
     this.forwarding.add(stored.id);
     let outcome: HandledOutcome | undefined;

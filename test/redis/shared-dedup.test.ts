@@ -211,10 +211,10 @@ describe('settlements go only to waiters', () => {
   it('a waiter that died: while its waiting key lives, the settlement is one message no replica acts on wrongly; once it has expired, none', async () => {
     const prefix = fx.redis.prefix();
     const channel = await listen(prefix);
-    const a = await replica(prefix, { leaseMs: 600 });
-    const c = await replica(prefix, { leaseMs: 600 });
+    const a = await replica(prefix);
+    const c = await replica(prefix);
     // A waiter that dies before the settlement (its process gone, its subscription with it).
-    const dying = await replica(prefix, { leaseMs: 600 });
+    const dying = await replica(prefix);
     const held = await a.store.claim('evt_dead_waiter');
     if (held.kind !== 'claimed') throw new Error('not claimed');
     expect((await dying.store.claim('evt_dead_waiter')).kind).toBe('in_flight');
@@ -228,25 +228,27 @@ describe('settlements go only to waiters', () => {
     expect((await channel.settled()).map((m) => (JSON.parse(m) as { id: string }).id)).toEqual(['evt_dead_waiter']);
     await a.store.markAccepted('evt_other', other.token);
     expect(await bystander.outcome).toBe('accepted');
+    expect((await channel.settled()).map((m) => (JSON.parse(m) as { id: string }).id)).toEqual(['evt_other']);
     expect((await c.store.claim('evt_dead_waiter')).kind).toBe('claimed');
 
-    // Its waiting key expires with the holder's lease: a settlement after that publishes nothing.
-    const late = await a.store.claim('evt_expired_waiter');
+    // Its waiting key expires with the holder's lease (here 2 s): a settlement after that publishes nothing.
+    const short = await replica(prefix, { leaseMs: 2000 });
+    const late = await short.store.claim('evt_expired_waiter');
     if (late.kind !== 'claimed') throw new Error('not claimed');
-    const gone = await replica(prefix, { leaseMs: 600 });
+    const gone = await replica(prefix, { leaseMs: 2000 });
     expect((await gone.store.claim('evt_expired_waiter')).kind).toBe('in_flight');
     await gone.store.close();
     await gone.conn.close();
     await vi.waitFor(async () => expect(await fx.admin.exists(`{${prefix}}dedup-waiting:evt_expired_waiter`)).toBe(0), { timeout: 10_000 });
-    await a.store.markAccepted('evt_expired_waiter', late.token);
+    await short.store.markAccepted('evt_expired_waiter', late.token);
     expect(await channel.settled()).toEqual([]);
     expect((await c.store.claim('evt_expired_waiter')).kind).toBe('duplicate');
   });
 
   it('a waiter whose message is lost (its waiting key deleted by a writer) still resolves at the holder\'s lease end, and the retry is a duplicate', async () => {
     const prefix = fx.redis.prefix();
-    const a = await replica(prefix, { leaseMs: 600 });
-    const b = await replica(prefix, { leaseMs: 600 });
+    const a = await replica(prefix, { leaseMs: 2000 });
+    const b = await replica(prefix, { leaseMs: 2000 });
     const claim = await a.store.claim('evt_lost_message');
     const waiting = await b.store.claim('evt_lost_message');
     if (claim.kind !== 'claimed' || waiting.kind !== 'in_flight') throw new Error('not claimed / in flight');
