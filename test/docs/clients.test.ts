@@ -13,13 +13,13 @@ import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '.
 
 // docs/clients.md shows one function each for Python, Go and Java. Each snippet is the very file
 // run here, against a real sidecar over TCP and over its Unix socket, and against a sidecar that
-// answers what no sidecar should.
+// answers what no sidecar should (the page's forward verifiers run in forward-verifiers.test.ts).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** Debian's interpreter, which test/setup.sh installs, when present: a version manager's shim on PATH costs seconds a run. */
 const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const KEY = 'marketing-email';
-const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java'] as const;
+const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java', 'docs/clients/verify_forward.py', 'docs/clients/verify_forward.go', 'docs/clients/VerifyForward.java'] as const;
 /** Each toolchain, and the Debian package test/setup.sh installs it from. */
 const TOOLS = { [PYTHON]: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
 
