@@ -138,14 +138,15 @@ describe('consent-sidecar demo', () => {
     expect(trigger.code, trigger.stderr).toBe(0);
     const emitted = JSON.parse(trigger.stdout) as { id: string; type: string };
     expect(emitted.type).toBe('consent_action.created');
-    expect(trigger.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
+    expect(trigger.stderr).toBe(`we_1 ${webhookUrl} answered 200 accepted: the app has it\n`);
     await demo.simulator.deliveriesSettled();
     expect(demo.received.filter((e) => e.id === emitted.id)).toHaveLength(1);
 
-    // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward it twice.
+    // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward
+    // it twice, and the command says so (it used to print "accepted" for a duplicate too).
     const resend = await runCli(['webhook', 'resend', emitted.id, '--simulator', sim]);
     expect(resend.code, resend.stderr).toBe(0);
-    expect(resend.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
+    expect(resend.stderr).toBe(`we_1 ${webhookUrl} answered 200 duplicate: accepted before: not forwarded again\n`);
     expect(JSON.parse(resend.stdout)).toMatchObject({ id: emitted.id, deliveries: 1 });
     await demo.simulator.deliveriesSettled();
     const timelines = (await (await fetch(`${sim}/_simulator/deliveries`)).json()) as { eventId: string; state: string }[];
