@@ -1,4 +1,4 @@
-import { Agent, request, type IncomingMessage } from 'node:http';
+import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { RawAnswer } from './read-answer.js';
 import type { CallOptions, ClientCause, NotAllowed } from './types.js';
 
@@ -26,7 +26,8 @@ export class SidecarConnection {
   private readonly agent: Agent;
   private readonly target: { readonly host?: string; readonly port?: number; readonly socketPath?: string };
   private readonly hostHeader: string;
-  private readonly inFlight = new Set<Promise<Raw>>();
+  private inFlight = 0;
+  private drained: (() => void) | null = null;
   private closed = false;
 
   constructor(address: SidecarAddress, connections: number) {
@@ -41,102 +42,135 @@ export class SidecarConnection {
   }
 
   /**
-   * POSTs `body` and reads the whole answer under one deadline (`timeoutMs`, or the call's own) and
-   * the cap. A connection that failed before any answer came is tried once more within the deadline
-   * (a kept-alive connection the sidecar closed as it was reused); nothing that answered is ever retried.
+   * POSTs `body` and reads the whole answer under one deadline (`timeoutMs`) and the cap. A
+   * connection that failed before any answer came is tried once more within the deadline (a
+   * kept-alive connection the sidecar closed as it was reused); nothing that answered is ever retried.
    */
   post(path: string, body: string, cap: number, timeoutMs: number, options: CallOptions): Promise<Raw> {
     if (this.closed) return Promise.resolve(unavailable('closed'));
-    const call = this.exchange(path, Buffer.from(body, 'utf8'), cap, timeoutMs, options);
-    this.inFlight.add(call);
-    void call.finally(() => this.inFlight.delete(call));
-    return call;
+    if (options.signal?.aborted) return Promise.resolve(unavailable('aborted'));
+    this.inFlight++;
+    return new Promise<Raw>((resolve) => {
+      new Call(this, path, Buffer.from(body, 'utf8'), cap, timeoutMs, options.signal, (r) => {
+        if (--this.inFlight === 0) this.drained?.();
+        resolve(r);
+      }).send();
+    });
   }
 
   /** Closes the kept-alive connections once the calls in flight are done; later calls are `unavailable`/`closed`. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.allSettled([...this.inFlight]);
+    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     this.agent.destroy();
   }
 
-  private async exchange(path: string, payload: Buffer, cap: number, timeoutMs: number, options: CallOptions): Promise<Raw> {
-    const deadline = AbortSignal.timeout(timeoutMs);
-    const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
-    const stopped = (): NotAllowed | undefined => (options.signal?.aborted ? unavailable('aborted') : deadline.aborted ? unavailable('timeout') : undefined);
-    for (let attempt = 1; ; attempt++) {
-      const early = stopped();
-      if (early) return early;
-      const r = await this.once(path, payload, cap, signal, stopped);
-      if ('allowed' in r && r.cause === 'connection_reset' && attempt === 1 && !stopped()) continue;
-      return r;
-    }
-  }
-
-  /** One request on one connection: the answer, or why there is none. */
-  private once(path: string, payload: Buffer, cap: number, signal: AbortSignal, stopped: () => NotAllowed | undefined): Promise<Raw> {
-    return new Promise((resolve) => {
-      let settled = false;
-      const finish = (r: Raw): void => {
-        if (settled) return;
-        settled = true;
-        signal.removeEventListener('abort', onAbort);
-        resolve(r);
-      };
-      const req = request({
-        ...this.target,
-        agent: this.agent,
-        method: 'POST',
-        path,
-        headers: { host: this.hostHeader, 'content-type': 'application/json', accept: 'application/json', 'content-length': payload.length },
-      });
-      const onAbort = (): void => {
-        finish(stopped() ?? unavailable('aborted'));
-        req.destroy();
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      // Once an answer began, a failure is an answer cut short, never a connection to try again.
-      let answered = false;
-      req.on('error', (err) => finish(stopped() ?? (answered ? unavailable('incomplete_body') : transportFailure(err))));
-      req.on('response', (res) => {
-        answered = true;
-        readAnswer(res, cap, finish, stopped);
-      });
-      req.end(payload);
+  /** One request on one of the kept-alive connections. */
+  request(path: string, length: number): ClientRequest {
+    return request({
+      ...this.target,
+      agent: this.agent,
+      method: 'POST',
+      path,
+      // Raw pairs: node takes them as they are, without a setHeader per name.
+      headers: ['host', this.hostHeader, 'content-type', 'application/json', 'accept', 'application/json', 'content-length', String(length)],
     });
   }
 }
 
-/** Reads one answer whole, within `cap` bytes; an answer cut short is `incomplete_body`. */
-function readAnswer(res: IncomingMessage, cap: number, finish: (r: Raw) => void, stopped: () => NotAllowed | undefined): void {
-  const status = res.statusCode ?? 0;
-  const tooLarge = (): void => {
-    finish({ allowed: false, kind: 'unexpected_answer', cause: 'body_too_large', status });
-    res.destroy();
-  };
-  if (Number(res.headers['content-length']) > cap) return tooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  res.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > cap) return tooLarge();
-    chunks.push(chunk);
-  });
-  res.on('end', () => {
-    const raw = res.rawHeaders;
-    finish({
-      status,
-      contentType: single(raw, 'content-type'),
-      body: Buffer.concat(chunks, size),
-      decisionId: single(raw, 'x-consent-decision-id'),
-      source: single(raw, 'x-consent-decision-source'),
+/**
+ * One call: its deadline (one timer, cleared when it ends), the caller's signal, at most two
+ * attempts, and the answer read whole. Every way it ends goes through {@link finish}, once.
+ */
+class Call {
+  private settled = false;
+  private attempt = 0;
+  private req: ClientRequest | null = null;
+  private readonly timer: NodeJS.Timeout;
+  private readonly onAbort: (() => void) | null;
+
+  constructor(
+    private readonly connection: SidecarConnection,
+    private readonly path: string,
+    private readonly payload: Buffer,
+    private readonly cap: number,
+    timeoutMs: number,
+    private readonly signal: AbortSignal | undefined,
+    private readonly done: (r: Raw) => void,
+  ) {
+    // Unref'd: a call in flight keeps the process alive through its socket, not through its deadline.
+    this.timer = setTimeout(() => this.stop(unavailable('timeout')), timeoutMs);
+    this.timer.unref();
+    this.onAbort = signal ? () => this.stop(unavailable('aborted')) : null;
+    if (this.onAbort) signal!.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  send(): void {
+    this.attempt++;
+    const req = this.connection.request(this.path, this.payload.length);
+    this.req = req;
+    // Once an answer began, a failure is an answer cut short, never a connection to try again.
+    let answered = false;
+    req.on('error', (err) => {
+      if (this.settled || req !== this.req) return;
+      if (answered) return this.finish(unavailable('incomplete_body'));
+      const why = transportFailure(err);
+      if (why.cause === 'connection_reset' && this.attempt === 1) return this.send();
+      this.finish(why);
     });
-  });
-  res.on('error', () => finish(stopped() ?? unavailable('incomplete_body')));
-  res.on('close', () => {
-    if (!res.complete) finish(stopped() ?? unavailable('incomplete_body'));
-  });
+    req.on('response', (res) => {
+      answered = true;
+      this.read(res);
+    });
+    req.end(this.payload);
+  }
+
+  /** The deadline passed or the caller aborted: the call ends now, and its request with it. */
+  private stop(why: NotAllowed): void {
+    if (this.settled) return;
+    this.finish(why);
+    this.req?.destroy();
+  }
+
+  private finish(r: Raw): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    if (this.onAbort) this.signal!.removeEventListener('abort', this.onAbort);
+    this.done(r);
+  }
+
+  /** Reads one answer whole, within the cap; an answer cut short is `incomplete_body`. */
+  private read(res: IncomingMessage): void {
+    const status = res.statusCode ?? 0;
+    const tooLarge = (): void => {
+      this.finish({ allowed: false, kind: 'unexpected_answer', cause: 'body_too_large', status });
+      res.destroy();
+    };
+    if (Number(res.headers['content-length']) > this.cap) return tooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > this.cap) return tooLarge();
+      chunks.push(chunk);
+    });
+    res.on('end', () => {
+      const raw = res.rawHeaders;
+      this.finish({
+        status,
+        contentType: single(raw, 'content-type'),
+        body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size),
+        decisionId: single(raw, 'x-consent-decision-id'),
+        source: single(raw, 'x-consent-decision-source'),
+      });
+    });
+    res.on('error', () => this.finish(unavailable('incomplete_body')));
+    res.on('close', () => {
+      if (!res.complete) this.finish(unavailable('incomplete_body'));
+    });
+  }
 }
 
 /** A header's value when it was given exactly once; a repeated header is none (node would keep one of them). */
