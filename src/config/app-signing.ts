@@ -1,6 +1,6 @@
 import type { OptionSpec } from './option-spec.js';
 import type { Reader } from './reader.js';
-import type { Secret, SecretParser } from './secret.js';
+import { secretLines, type Secret, type SecretParser } from './secret.js';
 
 // Signed forwards (docs/webhooks.md, Signed forwards): the pod's own secret, which the service never
 // sees, under which every event handed to the app is signed so that the app can tell the sidecar's
@@ -26,10 +26,7 @@ export const APP_SIGNING_OPTIONS: readonly OptionSpec[] = [
 
 /** One secret per line, at least {@link MIN_APP_SIGNING_SECRET_LENGTH} characters, no spaces; blank lines and `#` comments are ignored. */
 export const parseAppSigningSecrets: SecretParser<readonly string[]> = (text) => {
-  const secrets = text
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'));
+  const secrets = secretLines(text);
   if (secrets.length === 0) return { error: 'no app signing secret given' };
   for (const [i, s] of secrets.entries()) {
     // The value is never quoted: the message would put the secret in the log.

@@ -8,7 +8,7 @@ import { runCli } from '../helpers/cli.js';
 import { CheckRequestType, CheckResponseType } from '../helpers/grpc.js';
 import { freePort } from '../helpers/ports.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { decisionsByUser, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 
 // `check --grpc HOST:PORT|unix:PATH`: the gRPC ext_authz listener asked as Envoy asks it, printed and
 // exited as the HTTP check is (0 ALLOW, 1 DENY, 2 no decision). The CheckRequests the sidecar got
@@ -26,14 +26,7 @@ const seen: Record<string, unknown>[] = [];
 
 beforeAll(async () => {
   up = await startUpstream();
-  up.reply((req) => {
-    if (req.url !== CHECK_PATH) return { status: 404, body: {} };
-    const user = (JSON.parse(req.body) as { userReference: string }).userReference;
-    if (user === 'alice') return { body: allow(KEY, Date.now() + 3_600_000) };
-    if (user === 'nobody') return { body: preDeny('customer_not_found') };
-    if (user === 's500') return { status: 500, body: {} };
-    return { body: deny(KEY) };
-  });
+  up.reply(decisionsByUser(KEY));
   [tcp, unix] = await Promise.all([
     startTestSidecar(up.url, { 'grpc-listen': '127.0.0.1:0' }),
     startTestSidecar(up.url, { 'grpc-listen': `unix:${join(dir, 'grpc.sock')}`, 'forward-auth-user-header': 'x-customer' }),

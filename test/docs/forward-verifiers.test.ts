@@ -1,6 +1,6 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,6 +11,7 @@ import { signingSecretsFrom, verifyForwardedEvent } from '../../src/client/index
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { getTestRedis, type TestRedis } from '../helpers/redis.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { buildWith, PYTHON, requireToolchains } from '../helpers/toolchains.js';
 import { PATIENTLY } from '../helpers/wait.js';
 import { deliveryHeaders, SECRET_A } from '../helpers/webhooks.js';
 
@@ -21,13 +22,10 @@ import { deliveryHeaders, SECRET_A } from '../helpers/webhooks.js';
 // body. Forgeries are signed here with node:crypto, independently of the sidecar's signer.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const KEY = 'forward-verifiers-key';
 const APP_SECRET = 'forward-verifiers-app-secret-0123456789';
 const work = mkdtempSync(join(tmpdir(), 'forward-verifiers-'));
 const secretFile = join(work, 'app-signing-secret');
-/** Each toolchain, and the Debian package test/setup.sh installs it from. */
-const TOOLS = { [PYTHON]: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
 
 /** One app under test: where it listens, and what it printed (one line per request it judged). */
 interface App {
@@ -94,18 +92,10 @@ let sim: SimulatorHandle;
 let redis: TestRedis;
 let n = 0;
 
-function build(argv: string[]): void {
-  const r = spawnSync(argv[0]!, argv.slice(1), { cwd: ROOT, encoding: 'utf8', env: process.env });
-  if (r.status !== 0) throw new Error(`${argv.join(' ')} failed:\n${r.stdout}${r.stderr}`);
-}
-
 beforeAll(async () => {
-  const missing = Object.entries(TOOLS).filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0);
-  if (missing.length > 0) {
-    throw new Error(`missing toolchains: ${missing.map(([cmd, pkg]) => `${cmd} (Debian: ${pkg})`).join(', ')}; bash test/setup.sh installs them`);
-  }
-  build(['go', 'build', '-o', join(work, 'verify_forward'), 'docs/clients/verify_forward.go']);
-  build(['javac', '-d', join(work, 'java'), 'docs/clients/VerifyForward.java']);
+  requireToolchains();
+  buildWith(['go', 'build', '-o', join(work, 'verify_forward'), 'docs/clients/verify_forward.go']);
+  buildWith(['javac', '-d', join(work, 'java'), 'docs/clients/VerifyForward.java']);
   writeFileSync(secretFile, `# the pod's app signing secret, as the chart mounts it\n${APP_SECRET}\n`);
   sim = await startSimulator({ apiKey: KEY });
   // A REDEC obligation pending at the service: each sidecar below hands it to its app (no grace).

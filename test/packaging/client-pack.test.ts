@@ -1,11 +1,12 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from '../helpers/helm.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { decisionsByUser, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 
 // @consent-sidecar/client as a tenant installs it: `npm pack` of packages/client (its prepack builds
 // it from src/client), installed into an empty project, adds exactly one package; its ES module and
@@ -23,24 +24,14 @@ let sidecar: TestSidecar;
 let packed: { filename: string; size: number; unpackedSize: number; files: { path: string }[] };
 let installOutput: string;
 
+/** node with `args` in `cwd` (the project by default). Not spawnSync: the sidecar and the service it asks live in this process. */
+const runIn = (args: string[], cwd = project, env?: Record<string, string>) => run(process.execPath, args, cwd, env);
+
 const npm = (args: string[], cwd: string): string => {
   const r = spawnSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
   if (r.status !== 0) throw new Error(`npm ${args.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
 };
-
-function node(args: string[], env: Record<string, string> = {}, cwd = project): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  // Not spawnSync: the sidecar and the service it asks live in this process.
-  const child = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** What each format's script prints: the two checks, and a forward signed here verified (and one altered refused). */
 const USE = (load: string): string => `${load}
@@ -81,11 +72,7 @@ const NAMES = 'ConsentClient, holdsAt, verifyForwardedEvent, type CheckResult, t
 
 beforeAll(async () => {
   up = await startUpstream();
-  up.reply((req) => {
-    if (req.url !== CHECK_PATH) return { status: 404, body: {} };
-    const user = (JSON.parse(req.body) as { userReference: string }).userReference;
-    return { body: user === 'alice' ? allow(KEY, Date.now() + 3_600_000) : deny(KEY) };
-  });
+  up.reply(decisionsByUser(KEY));
   sidecar = await startTestSidecar(up.url);
   packed = (JSON.parse(npm(['pack', '--pack-destination', work, '--json'], PACKAGE)) as (typeof packed)[])[0]!;
   mkdirSync(project);
@@ -127,7 +114,7 @@ describe('npm pack of packages/client (@consent-sidecar/client)', () => {
     ['its CommonJS file (require)', 'use.cjs', CJS],
   ])('%s asks a real sidecar and verifies a forward', async (_, file, script) => {
     writeFileSync(join(project, file), script);
-    const run = await node([file, sidecar.handle.urls.decision]);
+    const run = await runIn([file, sidecar.handle.urls.decision]);
     expect(run.stderr).toBe('');
     expect(JSON.parse(run.stdout)).toEqual({
       results: [
@@ -153,7 +140,7 @@ describe('npm pack of packages/client (@consent-sidecar/client)', () => {
   it("the client's hostile-sidecar property test passes, unchanged, against the installed package", async () => {
     const entry = join(project, 'node_modules/@consent-sidecar/client/dist/index.js');
     const report = join(work, 'hostile.json');
-    const run = await node([join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/packaging/client-packed.vitest.config.ts', '--reporter=json', `--outputFile=${report}`], { CONSENT_CLIENT_PACKED_ENTRY: entry }, ROOT);
+    const run = await runIn([join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/packaging/client-packed.vitest.config.ts', '--reporter=json', `--outputFile=${report}`], ROOT, { CONSENT_CLIENT_PACKED_ENTRY: entry });
     expect(run.code, `${run.stdout}\n${run.stderr}`.slice(-3000)).toBe(0);
     const result = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; testResults: { name: string }[] };
     expect(result.testResults.map((t) => t.name)).toEqual([join(ROOT, 'test/client/hostile-sidecar.property.test.ts')]);
