@@ -67,6 +67,7 @@ export { readUnverifiedBody, SlowBodyWatch, type UnverifiedBodyResult } from './
 export { UnverifiedBudget, type BudgetHolder } from './unverified-budget.js';
 export { revocationOf } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+export { FORWARD_SIGNATURE_HEADER, FORWARD_TIMESTAMP_HEADER, ForwardSigner } from './forward-signature.js';
 export {
   checkDeliveryHeaders,
   parseTimestamp,
