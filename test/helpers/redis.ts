@@ -219,6 +219,26 @@ export async function adminOn(url: string) {
 }
 
 /**
+ * One cluster node on two free ports: its own and its cluster bus (`--cluster-port`; by default
+ * the bus takes port + 10000, which an outgoing connection of anyone's may hold). A port taken
+ * between the look and the bind is tried again with two others.
+ */
+async function spawnClusterNode(args: readonly string[] | undefined): Promise<SpawnedRedis> {
+  for (let attempt = 1; ; attempt++) {
+    const [port, bus] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'cs-cluster-'));
+    try {
+      return await spawnRedisServer({
+        port,
+        args: ['--cluster-enabled', 'yes', '--cluster-port', String(bus), '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '1000', '--dir', dir, ...(args ?? NO_PERSISTENCE)],
+      });
+    } catch (err) {
+      if (attempt >= 5 || !/Address already in use/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+/**
  * Spawns `masters × (1 + replicasPerMaster)` nodes with `--cluster-enabled yes` and joins them with
  * `redis-cli --cluster create`, then waits until the cluster says `cluster_state:ok` on every node.
  */
@@ -227,16 +247,7 @@ export async function spawnRedisCluster(o: { masters?: number; replicasPerMaster
   const replicas = o.replicasPerMaster ?? 1;
   const nodes: SpawnedRedis[] = [];
   try {
-    for (let i = 0; i < masters * (1 + replicas); i++) {
-      const port = await freePort();
-      const dir = mkdtempSync(join(tmpdir(), 'cs-cluster-'));
-      nodes.push(
-        await spawnRedisServer({
-          port,
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '1000', '--dir', dir, ...(o.args ?? NO_PERSISTENCE)],
-        }),
-      );
-    }
+    for (let i = 0; i < masters * (1 + replicas); i++) nodes.push(await spawnClusterNode(o.args));
     const created = spawnSync(
       redisCliBinary(),
       ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
