@@ -60,9 +60,18 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     throw err;
   });
   let webhooks: Webhooks | null = null;
+  const appSigning = config.appSigning;
   try {
     webhooks = config.webhooks
-      ? buildWebhooks(config.webhooks, { logger, registry, now, revocations: fleet.revocations, tracer: tracing.webhookTracer, shared: fleet.shared && { claims: fleet.shared.claims, queue: fleet.shared.queue } })
+      ? buildWebhooks(config.webhooks, {
+          logger,
+          registry,
+          now,
+          revocations: fleet.revocations,
+          tracer: tracing.webhookTracer,
+          shared: fleet.shared && { claims: fleet.shared.claims, queue: fleet.shared.queue },
+          appSigningSecrets: appSigning ? () => appSigning.current() : null,
+        })
       : null;
     await webhooks?.start();
   } catch (err) {

@@ -36,6 +36,16 @@ describe('README and docs/ tell the truth', () => {
     expect(folders.filter((f) => !new RegExp(`^src/${f}/\\s`, 'm').test(layout))).toEqual([]);
   });
 
+  it('names every Debian package test/setup.sh installs, and none it does not', () => {
+    const script = readFileSync(new URL('setup.sh', import.meta.url), 'utf8');
+    const wanted = new Set([...(/declare -a WANT=\(([\s\S]*?)\n\)/.exec(script)?.[1] ?? '').matchAll(/"[^"]*:([a-z0-9.+-]+)"/g)].map((m) => m[1]!));
+    expect(wanted.size).toBeGreaterThanOrEqual(10);
+    // The README's list: the backticked names after "the Debian packages", what is in parentheses aside.
+    const list = /`test\/setup\.sh` installs[\s\S]*?the Debian packages ([\s\S]*?)\.\n/.exec(readme)?.[1] ?? '';
+    const named = new Set([...list.replace(/\([^)]*\)/g, '').matchAll(/`([a-z0-9.+-]+)`/g)].map((m) => m[1]!));
+    expect([...named].sort()).toEqual([...wanted].sort());
+  });
+
   it('states the Node.js lines that package.json engines claims, and no other', () => {
     const engines = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { engines: { node: string } }).engines.node;
     const majors = [...engines.matchAll(/\^(\d+)\.\d+\.\d+/g)].map((m) => m[1]);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { Pool } from 'undici';
-import { resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
+import { DEFAULT_FORWARD_AUTH_USER_HEADER, resolveUpstreamConfig, UPSTREAM_OPTIONS } from '../config/index.js';
 import {
   causeOf,
   decisionAnswer,
@@ -10,6 +10,7 @@ import {
   type Answer,
 } from '../decision/index.js';
 import { parseListenAddress } from '../lib/listen-address.js';
+import { checkViaGrpc } from './check-grpc.js';
 import { CliUsageError, EXIT } from './errors.js';
 import { addSpecOptions, camel, ONE_SHOT_UPSTREAM_MEANING, rawFlags, warnUnknownVariables } from './spec-options.js';
 
@@ -79,19 +80,31 @@ export function registerCheck(program: Command): void {
     .requiredOption('--user-reference <ref>', 'the customer reference')
     .requiredOption('--config-key <key>', 'the Flow key')
     .option('--via <url>', 'ask a running sidecar at this URL instead of the service (http://127.0.0.1:7700, or unix:/path/to/decision.sock)')
-    .action(async (opts: { userReference: string; configKey: string; via?: string }) => {
+    .option('--grpc <target>', "ask a running sidecar's gRPC ext_authz listener as Envoy would (HOST:PORT, e.g. 127.0.0.1:7703, or unix:/path), instead of the service")
+    .option('--forward-auth-user-header <name>', "with --grpc: the request header that carries the user reference (the sidecar's --forward-auth-user-header)", DEFAULT_FORWARD_AUTH_USER_HEADER)
+    .action(async (opts: { userReference: string; configKey: string; via?: string; grpc?: string; forwardAuthUserHeader?: string }) => {
       warnUnknownVariables();
+      if (opts.via !== undefined || opts.grpc !== undefined) {
+        const given = UPSTREAM_ONLY_FLAGS.filter((f) => cmd.getOptionValueSource(camel(f)) === 'cli');
+        const form = opts.via !== undefined ? '--via' : '--grpc';
+        if (opts.via !== undefined && opts.grpc !== undefined) throw new CliUsageError('--via and --grpc: ask the sidecar one way, over HTTP (--via) or over gRPC (--grpc)');
+        if (given.length > 0) {
+          throw new CliUsageError(
+            `${form} asks a running sidecar, which uses its own upstream settings: drop ${given.map((f) => `--${f}`).join(', ')} (or drop ${form} to ask the service directly)`,
+          );
+        }
+      }
+      if (opts.grpc !== undefined) {
+        const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
+        await checkViaGrpc({ grpc: opts.grpc, userHeader: opts.forwardAuthUserHeader, userReference: opts.userReference, configKey: opts.configKey, timeoutMs });
+        return;
+      }
+      if (cmd.getOptionValueSource('forwardAuthUserHeader') === 'cli') throw new CliUsageError('--forward-auth-user-header is for --grpc (the header Envoy would send)');
       const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
       let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
       let why = '';
       if (opts.via) {
         const target = viaTarget(opts.via);
-        const given = UPSTREAM_ONLY_FLAGS.filter((f) => cmd.getOptionValueSource(camel(f)) === 'cli');
-        if (given.length > 0) {
-          throw new CliUsageError(
-            `--via asks a running sidecar, which uses its own upstream settings: drop ${given.map((f) => `--${f}`).join(', ')} (or drop --via to ask the service directly)`,
-          );
-        }
         const timeoutMs = Number(rawFlags(cmd, UPSTREAM_OPTIONS)['upstream-timeout-ms'] ?? 2000) || 2000;
         let res: Awaited<ReturnType<typeof viaSidecar>>;
         try {
@@ -132,6 +145,6 @@ export function registerCheck(program: Command): void {
   addSpecOptions(cmd, UPSTREAM_OPTIONS, {
     ...ONE_SHOT_UPSTREAM_MEANING,
     'upstream-url': "the consent service's base URL (required unless --via)",
-    'upstream-timeout-ms': 'deadline of this check, retries included (with --via: of the answer from the sidecar)',
+    'upstream-timeout-ms': 'deadline of this check, retries included (with --via or --grpc: of the answer from the sidecar)',
   });
 }

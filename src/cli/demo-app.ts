@@ -1,6 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { verifyForwardedEvent } from '../client/index.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
+import { RECONCILED_EVENT_TYPE } from '../redec/index.js';
 
 /** One event the demo app received from the sidecar. */
 export interface DemoAppEvent {
@@ -13,12 +15,19 @@ export interface DemoAppEvent {
 
 
 /**
- * The demo app: accepts events that carry the sidecar's verification mark, and the reconciler's
- * events (marked reconciled, never verified), and prints each one. `POST /_demo/down` makes it
- * answer 503 (as an app that is down), `POST /_demo/up` brings it back.
+ * The demo's application, written as the docs say an app should be: it takes an event only when
+ * `verifyForwardedEvent` says it is a genuine, fresh forward of its sidecar (signed with the demo's
+ * app signing secret), prints it and says so; anything else posted to it is refused with 401 and
+ * printed as refused. It tells the sidecar's REDEC hand-over (its own type) from a service event.
+ * `POST /_demo/down` makes it answer 503 (as an app that is down), `POST /_demo/up` brings it back.
  */
-/** The demo's application: it prints each verified (or reconciled) event it gets, and can be told to go down. */
-export async function startDemoApp(address: ListenAddress, print: (line: string) => void, received: DemoAppEvent[], decisionUrl: () => string): Promise<{ url: string; server: Server }> {
+export async function startDemoApp(
+  address: ListenAddress,
+  print: (line: string) => void,
+  received: DemoAppEvent[],
+  decisionUrl: () => string,
+  signingSecret: string,
+): Promise<{ url: string; server: Server }> {
   let down = false;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -30,46 +39,34 @@ export async function startDemoApp(address: ListenAddress, print: (line: string)
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ down }));
         return;
       }
-      const verified = req.headers['x-consent-sidecar-verified'] === 'v1';
-      const reconciled = !verified && req.headers['x-consent-sidecar-reconciled'] === '1';
-      if (req.method !== 'POST' || req.url !== '/webhooks' || !(verified || reconciled)) {
-        res.writeHead(400).end();
+      if (req.method !== 'POST' || req.url !== '/webhooks') {
+        res.writeHead(404).end();
+        return;
+      }
+      const verified = verifyForwardedEvent({ headers: req.headers, rawBody: Buffer.concat(chunks), secrets: [signingSecret] });
+      if (!verified.verified) {
+        print(`[demo app] refused a request that is not its sidecar's forward (${verified.reason}): 401`);
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: verified.reason }));
         return;
       }
       if (down) {
         res.writeHead(503).end();
         return;
       }
-      if (reconciled) {
-        let event: DemoAppEvent;
-        try {
-          const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; type: string; data: Record<string, unknown> };
-          event = { id: parsed.id, type: parsed.type, sequence: 0, data: parsed.data, headers: req.headers };
-        } catch {
-          res.writeHead(400).end();
-          return;
-        }
-        received.push(event);
-        const d = event.data;
+      const e = verified.event;
+      const event: DemoAppEvent = { id: e.id, type: e.type, sequence: e.sequence ?? 0, data: e.data as Record<string, unknown>, headers: req.headers };
+      received.push(event);
+      const d = event.data;
+      if (e.type === RECONCILED_EVENT_TYPE) {
         print(
-          `[demo app] RECONCILED (from the sidecar, not a signed service event) ${event.type}: ${String(d.notificationReason ?? '')} for ${String(d.customerTenantId ?? '?')} is still pending; ` +
+          `[demo app] RECONCILED (signature verified: from the sidecar, read from the service's listing, not a service event) ${event.type}: ${String(d.notificationReason ?? '')} for ${String(d.customerTenantId ?? '?')} is still pending; ` +
             `send the notice, then: curl -s -X POST ${decisionUrl()}/v1/redec/consents/${String(d.redecConsentId ?? '<redecConsentId>')}/notification-evidence -H 'content-type: application/json' -d '{}'`,
         );
-        res.writeHead(200).end();
-        return;
+      } else {
+        const who = d.userReference ?? d.customer_tenant_id ?? d.customerId;
+        const action = d.action ?? d.notification_reason ?? d.status;
+        print(`[demo app] verified event #${event.sequence} ${event.type}${action ? ` ${String(action)}` : ''}${who ? ` for ${String(who)}` : ''} (id ${event.id}; its sidecar's signature checked)`);
       }
-      let event: DemoAppEvent;
-      try {
-        const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Omit<DemoAppEvent, 'headers'>;
-        event = { ...parsed, headers: req.headers };
-      } catch {
-        res.writeHead(400).end();
-        return;
-      }
-      received.push(event);
-      const who = event.data.userReference ?? event.data.customer_tenant_id ?? event.data.customerId;
-      const action = event.data.action ?? event.data.notification_reason ?? event.data.status;
-      print(`[demo app] verified event #${event.sequence} ${event.type}${action ? ` ${String(action)}` : ''}${who ? ` for ${String(who)}` : ''} (id ${event.id})`);
       res.writeHead(200).end();
     });
   });

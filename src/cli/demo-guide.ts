@@ -27,6 +27,12 @@ export function redecWait(reconcile: { intervalMs: number; graceMs: number }, ti
   return `${about}: the service retries for ${retriesS} s at this --time-scale, and the obligation is handed at the first run once the app is up and ${reconcile.graceMs / 1000} s have passed`;
 }
 
+/** A forged forward, as anyone who can reach the app's URL could post it: the mark anyone can write, no signature. */
+export function forgery(appUrl: string): string {
+  const body = '{"id":"evt_forged","sequence":1,"type":"consent_action.created","occurredAt":0,"data":{"userReference":"alice","action":"grant"}}';
+  return `curl -s -i -X POST ${appUrl} -H 'content-type: application/json' -H 'x-consent-sidecar-verified: v1' -d '${body}'`;
+}
+
 /** The service's whole retry schedule (1+2+4+8+15+15+15 minutes) before a delivery is terminal. */
 const SERVICE_RETRY_SCHEDULE_MS = 60 * 60_000;
 
@@ -56,7 +62,7 @@ export function guideFor(
     `  admin          ${admin}/metrics  ${admin}/readyz`,
     `  simulator      ${sim.url}   (the consent service; API key ${sim.apiKey})`,
     `  webhook secret ${secret}   (the simulator signs with it; the sidecar verifies with it)`,
-    `  demo app       ${appUrl}   (prints every verified event below)`,
+    `  demo app       ${appUrl}   (checks the sidecar's signature on every event, prints each below)`,
     '',
     'ALLOW (run it twice: the second answer says x-consent-decision-source: cache):',
     `  ${check('alice', 'marketing-email')}`,
@@ -109,6 +115,9 @@ export function guideFor(
           `  ${cli} webhook sign --secret ${secret} --body-file "$f" --curl ${webhookUrl} | tail -n 1 | sh`,
         ]
       : []),
+    'Post a "verified" event straight to the demo app, as anything that reaches its URL could: it carries no',
+    "signature of its sidecar's, so the app refuses it (401; see docs/webhooks.md, Signed forwards):",
+    `  ${forgery(appUrl)}`,
     `Webhook deliveries and their attempts: curl -s ${sim.url}/_simulator/deliveries`,
   ];
   return lines.join('\n');

@@ -70,10 +70,12 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
     }, '--simulator-listen');
     cleanups.push(() => simulator.close());
     let decisionUrl = '';
-    const app = await startDemoApp(options.appListen, options.print, received, () => decisionUrl);
-    cleanups.push(() => closeServer(app.server));
-    // A fresh secret per run: it lives only between the two processes of this demo.
+    // Fresh secrets per run: the service's (between the simulator and the sidecar) and the pod's
+    // (the sidecar signs what it forwards with it; the demo app verifies).
     const secret = `whsec_${randomBytes(24).toString('base64url')}`;
+    const appSigningSecret = randomBytes(32).toString('base64url');
+    const app = await startDemoApp(options.appListen, options.print, received, () => decisionUrl, appSigningSecret);
+    cleanups.push(() => closeServer(app.server));
     const hostPort = (a: ListenAddress): string => formatHostPort(a.host, a.port);
     const config = loadServeConfig(
       {
@@ -84,6 +86,7 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
         'admin-listen': hostPort(options.adminListen),
         'app-webhook-url': app.url,
         'webhook-secret': [secret],
+        'app-signing-secret': [appSigningSecret],
         'log-level': options.logLevel,
         'shutdown-timeout-ms': '1000',
         'redec-reconcile-interval-ms': String(options.reconcileIntervalMs ?? DEMO_RECONCILE_INTERVAL_MS),

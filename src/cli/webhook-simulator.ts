@@ -47,21 +47,44 @@ async function control(flags: SimulatorFlags, method: 'GET' | 'POST', path: stri
 /** How long the first attempt of each delivery may take to be answered (the simulator's own deadline is 10 s by default). */
 const FIRST_ATTEMPT_PATIENCE_MS = 30_000;
 
-/** What an endpoint's answer means, for the line that reports it. */
-function meaning(status: number): string {
-  if (status >= 200 && status < 300) return 'accepted';
-  if (status === 401) return 'refused: signature, timestamp or required header (the sidecar\'s log says which)';
-  if (status === 400) return 'refused: not a valid envelope';
-  if (status === 413) return 'refused: body too large';
-  if (status === 404 || status === 405) return 'refused: wrong path or method for the webhook ingress';
-  if (status === 503) return 'not accepted now (the app refused or Redis is away); the simulator retries';
-  return 'not accepted; the simulator retries';
+/** What a 200 of the sidecar says it did with the event (`{"status": …}`). */
+const ACCEPTED: Readonly<Record<string, string>> = {
+  accepted: 'the app has it',
+  queued: 'in the queue (Redis): a worker forwards it to the app',
+  duplicate: 'accepted before: not forwarded again',
+  unrouted: 'no route takes its type: not forwarded',
+  ignored: 'the app does not want its type (--app-webhook-ignore): not forwarded',
+};
+
+/** The word the sidecar's answer body says (`{"status":"duplicate"}`, `{"error":"signature_mismatch"}`), if any. */
+function saidIn(answer: string | undefined): string | undefined {
+  try {
+    const o = JSON.parse(answer ?? '') as { status?: unknown; error?: unknown };
+    const word = typeof o.status === 'string' ? o.status : typeof o.error === 'string' ? o.error : undefined;
+    return word !== undefined && /^[a-z0-9_]{1,64}$/.test(word) ? word : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What an endpoint's answer means, for the line that reports it: its status, what it said, and what that means. */
+function meaning(status: number, answer: string | undefined): string {
+  const said = saidIn(answer);
+  const head = `${status}${said ? ` ${said}` : ''}`;
+  if (status >= 200 && status < 300) return `${head}: ${(said && ACCEPTED[said]) ?? 'accepted'}`;
+  if (status === 401) return `${head}: refused: signature, timestamp or required header${said ? '' : " (the sidecar's log says which)"}`;
+  if (status === 400) return `${head}: refused: not a valid envelope`;
+  if (status === 413) return `${head}: refused: body too large`;
+  if (status === 404 || status === 405) return `${head}: refused: wrong path or method for the webhook ingress`;
+  if (status === 503) return `${head}: not accepted now (the app refused, or Redis is away); the simulator retries`;
+  return `${head}: not accepted; the simulator retries`;
 }
 
 /**
  * Prints the event the simulator sent (stdout, its JSON as the simulator answered), then waits for
  * the first attempt of each of its deliveries (the last `expected` ones of that event) and says on
- * stderr what each endpoint answered. Exit 0 when every endpoint accepted it; 1 when one did not or
+ * stderr what each endpoint answered: its status, what the sidecar said (`accepted`, `queued`,
+ * `duplicate`, the refusal's reason) and what that means. Exit 0 when every endpoint accepted it; 1 when one did not or
  * when no endpoint is registered (nobody received the event).
  */
 async function sendAndReport(flags: SimulatorFlags, path: string, body: unknown): Promise<void> {
@@ -102,7 +125,7 @@ async function sendAndReport(flags: SimulatorFlags, path: string, body: unknown)
       process.stderr.write(`${where}: no answer (${first.error ?? 'error'}); the simulator retries\n`);
     } else {
       if (first.status < 200 || first.status >= 300) allAccepted = false;
-      process.stderr.write(`${where} answered ${first.status}: ${meaning(first.status)}\n`);
+      process.stderr.write(`${where} answered ${meaning(first.status, first.answer)}\n`);
     }
   }
   if (!allAccepted) process.exitCode = EXIT.failure;

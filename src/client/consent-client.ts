@@ -1,5 +1,5 @@
-import { Pool } from 'undici';
-import { readBatchAnswer, readCheckAnswer, type RawAnswer } from './read-answer.js';
+import { SidecarConnection, unavailable, type SidecarAddress } from './exchange.js';
+import { readBatchAnswer, readCheckAnswer } from './read-answer.js';
 import type { CallOptions, CheckInput, CheckResult, ClientCause, NotAllowed } from './types.js';
 
 /** Default whole deadline of one call (ms): a little more than the sidecar's own 2000 ms upstream deadline. */
@@ -31,17 +31,16 @@ export interface ConsentClientOptions {
   readonly now?: () => number;
 }
 
-type Raw = RawAnswer | NotAllowed;
-
 /**
  * The application's client of the sidecar's decision API. Its only way to say allowed is a 200
  * whose body is a well-formed ALLOW for exactly the configKey asked, with a `validUntil` in the
  * future when it arrived; every other outcome is a {@link NotAllowed} with its kind and cause.
  * It throws only at construction, for bad options; never for an answer or a failure to get one.
- * Connections are kept alive, over TCP or a Unix socket; redirects are never followed.
+ * Connections are kept alive (node's own `http`: the package has no dependencies), over TCP or a
+ * Unix socket; redirects are never followed.
  *
  * @example
- * import { ConsentClient, holdsAt } from 'consent-sidecar/client';
+ * import { ConsentClient, holdsAt } from '@consent-sidecar/client'; // or 'consent-sidecar/client'
  * const consent = new ConsentClient({ baseUrl: process.env.CONSENT_SIDECAR_URL ?? 'http://127.0.0.1:7700' });
  * const r = await consent.check({ userReference: 'alice', configKey: 'marketing-email' });
  * if (r.allowed) sendTheEmail();            // right now; later, ask holdsAt(r, Date.now()) or check again
@@ -49,12 +48,11 @@ type Raw = RawAnswer | NotAllowed;
  * await consent.close();
  */
 export class ConsentClient {
-  private readonly pool: Pool;
+  private readonly connection: SidecarConnection;
   private readonly timeoutMs: number;
   private readonly maxBodyBytes: number;
   private readonly maxBatchBodyBytes: number;
   private readonly now: () => number;
-  private closed = false;
 
   constructor(options: ConsentClientOptions) {
     const o = options as Partial<ConsentClientOptions> | undefined;
@@ -65,24 +63,7 @@ export class ConsentClient {
     const connections = positive(o.connections, 16, 'connections');
     if (o.now !== undefined && typeof o.now !== 'function') throw new TypeError('ConsentClient: now must be a function');
     this.now = o.now ?? Date.now;
-    // Shorter than the sidecar's own keep-alive (65 s), so the client, not the server, retires an idle connection.
-    const common = { connections, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 30_000, pipelining: 1 };
-    if (o.baseUrl.startsWith('unix:')) {
-      const socketPath = o.baseUrl.slice('unix:'.length);
-      if (!socketPath.startsWith('/')) throw new TypeError(`ConsentClient: baseUrl ${o.baseUrl}: a socket is unix:/absolute/path`);
-      this.pool = new Pool('http://localhost', { ...common, socketPath });
-    } else {
-      let url: URL;
-      try {
-        url = new URL(o.baseUrl);
-      } catch {
-        throw new TypeError(`ConsentClient: baseUrl ${o.baseUrl} is not a URL`);
-      }
-      if (url.protocol !== 'http:' || (url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.username !== '') {
-        throw new TypeError(`ConsentClient: baseUrl ${o.baseUrl}: expected http://host:port (or unix:/path)`);
-      }
-      this.pool = new Pool(url.origin, common);
-    }
+    this.connection = new SidecarConnection(addressOf(o.baseUrl), connections);
   }
 
   /**
@@ -96,7 +77,9 @@ export class ConsentClient {
     try {
       const bad = invalidInput(input);
       if (bad) return refused(bad);
-      const raw = await this.exchange(CHECK_PATH, JSON.stringify({ userReference: input.userReference, configKey: input.configKey }), this.maxBodyBytes, options);
+      const timeoutMs = this.callTimeout(options);
+      if (timeoutMs === undefined) return refused('timeoutMs must be a positive number of ms');
+      const raw = await this.connection.post(CHECK_PATH, JSON.stringify({ userReference: input.userReference, configKey: input.configKey }), this.maxBodyBytes, timeoutMs, options);
       return 'allowed' in raw ? raw : readCheckAnswer(raw, input, this.now());
     } catch (err) {
       return internal(err);
@@ -122,8 +105,10 @@ export class ConsentClient {
       const problems = checks.map((c) => invalidInput(c));
       // The sidecar refuses a whole batch for one bad item: so does the client, before sending it.
       if (problems.some((p) => p !== undefined)) return problems.map((p) => refused(p ?? 'another check of the batch was refused'));
+      const timeoutMs = this.callTimeout(options);
+      if (timeoutMs === undefined) return checks.map(() => refused('timeoutMs must be a positive number of ms'));
       const body = JSON.stringify({ checks: checks.map((c) => ({ userReference: c.userReference, configKey: c.configKey })) });
-      const raw = await this.exchange(BATCH_PATH, body, this.maxBatchBodyBytes, options);
+      const raw = await this.connection.post(BATCH_PATH, body, this.maxBatchBodyBytes, timeoutMs, options);
       return 'allowed' in raw ? checks.map(() => raw) : readBatchAnswer(raw, checks, this.now());
     } catch (err) {
       return Array.isArray(checks) ? checks.map(() => internal(err)) : [];
@@ -131,70 +116,34 @@ export class ConsentClient {
   }
 
   /** Closes the kept-alive connections once the calls in flight are done; later calls are `unavailable`/`closed`. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await this.pool.close();
+  close(): Promise<void> {
+    return this.connection.close();
   }
 
-  /**
-   * POSTs `body` and reads the whole answer under one deadline and a size cap. A connection that
-   * failed before any answer came is tried once more within the deadline (a kept-alive
-   * connection the sidecar closed as it was reused); nothing that answered is ever retried.
-   */
-  private async exchange(path: string, body: string, cap: number, options: CallOptions): Promise<Raw> {
-    if (this.closed) return unavailable('closed');
+  /** The call's whole deadline (ms): its own, or the client's; undefined when the call's is not a positive number. */
+  private callTimeout(options: CallOptions): number | undefined {
     const timeoutMs = options.timeoutMs === undefined ? this.timeoutMs : options.timeoutMs;
-    if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) return refused('timeoutMs must be a positive number of ms');
-    const deadline = AbortSignal.timeout(timeoutMs);
-    const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
-    const stopped = (): NotAllowed | undefined => (options.signal?.aborted ? unavailable('aborted') : deadline.aborted ? unavailable('timeout') : undefined);
-    for (let attempt = 1; ; attempt++) {
-      const early = stopped();
-      if (early) return early;
-      let res;
-      try {
-        res = await this.pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json', accept: 'application/json' }, body, signal });
-      } catch (err) {
-        const why = stopped() ?? transportFailure(err);
-        if (why.cause === 'connection_reset' && attempt === 1) continue;
-        return why;
-      }
-      return await this.readBody(res, cap, stopped);
-    }
+    return Number.isFinite(timeoutMs) && timeoutMs > 0 ? timeoutMs : undefined;
   }
+}
 
-  private async readBody(res: Awaited<ReturnType<Pool['request']>>, cap: number, stopped: () => NotAllowed | undefined): Promise<Raw> {
-    const declared = Number(res.headers['content-length']);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    try {
-      if (declared > cap) {
-        res.body.destroy();
-        return { allowed: false, kind: 'unexpected_answer', cause: 'body_too_large', status: res.statusCode };
-      }
-      for await (const chunk of res.body) {
-        size += (chunk as Buffer).length;
-        if (size > cap) {
-          res.body.destroy();
-          return { allowed: false, kind: 'unexpected_answer', cause: 'body_too_large', status: res.statusCode };
-        }
-        chunks.push(chunk as Buffer);
-      }
-    } catch {
-      return stopped() ?? unavailable('incomplete_body');
-    }
-    const id = res.headers['x-consent-decision-id'];
-    const type = res.headers['content-type'];
-    const source = res.headers['x-consent-decision-source'];
-    return {
-      status: res.statusCode,
-      contentType: typeof type === 'string' ? type : undefined,
-      body: Buffer.concat(chunks, size),
-      decisionId: typeof id === 'string' ? id : undefined,
-      source: typeof source === 'string' ? source : undefined,
-    };
+/** `http://host:port` or `unix:/absolute/path`, checked once; anything else throws (misuse). */
+function addressOf(baseUrl: string): SidecarAddress {
+  if (baseUrl.startsWith('unix:')) {
+    const socketPath = baseUrl.slice('unix:'.length);
+    if (!socketPath.startsWith('/')) throw new TypeError(`ConsentClient: baseUrl ${baseUrl}: a socket is unix:/absolute/path`);
+    return { socketPath };
   }
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    throw new TypeError(`ConsentClient: baseUrl ${baseUrl} is not a URL`);
+  }
+  if (url.protocol !== 'http:' || (url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.username !== '') {
+    throw new TypeError(`ConsentClient: baseUrl ${baseUrl}: expected http://host:port (or unix:/path)`);
+  }
+  return { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port === '' ? 80 : Number(url.port) };
 }
 
 function positive(v: unknown, fallback: number, name: string): number {
@@ -218,20 +167,6 @@ function refused(detail: string, cause: ClientCause = 'invalid_argument'): NotAl
   return Object.freeze({ allowed: false, kind: 'invalid_request', cause, detail });
 }
 
-function unavailable(cause: ClientCause, detail?: string): NotAllowed {
-  return Object.freeze({ allowed: false, kind: 'unavailable', cause, ...(detail === undefined ? {} : { detail }) });
-}
-
 function internal(err: unknown): NotAllowed {
   return unavailable('internal_error', err instanceof Error ? err.message.slice(0, 200) : 'unknown');
-}
-
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTSOCK']);
-
-/** A failure before any answer: the sidecar not there, the connection cut, or bytes that are not HTTP. */
-function transportFailure(err: unknown): NotAllowed {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && UNREACHABLE.has(code)) return unavailable('unreachable', code);
-  if (typeof code === 'string' && code.startsWith('HPE_')) return Object.freeze({ allowed: false, kind: 'unexpected_answer', cause: 'malformed', detail: `not HTTP (${code})` });
-  return unavailable('connection_reset', typeof code === 'string' ? code : undefined);
 }

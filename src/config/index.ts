@@ -1,5 +1,5 @@
 export { ConfigError, type ConfigErrorCode } from './errors.js';
-export { OTEL_VARIABLES, loadServeConfig, resolveRedecListingBounds, resolveRedecListingFields, resolveRedisConfig, resolveUpstreamConfig, resolveWebhookMaxBodyBytes, resolveWebhookSecrets, parseWebhookSecrets, parseRequiredHeader } from './load.js';
+export { OTEL_VARIABLES, loadServeConfig, resolveRedecListingBounds, resolveRedecListingFields, resolveRedisConfig, resolveUpstreamConfig, resolveWebhookMaxBodyBytes, resolveWebhookSecrets, parseAppSigningSecrets, parseWebhookSecrets, parseRequiredHeader } from './load.js';
 export { createSecretMetrics, watchSecrets, type SecretMetrics, type SecretWatch } from './metrics.js';
 export * from './options.js';
 export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';

@@ -1,3 +1,4 @@
+import { readAppSigning } from './app-signing.js';
 import { readCache } from './cache.js';
 import { readDecisionApi, readForwardAuth } from './decision-api.js';
 import { ConfigError } from './errors.js';
@@ -14,6 +15,7 @@ import type { SidecarConfig } from './sidecar-config.js';
 import { readUpstream, readUpstreamPool } from './upstream.js';
 import { readWebhooks } from './webhooks.js';
 
+export { parseAppSigningSecrets } from './app-signing.js';
 export { parseWebhookSecrets, parseRequiredHeader, resolveWebhookMaxBodyBytes, resolveWebhookSecrets } from './webhooks.js';
 export { parseRedisNodes, parseRedisUrl, resolveRedisConfig } from './redis.js';
 export { resolveUpstreamConfig } from './upstream.js';
@@ -45,6 +47,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
   const forwardAuth = readForwardAuth(r);
   const grpc = readGrpc(r);
   const webhooks = readWebhooks(r);
+  const appSigning = readAppSigning(r, webhooks?.secrets.current() ?? null);
   const redis = readRedis(r);
   const logLevel = readLogLevel(r);
   const processWide = readProcessWide(r);
@@ -65,6 +68,7 @@ export function loadServeConfig(flags: RawFlags, env: RawEnv = process.env): Sid
     forwardAuth,
     grpc,
     webhooks: webhooks ? Object.freeze(webhooks) : null,
+    appSigning,
     redis: redis ? Object.freeze(redis) : null,
     logLevel,
     ...processWide,

@@ -1,3 +1,4 @@
+import { APP_SIGNING_OPTIONS } from './app-signing.js';
 import { CACHE_OPTIONS } from './cache.js';
 import { DECISION_API_OPTIONS } from './decision-api.js';
 import { GRPC_OPTIONS } from './grpc.js';
@@ -13,7 +14,7 @@ import { UPSTREAM_OPTIONS, UPSTREAM_POOL_OPTIONS } from './upstream.js';
 import { WEBHOOK_OPTIONS } from './webhooks.js';
 
 // The flags' public face: each capability's options and defaults live beside its reader
-// (upstream.ts, cache.ts, decision-api.ts, webhooks.ts, queue.ts, redis.ts, redec.ts,
+// (upstream.ts, cache.ts, decision-api.ts, webhooks.ts, app-signing.ts, queue.ts, redis.ts, redec.ts,
 // observability.ts, listen.ts, process-wide.ts); this joins them into the `serve` table.
 
 export { ENV_PREFIX, envName, secretFlagWarning, type OptionSpec } from './option-spec.js';
@@ -42,6 +43,7 @@ export {
   WEBHOOK_DELIVERY_MODES,
   type WebhookDeliveryMode,
 } from './webhooks.js';
+export { APP_SIGNING_OPTIONS, MIN_APP_SIGNING_SECRET_LENGTH } from './app-signing.js';
 export { DEFAULT_WEBHOOK_DEDUP_LEASE_MARGIN_MS, DEFAULT_WEBHOOK_QUEUE_HORIZON_MS, DEFAULT_WEBHOOK_QUEUE_MAX_EVENTS } from './queue.js';
 export { DEFAULT_FLEET_INVALIDATION_MAX_SILENCE_MS, DEFAULT_REDIS_COMMAND_TIMEOUT_MS, DEFAULT_REDIS_KEY_PREFIX } from './redis.js';
 export {
@@ -68,6 +70,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   ...DECISION_API_OPTIONS,
   ...GRPC_OPTIONS,
   ...WEBHOOK_OPTIONS,
+  ...APP_SIGNING_OPTIONS,
   ...REDIS_OPTIONS,
   ...QUEUE_OPTIONS,
   ...LOG_LEVEL_OPTIONS,

@@ -1,5 +1,13 @@
 import { readFileSync, readTextFile, statFile, statSync } from '../lib/node-fs.js';
 
+/** The secrets of a text of one secret a line (a file of secrets): lines trimmed, blank lines and `#` comments skipped. */
+export function secretLines(text: string): string[] {
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
+
 /** Parses a secret's text; returns the value or an error message. */
 export type SecretParser<T> = (text: string) => { value: T } | { error: string };
 

@@ -28,6 +28,11 @@ export interface SidecarConfig extends ProcessWideConfig {
   readonly grpc: GrpcConfig | null;
   /** `null` when `--app-webhook-url` is not set: the webhook ingress is off. */
   readonly webhooks: WebhookConfig | null;
+  /**
+   * `--app-signing-secret[-file]`: the secrets every event handed to the app is signed under (the
+   * first signs); `null` without it (forwards are unauthenticated, warned at start) or without webhooks.
+   */
+  readonly appSigning: Secret<readonly string[]> | null;
   /** `null` without `--redis-url`: dedup and cache invalidation stay per replica. */
   readonly redis: RedisConfig | null;
   readonly logLevel: LogLevel;
@@ -45,6 +50,7 @@ export function serveSecrets(config: SidecarConfig): Secret<unknown>[] {
     config.upstream.apiKey,
     config.webhooks?.secrets,
     config.webhooks?.requiredHeader ?? undefined,
+    config.appSigning ?? undefined,
     config.decisionLog?.hashKey ?? undefined,
     ...(config.redis ? redisSecrets(config.redis) : []),
   ].filter((s) => s !== undefined);

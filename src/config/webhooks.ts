@@ -2,7 +2,7 @@ import { ConfigError } from './errors.js';
 import type { OptionSpec } from './option-spec.js';
 import { readQueue, type WebhookQueueConfig } from './queue.js';
 import { HEADER_NAME, Reader, type RawEnv, type RawFlags } from './reader.js';
-import type { Secret, SecretParser } from './secret.js';
+import { secretLines, type Secret, type SecretParser } from './secret.js';
 
 // The webhook capability's flags: the ingress, its secrets, the forward to the app and dedup; with
 // Redis, the shared claim and the durable queue (queue.ts).
@@ -123,10 +123,7 @@ const FORBIDDEN_REQUIRED_HEADER = /^(x-service-.*|host|content-type|content-leng
 
 /** One `whsec_` secret per line; blank lines and `#` comments are ignored. */
 export const parseWebhookSecrets: SecretParser<readonly string[]> = (text) => {
-  const secrets = text
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'));
+  const secrets = secretLines(text);
   if (secrets.length === 0) return { error: 'no webhook secret given' };
   const bad = secrets.findIndex((s) => !s.startsWith('whsec_') || s.length <= 'whsec_'.length);
   if (bad >= 0) return { error: `secret #${bad + 1} does not start with "whsec_"` };

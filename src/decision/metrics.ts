@@ -31,6 +31,12 @@ const bind = <K extends string, V>(keys: readonly K[], f: (k: K) => V): Record<K
 
 const SOURCES = Object.keys(SOURCE_LABEL) as DecisionSource[];
 
+/** A counter's series, exported from now on at 0 (prom-client shows a series once it is incremented). */
+const atZero = (series: Inc): Inc => {
+  series.inc(0);
+  return series;
+};
+
 /**
  * A source's and a route's position in SOURCES and DECISION_ROUTES, by a switch: on every answer,
  * where a lookup by a key that changes from site to site would be a megamorphic keyed load.
@@ -130,10 +136,12 @@ export class DecisionMetrics {
     );
     this.decisionIndex = [];
     for (const d of decisions) for (const s of sources) for (const r of DECISION_ROUTES) this.decisionIndex[decisionSlot(d, s, r)] = this.decisions.indexOf(d, SOURCE_LABEL[s], r);
+    // Every reason and every cause is exported at 0 from the start: a dashboard shows 0 on a healthy
+    // pod, not "no data", and a rate() sees the first one.
     const pre = counter(registry, 'pre_evaluation_denials_total', 'Denials the service gave before evaluating (tenant configuration or references), by reason.', ['reason']);
-    for (const reason of [...PRE_EVALUATION_REASONS, 'other']) this.preEvaluation.set(reason, pre.labels(reason));
+    for (const reason of [...PRE_EVALUATION_REASONS, 'other']) this.preEvaluation.set(reason, atZero(pre.labels(reason)));
     const failClosed = counter(registry, 'fail_closed_total', 'Checks answered 503 DENY because no decision could be had, by cause.', ['cause']);
-    for (const cause of FAIL_CLOSED_CAUSES) this.failClosed.set(cause, failClosed.labels(cause));
+    for (const cause of FAIL_CLOSED_CAUSES) this.failClosed.set(cause, atZero(failClosed.labels(cause)));
     // Observed on every miss: a fast histogram (label bound by index, same exposition).
     this.upstreamDuration = new FastHistogram(
       `${METRIC_PREFIX}upstream_request_duration_seconds`,

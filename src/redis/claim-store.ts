@@ -6,16 +6,27 @@ import type { RedisKeyspace } from './keyspace.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 
 /**
- * Channel (under the tag) on which settled claims are announced: `{"id":…,"outcome":"accepted","mac":…}`
- * or `{"id":…,"outcome":"released"}`.
+ * Channel (under the tag) on which settled claims are announced, when a replica waits for them:
+ * `{"id":…,"outcome":"accepted","mac":…}` or `{"id":…,"outcome":"released"}`.
  */
 export const DEDUP_SETTLED_CHANNEL = 'dedup-settled';
 /** Owner segment of the dedup keys: `{<prefix>}dedup:<event id>`. */
 export const DEDUP_KEY_OWNER = 'dedup';
+/**
+ * Owner segment of the waiting keys: `{<prefix>}dedup-waiting:<event id>` exists while a replica
+ * waits for the event's in-flight claim to settle (a segment of its own: an event id may hold `:`).
+ */
+export const DEDUP_WAITING_KEY_OWNER = 'dedup-waiting';
+/**
+ * A waiting key outlives the holder's lease by this much (ms): a settlement just after the lease
+ * still reaches a waiter that has not given up yet (it waits the lease and a little more).
+ */
+export const DEDUP_WAITING_SLACK_MS = 1000;
 
 /**
  * {@link ClaimStore} on Redis: one key per event id, moved by token-guarded scripts (see
- * dedup-scripts.ts), settlements announced on a channel. Storage only; the policy (local first,
+ * dedup-scripts.ts), settlements announced on a channel only when a claim found the event in
+ * flight (a replica waits): a webhook costs no message to the fleet unless two copies meet. Storage only; the policy (local first,
  * fallback, backfill, what a stall means) is `SharedDedup`'s in src/webhooks/. Replies are checked.
  * With `--redis-wait-replicas`, a claim and an accept resolve only once that many replicas hold
  * them (`ERR_REDIS_NOT_REPLICATED` otherwise): a failover then forgets neither, and a claim written
@@ -36,8 +47,8 @@ export class RedisClaimStore implements ClaimStore {
     const reply = await this.connection.call('dedup_claim', async (c) => {
       // Not claimed at all when it could not be replicated (nothing to let go afterwards).
       await replicasInSync(c, this.wait);
-      const args = [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), String(longestLeaseMs), ...acceptedMacs.map(acceptedValue)];
-      const r = await CLAIM.run(c, [this.key(id)], args);
+      const args = [token, String(leaseMs), String(DEDUP_VALUE_MAX_BYTES), String(longestLeaseMs), String(DEDUP_WAITING_SLACK_MS), ...acceptedMacs.map(acceptedValue)];
+      const r = await CLAIM.run(c, [this.key(id), this.waitingKey(id)], args);
       if (Array.isArray(r) && r[0] === 'claimed') await waitForReplicas(c, this.wait);
       return r;
     });
@@ -54,7 +65,7 @@ export class RedisClaimStore implements ClaimStore {
     const args = [token, String(retentionMs), this.channel, message, acceptedValue(mac), String(DEDUP_VALUE_MAX_BYTES), ...acceptedMacs.map(acceptedValue)];
     const r = await this.connection.call('dedup_accept', async (c) => {
       // Written whatever the replicas (the app has the event); acknowledged only once they hold it.
-      const accepted = await ACCEPT.run(c, [this.key(id)], args);
+      const accepted = await ACCEPT.run(c, [this.key(id), this.waitingKey(id)], args);
       await replicasInSync(c, this.wait);
       await waitForReplicas(c, this.wait);
       return accepted;
@@ -67,7 +78,7 @@ export class RedisClaimStore implements ClaimStore {
 
   async release(id: string, token: string): Promise<boolean> {
     const message = JSON.stringify({ id, outcome: 'released' });
-    const r = await this.connection.call('dedup_release', (c) => RELEASE.run(c, [this.key(id)], [token, this.channel, message]));
+    const r = await this.connection.call('dedup_release', (c) => RELEASE.run(c, [this.key(id), this.waitingKey(id)], [token, this.channel, message, String(DEDUP_VALUE_MAX_BYTES)]));
     return r === 1;
   }
 
@@ -103,5 +114,9 @@ export class RedisClaimStore implements ClaimStore {
 
   private key(id: string): string {
     return this.keyspace.key(DEDUP_KEY_OWNER, id);
+  }
+
+  private waitingKey(id: string): string {
+    return this.keyspace.key(DEDUP_WAITING_KEY_OWNER, id);
   }
 }

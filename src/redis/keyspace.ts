@@ -7,9 +7,9 @@
  *
  * | name | owner |
  * |---|---|
- * | `dedup:<event id>` (keys), `dedup-settled` (channel) | shared webhook deduplication |
+ * | `dedup:<event id>`, `dedup-waiting:<event id>` (keys), `dedup-settled` (channel) | shared webhook deduplication |
  * | `invalidations`, `invalidations-epoch` (keys), `invalidate` (channel) | the cache invalidation log |
- * | `queue:*` | the durable webhook queue (streams, dead letters) |
+ * | `queue:*` | the durable webhook queue (streams, dead letters, delivered markers, forward claims) |
  * | `redec:*` | the REDEC reconciler's bookkeeping |
  * | `health` | the health probe's write |
  *

@@ -1,3 +1,4 @@
+import { READ_MARKER_LUA } from './dedup-scripts.js';
 import { RedisScript } from './script.js';
 
 /**
@@ -11,6 +12,7 @@ import { RedisScript } from './script.js';
  * | `queue:dead` | stream, bounded | dead letters; field `e` = the JSON with `lastError`, `deadAt` |
  * | `queue:delivered:<id>` | string (the marker's MAC), TTL ≥ horizon + 2 × tolerance | the app answered 2xx: a redelivery is dropped |
  * | `queue:routes` | hash, field = consumer | each live consumer's route table (globs only, with a MAC): where an entry its reader's routes do not take may go |
+ * | `queue:claim:<id>` | string `forwarding:<token>`, TTL = the visibility | one entry of the event is being forwarded: no other entry of it (a copy) is |
  * | `queue:wake` | channel | "something is due": workers read at once instead of at their next poll |
  * | `queue:handed` | channel | the consumer an entry was just handed to: it reads its own pending entries at once |
  * | `queue:delivered` | channel | `{"id","mac"}` after each delivery: every replica remembers it in memory too |
@@ -18,7 +20,8 @@ import { RedisScript } from './script.js';
  * Every step that moves an event is one script, so an event is never in two places nor in none.
  * Every key carries the deployment's hash tag: on a cluster each script runs on one slot. What is
  * read back is bounded: an entry larger than the caller's limit is never returned (see READ), a
- * marker longer than any MAC never read.
+ * marker longer than any MAC never read. A marker key of another type than a string is no marker
+ * (see READ_MARKER_LUA), never an error that would refuse the event for as long as it lives.
  */
 
 /**
@@ -26,20 +29,18 @@ import { RedisScript } from './script.js';
  * ARGV: json, event id, accepted at (ms), wake channel, dedup retention (ms), max events, the
  * accepted marker to write, max marker bytes, the accepted markers that count (one per secret)...
  * 0: accepted before (not stored again); 1: stored; 2: full (not stored, nothing marked); 3:
- * stored, over a dedup value that was no marker of ours (forged, or written without our secrets).
- * A passthrough claim in flight (a fleet in the middle of a change of mode) is taken over.
+ * stored, over a dedup value that was no marker of ours (forged, written without our secrets, or a
+ * key of another type). A passthrough claim in flight (a fleet in the middle of a change of mode) is taken over.
  */
-export const ENQUEUE = new RedisScript(`
-local n = redis.call('STRLEN', KEYS[3])
-local v = false
-if n > tonumber(ARGV[8]) then v = true elseif n > 0 then v = redis.call('GET', KEYS[3]) end
+export const ENQUEUE = new RedisScript(`${READ_MARKER_LUA}
+local v = marker(KEYS[3], tonumber(ARGV[8]))
 if v and v ~= true then for i = 9, #ARGV do if v == ARGV[i] then return 0 end end end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then return 2 end
 redis.call('SET', KEYS[3], ARGV[7], 'PX', ARGV[5])
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[1], 'i', ARGV[2])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
 redis.call('PUBLISH', ARGV[4], '1')
-if v and string.sub(v == true and '' or v, 1, 9) ~= 'inflight:' then return 3 end
+if v and (v == true or string.sub(v, 1, 9) ~= 'inflight:') then return 3 end
 return 1
 `);
 
@@ -159,16 +160,52 @@ return 1
 
 /**
  * The delivered markers of some events. KEYS: their marker keys. ARGV: max marker bytes. Returns,
- * in order, each marker's value, '' when there is none or it is longer than any of ours (never
- * read): the caller checks each MAC.
+ * in order, each marker's value, '' when there is none, '!' when it holds nothing of ours that can
+ * be read (longer than any of ours, never read, or a key of another type): the caller checks each
+ * MAC, and '!' fails it (counted).
  */
-export const SEEN = new RedisScript(`
+export const SEEN = new RedisScript(`${READ_MARKER_LUA}
 local out = {}
 for i, k in ipairs(KEYS) do
-  local n = redis.call('STRLEN', k)
-  if n > 0 and n <= tonumber(ARGV[1]) then out[i] = redis.call('GET', k) else out[i] = '' end
+  local v = marker(k, tonumber(ARGV[1]))
+  if v == false then out[i] = '' elseif v == true then out[i] = '!' else out[i] = v end
 end
 return out
+`);
+
+/**
+ * One entry of an event is about to be forwarded: claim the event, so that no other entry of it
+ * (a copy a writer added, a takeover) is forwarded meanwhile. KEYS: claim key, delivered marker.
+ * ARGV: token, lease (ms), the longest lease (ms) a replica's claim may have, max value bytes, the
+ * delivered MACs that count (one per secret). Returns `{'delivered', 0}` (a delivered marker with
+ * one of the MACs: not forwarded), `{'busy', pttl}` (another token's claim with at most the longest
+ * lease left), or `{'claimed', d}`, the claim written or renewed with the lease (the same token
+ * claims again: an entry read again after an unknown outcome); d = 1 when it took the place of a
+ * value that is no claim of ours (forged, a key of another type, no TTL or more left than any
+ * replica's lease: a writer's, which would otherwise hold the event for as long as it chose).
+ */
+export const CLAIM_FORWARD = new RedisScript(`${READ_MARKER_LUA}
+local max = tonumber(ARGV[4])
+local d = marker(KEYS[2], max)
+if d and d ~= true then for i = 5, #ARGV do if d == ARGV[i] then return {'delivered', 0} end end end
+local mine = 'forwarding:' .. ARGV[1]
+local v = marker(KEYS[1], max)
+if v and v ~= true and v ~= mine and string.sub(v, 1, 11) == 'forwarding:' then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl >= 0 and ttl <= tonumber(ARGV[3]) then return {'busy', ttl} end
+end
+redis.call('SET', KEYS[1], mine, 'PX', ARGV[2])
+if v and v ~= mine then return {'claimed', 1} end
+return {'claimed', 0}
+`);
+
+/** The forward did not deliver: let the claim go. KEYS: claim key. ARGV: token, max value bytes. 1 released, 0 not ours (any more). */
+export const RELEASE_FORWARD = new RedisScript(`${READ_MARKER_LUA}
+if marker(KEYS[1], tonumber(ARGV[2])) == 'forwarding:' .. ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
 `);
 
 /**

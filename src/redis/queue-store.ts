@@ -1,12 +1,12 @@
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
-import type { AcceptedMarks, AdvertBounds, Enqueued, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from '../webhooks/index.js';
+import type { AcceptedMarks, AdvertBounds, Enqueued, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from '../webhooks/index.js';
 import { DEDUP_KEY_OWNER } from './claim-store.js';
 import { acceptedValue, DEDUP_VALUE_MAX_BYTES } from './dedup-scripts.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { DEAD_LETTER, DELIVERED, DROP, ENQUEUE, HAND_OVER, LIST_DEAD, PROMOTE, READ, REPLAY, RETRY_LATER, ROUTERS, SEEN, STATS } from './queue-scripts.js';
+import { CLAIM_FORWARD, DEAD_LETTER, DELIVERED, DROP, ENQUEUE, HAND_OVER, LIST_DEAD, PROMOTE, READ, RELEASE_FORWARD, REPLAY, RETRY_LATER, ROUTERS, SEEN, STATS } from './queue-scripts.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { isStreamId } from './stream-ids.js';
 
@@ -54,6 +54,11 @@ export class QueueKeys {
 
   dedup(eventId: string): string {
     return this.keyspace.key(DEDUP_KEY_OWNER, eventId);
+  }
+
+  /** The event's forward claim: which entry of it is being forwarded. */
+  claim(eventId: string): string {
+    return this.keyspace.key(QUEUE_KEY_OWNER, 'claim', eventId);
   }
 }
 
@@ -116,6 +121,21 @@ export class RedisQueueStore implements QueueStore {
     const reply = await this.connection.call('queue_seen', (c) => SEEN.run(c, eventIds.map((id) => this.keys.delivered(id)), [String(DEDUP_VALUE_MAX_BYTES)]));
     if (!Array.isArray(reply) || reply.length !== eventIds.length) throw malformed('seen');
     return reply.map((v) => (typeof v === 'string' && v !== '' ? v : null));
+  }
+
+  async claimForward(eventId: string, token: string, leaseMs: number, longestLeaseMs: number, deliveredMacs: readonly string[]): Promise<ForwardClaim> {
+    const args = [token, String(Math.max(1, Math.round(leaseMs))), String(Math.round(longestLeaseMs)), String(DEDUP_VALUE_MAX_BYTES), ...deliveredMacs];
+    const reply = await this.connection.call('queue_claim', (c) => CLAIM_FORWARD.run(c, [this.keys.claim(eventId), this.keys.delivered(eventId)], args));
+    if (Array.isArray(reply) && typeof reply[1] === 'number') {
+      if (reply[0] === 'claimed') return { kind: 'claimed', displaced: reply[1] === 1 };
+      if (reply[0] === 'delivered') return { kind: 'delivered' };
+      if (reply[0] === 'busy') return { kind: 'busy', remainingMs: reply[1] };
+    }
+    throw malformed('claim');
+  }
+
+  async releaseForward(eventId: string, token: string): Promise<void> {
+    await this.connection.call('queue_release', (c) => RELEASE_FORWARD.run(c, [this.keys.claim(eventId)], [token, String(DEDUP_VALUE_MAX_BYTES)]));
   }
 
   async markDelivered(entryId: string, eventId: string, markerTtlMs: number, mac: string): Promise<void> {

@@ -9,13 +9,20 @@ import { validateEndpoint, type WebhookEndpoint, type WebhookEndpointInput } fro
 /** The document's delivery states. */
 export type DeliveryState = 'attempting' | 'retry_scheduled' | 'accepted' | 'terminal';
 
-/** One attempt: `startedAt` is epoch ms (simulator clock); `status` when the endpoint answered. */
+/** Characters of an endpoint's answer body kept with its attempt (what the sidecar said: `{"status":"duplicate"}`). */
+export const ATTEMPT_ANSWER_CHARS = 512;
+
+/**
+ * One attempt: `startedAt` is epoch ms (simulator clock); `status` when the endpoint answered, and
+ * `answer`, the first {@link ATTEMPT_ANSWER_CHARS} characters of its body.
+ */
 export interface DeliveryAttempt {
   readonly attempt: number;
   readonly deliveryId: string;
   readonly startedAt: number;
   readonly timestampS: number;
   readonly status?: number;
+  readonly answer?: string;
   readonly error?: string;
 }
 
@@ -141,6 +148,7 @@ export class WebhookSender {
     if (endpoint.header) headers[endpoint.header.name] = endpoint.header.value;
     const attempt = delivery.attempts.length + 1;
     let status: number | undefined;
+    let answer = '';
     let error: string | undefined;
     try {
       const res = await request(endpoint.url, {
@@ -152,7 +160,8 @@ export class WebhookSender {
         bodyTimeout: this.options.attemptTimeoutMs,
       });
       status = res.statusCode;
-      await res.body.dump();
+      // Read to its end (the connection is kept), keeping the beginning: what the endpoint said.
+      for await (const chunk of res.body) if (answer.length < ATTEMPT_ANSWER_CHARS) answer += (chunk as Buffer).toString('utf8');
     } catch (err) {
       error = (err as { code?: string }).code ?? (err as Error).message;
     }
@@ -162,7 +171,7 @@ export class WebhookSender {
       deliveryId,
       startedAt,
       timestampS,
-      ...(status !== undefined ? { status } : {}),
+      ...(status !== undefined ? { status, answer: answer.slice(0, ATTEMPT_ANSWER_CHARS) } : {}),
       ...(error !== undefined ? { error } : {}),
     });
     const log = { eventId: envelope.id, type: envelope.type, endpointId: endpoint.id, attempt, status, error };

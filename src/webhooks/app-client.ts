@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Agent, type Dispatcher } from '../lib/undici.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
+import type { ForwardSigner } from './forward-signature.js';
 import type { ForwardFailureCause } from './metrics.js';
 
 /** Headers of the service passed to the app unchanged (interface document, Delivery headers). */
@@ -21,6 +22,8 @@ export interface AppClientOptions {
   readonly timeoutMs: number;
   /** Keep-alive connections per app origin. */
   readonly connections?: number;
+  /** Signs every forward (`--app-signing-secret[-file]`); without one, forwards are unsigned. */
+  readonly signer?: ForwardSigner | null;
 }
 
 /** Keep-alive connections per app origin; enough for a burst of retries after an outage. */
@@ -28,25 +31,29 @@ const DEFAULT_APP_CONNECTIONS = 128;
 
 /**
  * The one client of the application's webhook endpoints: passthrough forwards, the queue's workers
- * and the REDEC hand-over all post through it (one pool per app origin, kept alive).
+ * and the REDEC hand-over all post through it (one pool per app origin, kept alive), so every event
+ * the app gets is signed here when a signer is configured.
  */
 export class AppClient {
   private readonly agent: Agent;
   private readonly timeoutMs: number;
   private readonly deadlines = new DeadlineQueue();
+  private readonly signer: ForwardSigner | null;
 
   constructor(options: AppClientOptions) {
     this.timeoutMs = options.timeoutMs;
+    this.signer = options.signer ?? null;
     this.agent = new Agent({ connections: options.connections ?? DEFAULT_APP_CONNECTIONS, keepAliveTimeout: 4000, connectTimeout: options.timeoutMs });
   }
 
   /**
-   * POSTs `rawBody` unchanged to `url` (http or https); ok only on a 2xx answer within the timeout,
-   * which covers the whole exchange (waiting for a pooled connection included). Uses undici's
-   * handler API rather than `request()`: no response stream or promise per event, which is most of
-   * the forwarding cost.
+   * POSTs `rawBody` unchanged to `url` (http or https), signed when a signer is configured; ok only
+   * on a 2xx answer within the timeout, which covers the whole exchange (waiting for a pooled
+   * connection included). Uses undici's handler API rather than `request()`: no response stream or
+   * promise per event, which is most of the forwarding cost.
    */
   forward(url: AppUrl, rawBody: Buffer | string, headers: Record<string, string>): Promise<ForwardResult> {
+    if (this.signer) headers = this.signer.sign(rawBody, headers);
     return new Promise((resolve) => {
       // One timer for every forward (they all have the same timeout): see DeadlineQueue.
       const call = new ForwardCall(this.timeoutMs, this.deadlines, resolve);

@@ -6,6 +6,7 @@ import type { WebhookTracer } from '../lib/trace.js';
 import type { Logger } from '../observability/index.js';
 import { AppClient } from './app-client.js';
 import { AppRoutes } from './app-routes.js';
+import { ForwardSigner } from './forward-signature.js';
 import type { ClaimStore } from './claim-store.js';
 import type { DeliveryMode } from './delivery-mode.js';
 import type { RouteRejection, WebhookAnswer } from './answers.js';
@@ -32,6 +33,8 @@ export interface WebhookPorts {
   readonly tracer: (WebhookTracer & { run<T>(name: string, work: () => Promise<T>, outcome?: (r: T) => { outcome: string; failed: boolean }): Promise<T> }) | null;
   /** With several replicas (Redis): the claim store of shared dedup and the queue's store. */
   readonly shared: { readonly claims: ClaimStore; readonly queue: QueueStore } | null;
+  /** The app signing secrets' current list (`--app-signing-secret[-file]`); without it, forwards are unsigned (warned once). */
+  readonly appSigningSecrets?: (() => readonly string[]) | null;
 }
 
 /** The webhook wing, built: what the listener hands requests to, and what the REDEC hand-over posts with. */
@@ -65,7 +68,14 @@ export function buildWebhooks(config: WebhookConfig, ports: WebhookPorts): Webho
   const metrics = createWebhookMetrics(registry);
   const routes = new AppRoutes(config.routes, config.appUrl, config.ignore);
   for (const label of routes.labels) for (const outcome of ['accepted', 'failed']) metrics.routeForwards.labels(label, outcome);
-  const app = new AppClient({ timeoutMs: config.forwardTimeoutMs });
+  const signer = ports.appSigningSecrets ? new ForwardSigner(ports.appSigningSecrets, now) : null;
+  if (!signer) {
+    logger.warn(
+      { event: 'forwards_unsigned', flag: '--app-signing-secret-file' },
+      "forwarded events are unauthenticated: the app cannot tell the sidecar's forwards from anything else that reaches its webhook URL; set --app-signing-secret-file and verify them (docs/webhooks.md, Signed forwards)",
+    );
+  }
+  const app = new AppClient({ timeoutMs: config.forwardTimeoutMs, signer });
   const sequences = new SequenceTracker(metrics);
   let mode: DeliveryMode;
   if (config.delivery === 'queue') {

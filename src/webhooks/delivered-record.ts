@@ -62,6 +62,11 @@ export class DeliveredRecord {
     this.memory.add(id, now + this.o.ttlMs, now);
   }
 
+  /** Whether this process remembers `id` delivered (no round trip). */
+  remembers(id: string): boolean {
+    return this.memory.has(id, this.o.now());
+  }
+
   /** For each id: delivered before, by this process's memory or a marker whose MAC verifies. */
   async before(ids: readonly string[]): Promise<boolean[]> {
     const now = this.o.now();

@@ -43,7 +43,7 @@ export {
   type Reverified,
   type StoredDelivery,
 } from './stored-delivery.js';
-export type { AcceptedMarks, AdvertBounds, Enqueued, EnqueueOutcome, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from './queue-store.js';
+export type { AcceptedMarks, AdvertBounds, Enqueued, EnqueueOutcome, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
 export { RouterDirectory, ROUTES_ADVERTISE_INTERVAL_MS, ROUTES_TTL_MS } from './queue-routers.js';
 export { QUEUE_CONCURRENCY, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';
@@ -67,6 +67,7 @@ export { readUnverifiedBody, SlowBodyWatch, type UnverifiedBodyResult } from './
 export { UnverifiedBudget, type BudgetHolder } from './unverified-budget.js';
 export { revocationOf } from './revocations.js';
 export { hmacHex, signatureHeaders, SIGNATURE_SCHEME_PREFIX } from './signature.js';
+export { FORWARD_SIGNATURE_HEADER, FORWARD_TIMESTAMP_HEADER, ForwardSigner } from './forward-signature.js';
 export {
   checkDeliveryHeaders,
   parseTimestamp,

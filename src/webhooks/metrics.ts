@@ -149,8 +149,12 @@ export interface SharedDedupMetrics {
   readonly markerMismatches: Counter<'marker'>;
 }
 
-/** Which kind of marker failed its MAC check (`marker` label). */
-export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay' | 'routes';
+/**
+ * Which kind of marker failed its check (`marker` label); `routes`: a replica's route table;
+ * `claim`: a queue forward claim that was no replica's (forged, no TTL or more left than any lease,
+ * a key of another type), taken over.
+ */
+export type MarkerMismatch = 'accepted' | 'announced' | 'delivered' | 'replay' | 'routes' | 'claim';
 
 /**
  * `consent_sidecar_webhook_marker_mismatches_total`, declared once per registry (shared dedup and
@@ -162,11 +166,11 @@ export function markerMismatchCounter(registry: Registry): Counter<'marker'> {
   if (existing) return existing as Counter<'marker'>;
   const counter = new Counter({
     name,
-    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, by marker (accepted, announced, delivered, replay: each was taken as no marker, the event delivered; routes: a route table no entry is handed to).',
+    help: 'Markers read back from Redis whose MAC (keyed from the webhook secrets) did not verify, or that were not markers of ours at all (a key of another type), by marker (accepted, announced, delivered, replay, claim: each was taken as no marker, the event delivered; routes: a route table no entry is handed to).',
     labelNames: ['marker'],
     registers: [registry],
   });
-  for (const marker of ['accepted', 'announced', 'delivered', 'replay', 'routes'] satisfies MarkerMismatch[]) counter.labels(marker);
+  for (const marker of ['accepted', 'announced', 'delivered', 'replay', 'routes', 'claim'] satisfies MarkerMismatch[]) counter.labels(marker);
   return counter;
 }
 
@@ -209,6 +213,8 @@ export const QUEUE_FORWARD_OUTCOMES = [
   'handed_over',
   'awaiting_route',
   'unrouted',
+  'in_flight',
+  'claim_unknown',
 ] as const;
 export type QueueForwardOutcome = (typeof QUEUE_FORWARD_OUTCOMES)[number];
 
@@ -232,11 +238,11 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
   const registers = [registry];
   const forwards = new Counter({
     name: `${METRIC_PREFIX}webhook_queue_forwards_total`,
-    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late; ignored: a type --app-webhook-ignore names, removed; handed_over: no route here takes it, given to a replica whose routes do; awaiting_route: no live replica routes it, parked without counting an attempt; unrouted: still so at the horizon, dead-lettered).',
+    help: 'Queue mode: entries taken by this replica, by outcome (delivered, retry_scheduled, dead_lettered, already_delivered, signature_mismatch, expired, oversized, unreadable, read_too_late; ignored: a type --app-webhook-ignore names, removed; handed_over: no route here takes it, given to a replica whose routes do; awaiting_route: no live replica routes it, parked without counting an attempt; unrouted: still so at the horizon, dead-lettered; in_flight: another entry of the event is being forwarded, parked until it ends; claim_unknown: the claim before the forward was not answered, read again).',
     labelNames: ['outcome'],
     registers,
   });
-  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late', 'awaiting_route', 'unrouted'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
+  for (const outcome of ['signature_mismatch', 'expired', 'oversized', 'unreadable', 'read_too_late', 'awaiting_route', 'unrouted', 'in_flight', 'claim_unknown'] satisfies QueueForwardOutcome[]) forwards.labels(outcome);
   return {
     depth: new Gauge({ name: `${METRIC_PREFIX}webhook_queue_depth`, help: 'Queue mode: events waiting or being forwarded (read from Redis, all replicas).', registers }),
     oldestAge: new Gauge({

@@ -3,13 +3,14 @@ import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import { logId } from './event-id.js';
 import type { AppClient } from './app-client.js';
-import type { AppRoutes, Routing } from './app-routes.js';
+import type { AppRoutes, AppTarget, Routing } from './app-routes.js';
 import type { DeliveredRecord } from './delivered-record.js';
+import { ForwardClaims, type ForwardClaimStep } from './forward-claim.js';
 import type { MarkerMacs } from './markers.js';
 import type { QueueMetrics } from './metrics.js';
 import type { QueueEntry, QueueStore } from './queue-store.js';
 import type { RouterDirectory } from './queue-routers.js';
-import { deadSubject, replayOf, reverify, type StoredDelivery } from './stored-delivery.js';
+import { deadSubject, replayOf, reverify, type Reverified, type StoredDelivery } from './stored-delivery.js';
 
 /** First retry delay (ms); doubles per attempt (±20 % jitter) up to {@link QUEUE_BACKOFF_MAX_MS}. */
 export const QUEUE_BACKOFF_MIN_MS = 1000;
@@ -24,6 +25,13 @@ export function backoffMs(attempts: number, random: () => number = Math.random, 
   return Math.round(Math.min(maxMs, base * (0.8 + 0.4 * random())));
 }
 
+/**
+ * Waiting for another entry of the same event to be forwarded, a copy is parked this long (ms)
+ * after that entry's claim ends at the latest: by then it was delivered (and the copy is dropped)
+ * or let go.
+ */
+const IN_FLIGHT_SLACK_MS = 1000;
+
 /** What became of one entry a worker handled (the forwards counter's outcome). */
 export type HandledOutcome =
   | 'unreadable'
@@ -36,12 +44,19 @@ export type HandledOutcome =
   | 'ignored'
   | 'handed_over'
   | 'awaiting_route'
-  | 'unrouted';
+  | 'unrouted'
+  | 'already_delivered'
+  | 'in_flight'
+  | 'claim_unknown';
 
 export interface QueueDeliveryOptions {
   readonly store: QueueStore;
   /** The consumer the worker reads as: only an entry still pending with it is parked or dead-lettered. */
   readonly consumer: string;
+  /** The visibility (ms): also the lease of the claim each forward holds. */
+  readonly visibilityMs: number;
+  /** `--webhook-forward-timeout-ms`. */
+  readonly forwardTimeoutMs: number;
   readonly logger: Logger;
   readonly metrics: QueueMetrics;
   /** The wing's one app client, and the routes by event type it posts to. */
@@ -67,15 +82,30 @@ export interface QueueDeliveryOptions {
 }
 
 /**
- * What becomes of one queue entry a worker took (see `QueueWorker`): verified again, then
- * forwarded, and marked delivered, parked for a retry, or dead-lettered; an unreadable entry
- * dropped, one that does not verify dead-lettered as `signature_mismatch`, never forwarded.
+ * What becomes of one queue entry a worker took (see `QueueWorker`): verified again, the event
+ * claimed (see {@link ForwardClaims}), then forwarded, and marked delivered, parked for a retry,
+ * or dead-lettered; an unreadable entry dropped, one that does not verify dead-lettered as
+ * `signature_mismatch`, never forwarded; a copy of an event another entry is forwarding parked
+ * until that forward has ended (`in_flight`).
  */
 export class QueueDelivery {
   /** An app down with thousands of events waiting must not turn every retry into a log line. */
   private readonly eventLog = new RateLimiter(EVENT_LOG_INTERVAL_MS);
+  private readonly claims: ForwardClaims;
+  /** Event ids this process is forwarding now. */
+  private readonly forwarding = new Set<string>();
 
-  constructor(private readonly o: QueueDeliveryOptions) {}
+  constructor(private readonly o: QueueDeliveryOptions) {
+    this.claims = new ForwardClaims({
+      store: o.store,
+      macs: o.macs,
+      consumer: o.consumer,
+      leaseMs: o.visibilityMs,
+      forwardTimeoutMs: o.forwardTimeoutMs,
+      mismatches: o.metrics.markerMismatches,
+      logger: o.logger,
+    });
+  }
 
   async dropDelivered(entry: QueueEntry, stored: StoredDelivery): Promise<void> {
     await this.o.store.drop(entry.entryId, stored.id);
@@ -107,6 +137,39 @@ export class QueueDelivery {
     const routing = this.o.routes.route(checked.envelope.type);
     if (routing.kind !== 'forward') return this.leave(entry.entryId, stored, checked.envelope.type, routing);
     const target = routing.target;
+    const claim = await this.claim(entry, stored);
+    if (claim.kind !== 'claimed') return this.notClaimed(entry, stored, claim);
+    // Kept: read again, this entry claims again under the same token.
+    if (performance.now() > startBy) return this.tooLate(entry.entryId, stored);
+    // Another entry of it started here while the claim was asked (its claim deleted by a writer meanwhile).
+    if (this.forwarding.has(stored.id)) return this.notClaimed(entry, stored, { kind: 'busy', remainingMs: this.o.visibilityMs });
+    this.forwarding.add(stored.id);
+    let outcome: HandledOutcome | undefined;
+    try {
+      outcome = await this.forward(entry, stored, checked, target);
+      return outcome;
+    } finally {
+      this.forwarding.delete(stored.id);
+      // The app has it (recorded or not yet): the claim stays until the delivered marker stands
+      // or its lease ends. Otherwise the next attempt may claim at once.
+      if (outcome !== 'delivered' && !this.o.unrecorded.has(entry.entryId)) await this.claims.release(stored.id, claim.token);
+    }
+  }
+
+  /**
+   * One entry of an event forwarded at a time, and none once it was delivered: a copy added to the
+   * queue is read beside the entry it copies, and both may have passed the delivered check. This
+   * process's own forwards and memory first (no round trip, and nothing a writer can delete), then
+   * the claim in the store, which every replica sees.
+   */
+  private async claim(entry: QueueEntry, stored: StoredDelivery): Promise<ForwardClaimStep> {
+    if (this.forwarding.has(stored.id)) return { kind: 'busy', remainingMs: this.o.visibilityMs };
+    if (this.o.record.remembers(stored.id)) return { kind: 'delivered' };
+    return this.claims.claim(entry.entryId, stored.id);
+  }
+
+  private async forward(entry: QueueEntry, stored: StoredDelivery, checked: Reverified, target: AppTarget): Promise<HandledOutcome> {
+    const { store, metrics, logger } = this.o;
     const result = await this.o.app.forward(target.url, checked.body, checked.headers);
     this.o.routeForwards.labels(target.label, result.ok ? 'accepted' : 'failed').inc();
     const log = { eventId: logId(stored.id), type: checked.envelope.type, attempts: stored.attempts, route: target.label };
@@ -172,6 +235,39 @@ export class QueueDelivery {
       );
     }
     return 'awaiting_route';
+  }
+
+  /**
+   * No claim for this forward: the event was delivered (dropped); another entry of it is being
+   * forwarded (parked until that forward has ended, never beside it); or the claim's outcome is
+   * unknown or came too late (nothing moved: the entry stays pending with this consumer, which
+   * reads it again).
+   */
+  private async notClaimed(entry: QueueEntry, stored: StoredDelivery, claim: Exclude<ForwardClaimStep, { kind: 'claimed' }>): Promise<HandledOutcome> {
+    const { store, metrics } = this.o;
+    switch (claim.kind) {
+      case 'delivered':
+        this.o.record.remember(stored.id);
+        await this.dropDelivered(entry, stored);
+        return 'already_delivered';
+      case 'busy':
+        await store.retryLater(this.o.consumer, entry.entryId, this.o.now() + claim.remainingMs + IN_FLIGHT_SLACK_MS, entry.json ?? JSON.stringify(stored));
+        metrics.forwards.inc({ outcome: 'in_flight' });
+        this.note('in_flight', stored, entry.entryId, 'another entry of this event is being forwarded (a copy in the queue); parked until that forward has ended');
+        return 'in_flight';
+      case 'too_late':
+        return this.tooLate(entry.entryId, stored);
+      case 'unknown':
+        metrics.forwards.inc({ outcome: 'claim_unknown' });
+        this.note('claim_unknown', stored, entry.entryId, `the claim before its forward was not answered (${(claim.err as Error)?.message ?? String(claim.err)}); not forwarded, read again`);
+        return 'claim_unknown';
+    }
+  }
+
+  /** One warning line per kind per interval; the forwards counter says how many. */
+  private note(kind: string, stored: StoredDelivery, entryId: string, message: string): void {
+    const suppressed = this.eventLog.admit(kind);
+    if (suppressed !== undefined) this.o.logger.warn({ event: `webhook_queue_${kind}`, eventId: logId(stored.id), entryId, suppressedSinceLast: suppressed }, `queued event: ${message}`);
   }
 
   /**

@@ -35,6 +35,16 @@ export interface AcceptedMarks {
 }
 
 /**
+ * What a claim of an event before a forward found (see {@link QueueStore.claimForward}): the event
+ * delivered before; another entry of it being forwarded, for `remainingMs` more at most; or the
+ * claim is ours now, `displaced` when it took the place of a value that was no replica's claim.
+ */
+export type ForwardClaim =
+  | { readonly kind: 'claimed'; readonly displaced: boolean }
+  | { readonly kind: 'delivered' }
+  | { readonly kind: 'busy'; readonly remainingMs: number };
+
+/**
  * How much a read may bring into the process: no entry larger than `entryBytes` (the store
  * dead-letters those itself, as `oversized`, without handing them over), and no more than about
  * `batchBytes` per call (one entry past it at most).
@@ -95,8 +105,20 @@ export interface QueueStore {
   readPending(consumer: string, max: number, afterEntryId: string, bounds: ReadBounds): Promise<QueueBatch>;
   /** Entries pending with any consumer for at least `minIdleMs`, now `consumer`'s. */
   takeOver(consumer: string, minIdleMs: number, max: number, bounds: ReadBounds): Promise<QueueBatch>;
-  /** For each id, the delivered marker's MAC the store holds, or null (the caller checks each MAC). */
+  /**
+   * For each id, the delivered marker's MAC the store holds, or null (the caller checks each MAC;
+   * a marker the store cannot hand back as one, of another type or too long, is a value no MAC matches).
+   */
   deliveredMarks(eventIds: readonly string[]): Promise<(string | null)[]>;
+  /**
+   * In one step: unless the event is delivered (a marker with one of `deliveredMacs`) or claimed
+   * under another token with at most `longestLeaseMs` left, claims it under `token` for `leaseMs`
+   * (the same token claims again, renewing the lease). Anything else the claim finds (no TTL, more
+   * left than `longestLeaseMs`, not a claim at all) is taken over, `displaced`.
+   */
+  claimForward(eventId: string, token: string, leaseMs: number, longestLeaseMs: number, deliveredMacs: readonly string[]): Promise<ForwardClaim>;
+  /** Lets the claim go if it still holds `token` (the forward did not deliver: the next attempt may claim at once). */
+  releaseForward(eventId: string, token: string): Promise<void>;
   /**
    * The app accepted it: writes the delivered marker (`mac`, kept `markerTtlMs`), removes the entry,
    * and announces `{id, mac}` to every replica ({@link onDelivered}).

@@ -274,7 +274,7 @@ export class QueueWorker implements EventQueue {
     const work = (): Promise<HandledOutcome> => this.delivery.handle(entry, stored, startBy);
     const outcome = await (tracing ? tracing.run('consent.webhook.queue.forward', work, (o) => ({ outcome: o, failed: !SETTLED_WELL.has(o) })) : work());
     // Still pending here: read again (that starts its visibility afresh) once this slot is free.
-    if (outcome === 'read_too_late') this.recoverLater();
+    if (outcome === 'read_too_late' || outcome === 'claim_unknown') this.recoverLater();
   }
 
   /** Own pending entries may exist that nothing here handles: the next pump reads them. */

@@ -11,8 +11,9 @@
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
  * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
  * section names: decision, webhooks, cache-scale, coalescing, refresh-ahead, forward-auth,
- * webhook-queue, tracing, grpc, batch, footprint), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
- * dist/cli.js built before issue 24, for "off" against it).
+ * webhook-queue, tracing, grpc, batch, footprint, client), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
+ * dist/cli.js built before issue 24, for "off" against it), BENCH_CLIENT_BEFORE (the client section: the client to compare
+ * @consent-sidecar/client with, an ES module; by default the undici one, built from git).
  *
  * Sections are a list (SECTIONS below): a new bench adds one entry and one function.
  */
@@ -23,6 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
 import { batchLines, benchBatch } from './batch.js';
+import { benchClient } from './client.js';
 import { benchFootprint, benchTiering, footprintLines, tieringLines } from './footprint.js';
 import { benchForwardAuth } from './forward-auth.js';
 import { benchGrpc } from './grpc.js';
@@ -317,6 +319,7 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['grpc', grpcSection],
   ['batch', batchSection],
   ['footprint', footprintSection],
+  ['client', clientSection],
 ];
 
 async function batchSection(): Promise<void> {
@@ -326,6 +329,12 @@ async function batchSection(): Promise<void> {
   comparisons.push(b.cost);
   console.log(`${batchLines(b).join('\n')}\n`);
   results.batch = b;
+}
+
+async function clientSection(): Promise<void> {
+  // A check through @consent-sidecar/client against the client before it, CPU of the client process (its own file).
+  const c = await benchClient({ rounds: ROUNDS, durationS: DURATION_S, concurrency: 16 });
+  if (c) report(c);
 }
 
 async function footprintSection(): Promise<void> {

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { runCli } from '../helpers/cli.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/index.js';
-import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, VECTOR_TS } from '../helpers/webhooks.js';
+import { FIXTURES, loadVectors, SECRET_A, SECRET_B, sign, startApp, VECTOR_TS } from '../helpers/webhooks.js';
+import { getTestRedis } from '../helpers/redis.js';
 import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 
@@ -138,7 +139,42 @@ describe('webhook trigger says what the endpoints answered', () => {
     sim.registerWebhookEndpoint({ url, secret: SECRET_B });
     const r = await spawnCli(['trigger', 'consent_action.created', '--simulator', sim.url]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`we_1 ${url} answered 401: refused: signature, timestamp or required header (the sidecar's log says which)\n`);
+    // What the sidecar said, its reason, not only the status.
+    expect(r.stderr).toBe(`we_1 ${url} answered 401 signature_mismatch: refused: signature, timestamp or required header\n`);
+  });
+
+  it('says what the sidecar said: accepted, then duplicate on a resend; queued in queue mode', async () => {
+    sim = await startSimulator();
+    const app = await startApp();
+    try {
+      sidecar = await startTestSidecar(sim.url, { 'webhook-listen': '127.0.0.1:0', 'app-webhook-url': app.url, 'webhook-secret': SECRET_A });
+      const url = `${sidecar.handle.urls.webhook}/webhooks`;
+      sim.registerWebhookEndpoint({ url, secret: SECRET_A });
+      const sent = await spawnCli(['trigger', 'consent_action.created', '--simulator', sim.url]);
+      expect(sent.code, sent.stderr).toBe(0);
+      expect(sent.stderr).toBe(`we_1 ${url} answered 200 accepted: the app has it\n`);
+      const again = await spawnCli(['resend', (JSON.parse(sent.stdout) as { id: string }).id, '--simulator', sim.url]);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stderr).toBe(`we_1 ${url} answered 200 duplicate: accepted before: not forwarded again\n`);
+      await sidecar.close();
+      await sim.close();
+
+      const redis = await getTestRedis();
+      sim = await startSimulator();
+      try {
+        sidecar = await startTestSidecar(sim.url, { 'webhook-listen': '127.0.0.1:0', 'app-webhook-url': app.url, 'webhook-secret': SECRET_A, 'webhook-delivery': 'queue', 'redis-url': redis.url, 'redis-key-prefix': redis.prefix() });
+        const queueUrl = `${sidecar.handle.urls.webhook}/webhooks`;
+        sim.registerWebhookEndpoint({ url: queueUrl, secret: SECRET_A });
+        const queued = await spawnCli(['trigger', 'consent_action.created', '--simulator', sim.url]);
+        expect(queued.code, queued.stderr).toBe(0);
+        expect(queued.stderr).toBe(`we_1 ${queueUrl} answered 200 queued: in the queue (Redis): a worker forwards it to the app\n`);
+        await sidecar.close();
+      } finally {
+        await redis.stop();
+      }
+    } finally {
+      await app.close();
+    }
   });
 });
 

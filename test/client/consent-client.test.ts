@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsentClient, holdsAt, MAX_BATCH_CHECKS } from '../../src/client/index.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
-import { allow, CHECK_PATH, deny, preDeny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
+import { decisionsByUser, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { freePort } from '../helpers/ports.js';
 import { HostileSidecar, response } from '../helpers/hostile-sidecar.js';
 
@@ -18,14 +18,7 @@ let fakeUrl: string;
 
 beforeAll(async () => {
   up = await startUpstream();
-  up.reply((req) => {
-    if (req.url !== CHECK_PATH) return { status: 404, body: {} };
-    const user = (JSON.parse(req.body) as { userReference: string }).userReference;
-    if (user === 'alice') return { body: allow(KEY, Date.now() + 3_600_000) };
-    if (user === 'nobody') return { body: preDeny('customer_not_found') };
-    if (user === 's500') return { status: 500, body: {} };
-    return { body: deny(KEY) };
-  });
+  up.reply(decisionsByUser(KEY));
   [tcpSidecar, unixSidecar] = await Promise.all([startTestSidecar(up.url), startTestSidecar(up.url, { listen: `unix:${join(dir, 'decision.sock')}` })]);
   fakeUrl = await fake.listen();
 });

@@ -14,6 +14,11 @@ import { CLAIMS } from './claims.js';
 
 const SECRET = 'whsec_contract_secret_0123456789';
 const PORTAL = ['x-portal-key', 'portal-value'] as const;
+/** The pod's app signing secret: every forward is signed with it (the two headers the document describes). */
+const APP_SIGNING = 'contract-app-signing-secret-0123456789';
+/** Whether a request the app got is signed by the sidecar under APP_SIGNING (computed with node:crypto). */
+const signedForward = (r: { headers: Record<string, string | string[] | undefined>; body: Buffer }): boolean =>
+  typeof r.headers['x-consent-sidecar-timestamp'] === 'string' && r.headers['x-consent-sidecar-signature'] === sign(APP_SIGNING, r.headers['x-consent-sidecar-timestamp'], r.body);
 
 let up: ScriptedUpstream;
 let app: FakeApp;
@@ -45,6 +50,7 @@ beforeAll(async () => {
     'webhook-forward-timeout-ms': '5000',
     'redec-reconcile-interval-ms': '600000',
     'redec-reconcile-grace-ms': '0',
+    'app-signing-secret': APP_SIGNING,
   });
   hooks = sidecar.handle.urls.webhook!;
 });
@@ -83,6 +89,7 @@ describe('webhook and admin listeners, and what the app receives ⇄ openapi/con
     const got = app.received.filter((r) => r.headers['x-consent-sidecar-reconciled'] === undefined).map((r) => ({ headers: r.headers, text: r.body.toString('utf8') }));
     expect(got).toHaveLength(2);
     for (const r of got) contract.appReceived('verifiedEvent', r);
+    expect(app.received.filter((r) => r.headers['x-consent-sidecar-reconciled'] === undefined).map(signedForward)).toEqual([true, true]);
     expect(got[1]!.headers['x-consent-sidecar-event-id-encoding']).toBe('percent');
     expect(got[1]!.headers['x-consent-sidecar-out-of-order']).toBe('1');
   });
@@ -147,6 +154,7 @@ describe('webhook and admin listeners, and what the app receives ⇄ openapi/con
     await until(() => app.received.some((r) => r.headers['x-consent-sidecar-reconciled'] === '1'), 'the reconciler handed the obligation to the app');
     const handed = app.received.find((r) => r.headers['x-consent-sidecar-reconciled'] === '1')!;
     contract.appReceived('redecNotificationPending', { headers: handed.headers, text: handed.body.toString('utf8') });
+    expect(signedForward(handed)).toBe(true);
     expect(Object.keys(handed.headers).filter((h) => h.startsWith('x-service-') || h === 'x-consent-sidecar-verified')).toEqual([]);
   });
 

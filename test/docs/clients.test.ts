@@ -1,5 +1,5 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,20 +8,17 @@ import { HostileSidecar, response } from '../helpers/hostile-sidecar.js';
 import { docText } from '../helpers/docs.js';
 import { freePort } from '../helpers/ports.js';
 import { PATIENCE_MS } from '../helpers/wait.js';
+import { buildWith, PYTHON, requireToolchains } from '../helpers/toolchains.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, CHECK_PATH, deny, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 
 // docs/clients.md shows one function each for Python, Go and Java. Each snippet is the very file
 // run here, against a real sidecar over TCP and over its Unix socket, and against a sidecar that
-// answers what no sidecar should.
+// answers what no sidecar should (the page's forward verifiers run in forward-verifiers.test.ts).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** Debian's interpreter, which test/setup.sh installs, when present: a version manager's shim on PATH costs seconds a run. */
-const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const KEY = 'marketing-email';
-const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java'] as const;
-/** Each toolchain, and the Debian package test/setup.sh installs it from. */
-const TOOLS = { [PYTHON]: 'python3', go: 'golang-go', javac: 'default-jdk-headless', java: 'default-jdk-headless' } as const;
+const SOURCES = ['docs/clients/consent_check.py', 'docs/clients/consent_check.go', 'docs/clients/ConsentCheck.java', 'docs/clients/verify_forward.py', 'docs/clients/verify_forward.go', 'docs/clients/VerifyForward.java'] as const;
 
 const work = mkdtempSync(join(tmpdir(), 'clients-'));
 let up: ScriptedUpstream;
@@ -41,6 +38,18 @@ const RUNNERS: Record<string, string[]> = {
   // A short-lived JVM: C1 only and the serial collector start it in about half the time.
   java: ['java', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-cp', join(work, 'java'), 'ConsentCheck'],
 };
+
+function run(argv: string[]): Promise<{ code: number | null; out: string }> {
+  // Not spawnSync: the service the sidecar asks lives in this process.
+  const child = spawn(argv[0]!, argv.slice(1), { env: process.env });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, out: out.trim() }));
+  });
+}
 
 /**
  * Java's cases go to one JVM (test/docs/ClientsHarness.java calls ConsentCheck.check and prints what
@@ -93,30 +102,10 @@ function call(lang: string, args: string[], transport: number): Promise<{ code: 
   return run([...RUNNERS.java!, ...args]);
 }
 
-function run(argv: string[]): Promise<{ code: number | null; out: string }> {
-  // Not spawnSync: the service the sidecar asks lives in this process.
-  const child = spawn(argv[0]!, argv.slice(1), { env: process.env });
-  let out = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, out: out.trim() }));
-  });
-}
-
-function build(argv: string[]): void {
-  const r = spawnSync(argv[0]!, argv.slice(1), { cwd: ROOT, encoding: 'utf8', env: process.env });
-  if (r.status !== 0) throw new Error(`${argv.join(' ')} failed:\n${r.stdout}${r.stderr}`);
-}
-
 beforeAll(async () => {
-  const missing = Object.entries(TOOLS).filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0);
-  if (missing.length > 0) {
-    throw new Error(`missing toolchains: ${missing.map(([cmd, pkg]) => `${cmd} (Debian: ${pkg})`).join(', ')}; bash test/setup.sh installs them`);
-  }
-  build(['go', 'build', '-o', join(work, 'consent_check'), SOURCES[1]]);
-  build(['javac', '-d', join(work, 'java'), SOURCES[2], 'test/docs/ClientsHarness.java']);
+  requireToolchains();
+  buildWith(['go', 'build', '-o', join(work, 'consent_check'), SOURCES[1]]);
+  buildWith(['javac', '-d', join(work, 'java'), SOURCES[2], 'test/docs/ClientsHarness.java']);
   jvm = new OneJvm();
   up = await startUpstream();
   up.reply((req) => {

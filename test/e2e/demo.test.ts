@@ -61,7 +61,18 @@ describe('consent-sidecar demo', () => {
     expect((await fetch(revokeUrl, { method: 'POST', body: revokeBody })).status).toBe(200);
     await demo.simulator.deliveriesSettled();
     expect(demo.received.map((e) => [e.type, e.data.action, e.data.userReference])).toEqual([['consent_action.created', 'revoke', 'alice']]);
-    expect(printed.some((l) => l.startsWith('[demo app] verified event') && l.includes('consent_action.created revoke'))).toBe(true);
+    expect(printed.some((l) => l.startsWith('[demo app] verified event') && l.includes('consent_action.created revoke') && l.includes("its sidecar's signature checked"))).toBe(true);
+    // Every forward carried the sidecar's signature under the demo's app signing secret.
+    expect(demo.received.every((e) => /^v1=[0-9a-f]{64}$/.test(String(e.headers['x-consent-sidecar-signature'])))).toBe(true);
+
+    // the guide's forgery line: posted straight to the app, with the mark anyone can write, refused
+    const forged = guide.split('\n').find((l) => l.includes('evt_forged'))!;
+    const forgedBody = /-d '([^']+)'/.exec(forged)![1]!;
+    const refused = await fetch(/-X POST (\S+)/.exec(forged)![1]!, { method: 'POST', headers: { 'content-type': 'application/json', 'x-consent-sidecar-verified': 'v1' }, body: forgedBody });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({ error: 'timestamp_missing' });
+    expect(demo.received.map((e) => e.id)).not.toContain('evt_forged');
+    expect(printed.some((l) => l.startsWith("[demo app] refused a request that is not its sidecar's forward"))).toBe(true);
     const after = await runGuideCheck(guide, body('alice', 'marketing-email'));
     expect(after).toMatchObject({ source: 'upstream', json: { decision: 'DENY', configKey: 'marketing-email' } });
 
@@ -138,14 +149,15 @@ describe('consent-sidecar demo', () => {
     expect(trigger.code, trigger.stderr).toBe(0);
     const emitted = JSON.parse(trigger.stdout) as { id: string; type: string };
     expect(emitted.type).toBe('consent_action.created');
-    expect(trigger.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
+    expect(trigger.stderr).toBe(`we_1 ${webhookUrl} answered 200 accepted: the app has it\n`);
     await demo.simulator.deliveriesSettled();
     expect(demo.received.filter((e) => e.id === emitted.id)).toHaveLength(1);
 
-    // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward it twice.
+    // webhook resend: the same event again; the sidecar accepts it as a duplicate and does not forward
+    // it twice, and the command says so (it used to print "accepted" for a duplicate too).
     const resend = await runCli(['webhook', 'resend', emitted.id, '--simulator', sim]);
     expect(resend.code, resend.stderr).toBe(0);
-    expect(resend.stderr).toBe(`we_1 ${webhookUrl} answered 200: accepted\n`);
+    expect(resend.stderr).toBe(`we_1 ${webhookUrl} answered 200 duplicate: accepted before: not forwarded again\n`);
     expect(JSON.parse(resend.stdout)).toMatchObject({ id: emitted.id, deliveries: 1 });
     await demo.simulator.deliveriesSettled();
     const timelines = (await (await fetch(`${sim}/_simulator/deliveries`)).json()) as { eventId: string; state: string }[];

@@ -112,6 +112,43 @@ describe('a Redis writer against the webhook wing', () => {
     expect(await deliver(pass, signedEvent('evt_held_30d', 6))).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
   }, 60_000);
 
+  it('a dedup key of another type (HSET dedup:<id>) does not silence the event: queue mode answers 200 queued, not 503, and delivers it; passthrough accepts it without deciding alone; each forgery counted', async () => {
+    const mismatches = async (): Promise<number> => (await Promise.all(queue.map((r) => r.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })))).reduce((a, b) => a + b, 0);
+    const before = await mismatches();
+    await writer.hSet(key(qp, 'dedup', 'evt_hashed'), 'x', 'y');
+    const event = signedEvent('evt_hashed', 7);
+    expect(await deliver(queue[0]!, event)).toStrictEqual({ status: 200, body: { status: 'queued' } });
+    await expect.poll(() => received('evt_hashed'), { timeout: 20_000 }).toBe(1);
+    expect(await mismatches()).toBe(before + 1);
+    expect(await deliver(queue[1]!, event)).toStrictEqual({ status: 200, body: { status: 'duplicate' } });
+
+    const passBefore = await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' });
+    await writer.hSet(key(pp, 'dedup', 'evt_hashed_pass'), 'x', 'y');
+    expect(await deliver(pass, signedEvent('evt_hashed_pass', 8))).toStrictEqual({ status: 200, body: { status: 'accepted' } });
+    expect(passApp.count('evt_hashed_pass')).toBe(1);
+    expect(await pass.metric('consent_sidecar_webhook_marker_mismatches_total', { marker: 'accepted' })).toBe(passBefore + 1);
+    expect(await pass.metric('consent_sidecar_webhook_dedup_fallbacks_total', { op: 'claim' })).toBe(0);
+  }, 60_000);
+
+  it('40 copies of a queued event added while its first forward is open, read by both replicas: the app gets it once', async () => {
+    // The apps answer late enough for the copies to be added while the first forward is open.
+    for (const app of queueApps) app.delayMs = 1500;
+    try {
+      const event = signedEvent('evt_copied_40', 9);
+      expect(await deliver(queue[0]!, event)).toStrictEqual({ status: 200, body: { status: 'queued' } });
+      await expect.poll(() => received('evt_copied_40'), { timeout: 20_000 }).toBe(1);
+      const copy = storedCopy(event);
+      await Promise.all(Array.from({ length: 40 }, () => writer.sendCommand(['XADD', key(qp, 'queue', 'events'), '*', 'e', copy])));
+      // Each copy waits for the open forward, then is dropped as delivered: the queue ends empty.
+      const left = async (): Promise<number> => (await writer.xLen(key(qp, 'queue', 'events'))) + (await writer.zCard(key(qp, 'queue', 'delayed')));
+      await expect.poll(left, { timeout: 40_000 }).toBe(0);
+      expect(received('evt_copied_40')).toBe(1);
+      expect(await forwards('in_flight')).toBeGreaterThanOrEqual(1);
+    } finally {
+      for (const app of queueApps) app.delayMs = 0;
+    }
+  }, 60_000);
+
   it('a 60 MiB entry in the queue stream: the replicas never read it (peak RSS under 200 MiB), it ends as a dead letter (oversized), and events flow on', async () => {
     const hwm = (r: ServeProcess): number => Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${r.pid}/status`, 'utf8'))![1]) * 1024;
     const before = queue.map(hwm);

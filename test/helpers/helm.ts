@@ -19,10 +19,10 @@ export interface RunResult {
   readonly stderr: string;
 }
 
-/** Runs a program without a shell; never throws on a non-zero exit (the caller asserts). */
-export function run(file: string, args: readonly string[], cwd = ROOT): Promise<RunResult> {
+/** Runs a program without a shell (`env`: variables beside this process's); never throws on a non-zero exit (the caller asserts). */
+export function run(file: string, args: readonly string[], cwd = ROOT, env?: Readonly<Record<string, string>>): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    execFile(file, [...args], { cwd, maxBuffer: 32 * 1024 * 1024 }, (error, stdout, stderr) => {
+    execFile(file, [...args], { cwd, maxBuffer: 32 * 1024 * 1024, ...(env ? { env: { ...process.env, ...env } } : {}) }, (error, stdout, stderr) => {
       if (error && typeof error.code !== 'number') {
         reject(error);
         return;

@@ -268,3 +268,19 @@ export const allow = (configKey: string, validUntil: number): Record<string, unk
 export const deny = (configKey: string): Record<string, unknown> => ({ decision: 'DENY', configKey });
 /** A well-formed pre-evaluation denial body. */
 export const preDeny = (reason: string): Record<string, unknown> => ({ decision: 'DENY', reason });
+
+/**
+ * The service as the client tests script it, by user reference: `alice` ALLOW for an hour,
+ * `nobody` a pre-evaluation DENY (`customer_not_found`), `s500` a 500, anyone else an evaluated
+ * DENY, all for `configKey`; any other path 404.
+ */
+export function decisionsByUser(configKey: string): ReplyFn {
+  return (req) => {
+    if (req.url !== CHECK_PATH) return { status: 404, body: {} };
+    const user = (JSON.parse(req.body) as { userReference: string }).userReference;
+    if (user === 'alice') return { body: allow(configKey, Date.now() + 3_600_000) };
+    if (user === 'nobody') return { body: preDeny('customer_not_found') };
+    if (user === 's500') return { status: 500, body: {} };
+    return { body: deny(configKey) };
+  };
+}

@@ -19,6 +19,8 @@ const FULLNAME = 'shop-consent-sidecar';
 /** The standalone Deployment and its Service are the application's: named after the release (or deployment.name). */
 const APP_NAME = 'shop';
 const SECRET_DIR = '/var/run/secrets/consent-sidecar';
+/** Where the app container finds the app signing secret (secrets.appSigningSecret.appMountPath). */
+const APP_SIGNING_DIR = '/var/run/secrets/consent-sidecar-app';
 
 interface Container {
   name: string;
@@ -199,9 +201,12 @@ describe('native sidecar (default)', () => {
       { name: FULLNAME, items: [{ key: 'api-key', path: 'api-key' }] },
       { name: FULLNAME, items: [{ key: 'webhook-secrets', path: 'webhook-secrets' }] },
       { name: FULLNAME, items: [{ key: 'webhook-required-header', path: 'webhook-required-header' }] },
+      // Signed forwards: the pod's app signing secret, which the chart makes (see 'signed forwards').
+      { name: `${FULLNAME}-app-signing`, items: [{ key: 'app-signing-secret', path: 'app-signing-secret' }] },
     ]);
-    // The app container does not see the secrets.
-    expect(pod.containers[0]!.volumeMounts ?? []).toEqual([]);
+    // The app container does not see the sidecar's secrets: its one mount is the app signing secret
+    // alone (the API key and the service's webhook secrets are the sidecar's only).
+    expect(pod.containers[0]!.volumeMounts ?? []).toEqual([{ name: 'consent-sidecar-app-signing', mountPath: APP_SIGNING_DIR, readOnly: true }]);
     const secret = mustFind(objects, 'Secret', FULLNAME);
     expect(secret.stringData).toEqual({
       'api-key': 'ck_test_0123456789',
@@ -234,7 +239,7 @@ describe('standalone Deployment naming', () => {
     const service = mustFind(objects, 'Service', APP_NAME);
     expect((service.spec as { selector: Record<string, string> }).selector).toEqual(spec.selector.matchLabels);
     // The sidecar's own objects keep the sidecar's name.
-    expect(mustFind(objects, 'Secret').metadata.name).toBe(FULLNAME);
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual([`${FULLNAME}-app-signing`, FULLNAME]);
   });
 
   it('deployment.name names them', async () => {
@@ -447,13 +452,68 @@ describe('secrets from existing Secrets', () => {
       { name: 'consent-api', items: [{ key: 'token', path: 'api-key' }] },
       { name: 'consent-webhooks', items: [{ key: 'whsec', path: 'webhook-secrets' }] },
       { name: 'consent-webhooks', items: [{ key: 'header', path: 'webhook-required-header' }] },
+      { name: 'consent-app-signing', items: [{ key: 'signing', path: 'app-signing-secret' }] },
     ]);
+    // The app's own volume of the app signing secret is the existing Secret too.
+    expect(pod.volumes?.find((v) => v.name === 'consent-sidecar-app-signing')).toMatchObject({ secret: { secretName: 'consent-app-signing', items: [{ key: 'signing', path: 'app-signing-secret' }] } });
     const sidecar = sidecarOf(pod);
     expect(env(sidecar).CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
     expect(sidecar.env?.find((e) => e.name === 'CONSENT_SIDECAR_REDIS_URL')).toEqual({
       name: 'CONSENT_SIDECAR_REDIS_URL',
       valueFrom: { secretKeyRef: { name: 'consent-redis', key: 'url' } },
     });
+  });
+});
+
+describe('signed forwards (secrets.appSigningSecret)', () => {
+  const s = SCENARIOS.find((x) => x.file === 'native-values.yaml')!;
+  const signingSecretOf = (objects: K8sObject[]): string => {
+    const secret = mustFind(objects, 'Secret', `${FULLNAME}-app-signing`) as K8sObject & { data: Record<string, string> };
+    expect(Object.keys(secret.data)).toEqual(['app-signing-secret']);
+    return Buffer.from(secret.data['app-signing-secret']!, 'base64').toString('utf8');
+  };
+
+  it('with the webhook ingress on, the chart makes one secret of 48 random characters and gives it to both containers', () => {
+    const objects = rendered(s);
+    expect(signingSecretOf(objects)).toMatch(/^[A-Za-z0-9]{48}\n$/);
+    const pod = podSpec(mustFind(objects, 'Deployment'));
+    expect(env(sidecarOf(pod)).CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE).toBe(`${SECRET_DIR}/app-signing-secret`);
+    const app = pod.containers.find((c) => c.name === 'app')!;
+    expect(env(app).CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE).toBe(`${APP_SIGNING_DIR}/app-signing-secret`);
+    expect(app.volumeMounts).toEqual([{ name: 'consent-sidecar-app-signing', mountPath: APP_SIGNING_DIR, readOnly: true }]);
+    // The app's volume holds that one key, nothing of the sidecar's own secrets.
+    expect(pod.volumes?.find((v) => v.name === 'consent-sidecar-app-signing')).toEqual({
+      name: 'consent-sidecar-app-signing',
+      secret: { secretName: `${FULLNAME}-app-signing`, defaultMode: 292, items: [{ key: 'app-signing-secret', path: 'app-signing-secret' }] },
+    });
+  });
+
+  it('a render that cannot read the release back makes another secret, and the pods do not roll for it (not in the checksum)', async () => {
+    const again = await render({ valuesFiles: [valuesPath(s)], kubeVersion: s.kubeVersion });
+    expect(signingSecretOf(again)).not.toBe(signingSecretOf(rendered(s)));
+    expect(podAnnotations(mustFind(again, 'Deployment'))['checksum/consent-sidecar']).toBe(podAnnotations(mustFind(rendered(s), 'Deployment'))['checksum/consent-sidecar']);
+  });
+
+  it('create: false turns signing off: no secret, no file, nothing for the app', async () => {
+    const objects = await render({ valuesFiles: [valuesPath(s)], set: ['secrets.appSigningSecret.create=false'] });
+    expect(find(objects, 'Secret', `${FULLNAME}-app-signing`)).toBeUndefined();
+    const pod = podSpec(mustFind(objects, 'Deployment'));
+    expect(env(sidecarOf(pod))).not.toHaveProperty('CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE');
+    expect(env(pod.containers.find((c) => c.name === 'app')!)).not.toHaveProperty('CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE');
+    expect(pod.volumes?.map((v) => v.name)).toEqual(['consent-sidecar-secrets']);
+  });
+
+  it('without the webhook ingress nothing is forwarded: no signing secret', () => {
+    const objects = rendered(SCENARIOS.find((x) => x.file === 'include-values.yaml')!);
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual([FULLNAME]);
+  });
+
+  it('the schema refuses an unknown key, a relative mount path and a variable name that is not one', async () => {
+    for (const set of ['secrets.appSigningSecret.nope=1', 'secrets.appSigningSecret.appMountPath=relative/dir', 'secrets.appSigningSecret.appEnv=NOT-A-NAME']) {
+      const r = await helmTemplateRaw({ valuesFiles: [valuesPath(s)], set: [set] });
+      expect(r.code, set).not.toBe(0);
+      expect(r.stderr, set).toContain('appSigningSecret');
+    }
   });
 });
 
@@ -577,7 +637,10 @@ describe('include in your own chart', () => {
     // One name in both ways: CONSENT_SIDECAR_URL, as the chart's own Deployment gives it (the old one beside it).
     expect(env(pod.containers[0]!).CONSENT_SIDECAR_URL).toBe('http://127.0.0.1:7700');
     expect(env(sidecarOf(pod)).CONSENT_SIDECAR_API_KEY_FILE).toBe(`${SECRET_DIR}/api-key`);
-    expect(pod.volumes?.map((v) => v.name)).toEqual(['consent-sidecar-secrets']);
+    expect(pod.volumes?.map((v) => v.name)).toEqual(['consent-sidecar-secrets', 'consent-sidecar-app-signing']);
+    // Signed forwards in your own chart: appEnv and appVolumeMounts give the app the file and its path.
+    expect(env(pod.containers[0]!).CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE).toBe(`${APP_SIGNING_DIR}/app-signing-secret`);
+    expect(pod.containers[0]!.volumeMounts).toEqual([{ name: 'consent-sidecar-app-signing', mountPath: APP_SIGNING_DIR, readOnly: true }]);
     expect(podAnnotations(deployment)['checksum/consent-sidecar']).toMatch(/^[0-9a-f]{64}$/);
     const service = mustFind(example.objects, 'Service', 'shop');
     expect((service.spec as { ports: { name: string }[] }).ports.map((p) => p.name)).toEqual(['http', 'consent-webhook', 'consent-metrics']);

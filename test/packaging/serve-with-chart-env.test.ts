@@ -76,9 +76,11 @@ async function startServe(): Promise<void> {
   sidecar = podContainers(mustFind(native, 'Deployment')).find((c) => c.name === 'consent-sidecar')!;
   holdScript = podContainers(mustFind(classic, 'Deployment')).find((c) => c.name === 'consent-sidecar')!.lifecycle!.postStart!.exec!
     .command[2]!;
-  // What the kubelet would mount: the chart's Secret, one file per key.
-  const secret = mustFind(native, 'Secret') as K8sObject & { stringData: Record<string, string> };
-  for (const [key, value] of Object.entries(secret.stringData)) await writeFile(join(work, key), value);
+  // What the kubelet would mount: the chart's Secrets (its values' and the app signing one it makes), one file per key.
+  for (const secret of native.filter((o) => o.kind === 'Secret') as (K8sObject & { stringData?: Record<string, string>; data?: Record<string, string> })[]) {
+    for (const [key, value] of Object.entries(secret.stringData ?? {})) await writeFile(join(work, key), value);
+    for (const [key, value] of Object.entries(secret.data ?? {})) await writeFile(join(work, key), Buffer.from(value, 'base64'));
+  }
 
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
   for (const e of sidecar.env) if (e.value !== undefined) env[e.name] = e.value;
@@ -129,6 +131,9 @@ describe('serve with the environment the chart renders', () => {
   it('took the secrets from the files (no secret in the environment) and logs JSON without them', () => {
     const names = sidecar.env.map((e) => e.name);
     expect(names).toContain('CONSENT_SIDECAR_API_KEY_FILE');
+    // The app signing secret the chart makes is one the sidecar takes: its forwards are signed.
+    expect(names).toContain('CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE');
+    expect(output).not.toContain('forwards_unsigned');
     expect(names).not.toContain('CONSENT_SIDECAR_API_KEY');
     const lines = output.trim().split('\n').filter(Boolean);
     expect(lines.length).toBeGreaterThan(0);

@@ -29,6 +29,9 @@ const CHART_OWNED_FLAGS = new Set([
   'webhook-secret-file',
   'webhook-required-header',
   'webhook-required-header-file',
+  // From secrets.appSigningSecret: made by the chart, or an existing Secret, as a file.
+  'app-signing-secret',
+  'app-signing-secret-file',
   'redis-url-file',
   'redis-cluster-nodes-file',
   'redis-sentinels-file',
@@ -154,7 +157,7 @@ describe('values to environment', () => {
     const expected = SERVE_OPTIONS.filter(
       (o) => !CHART_OWNED_FLAGS.has(o.name) || ['listen', 'webhook-listen', 'admin-listen'].includes(o.name),
     ).map((o) => envName(o.name));
-    expected.push(envName('api-key-file'), envName('webhook-secret-file'), envName('webhook-required-header-file'));
+    expected.push(envName('api-key-file'), envName('webhook-secret-file'), envName('webhook-required-header-file'), envName('app-signing-secret-file'));
     expect(names).toEqual(expected.sort());
     // Big integers survive Helm's float values as integers.
     expect(sidecar.env.find((e) => e.name === envName('cache-max-ttl-ms'))?.value).toBe('1000000');

@@ -36,6 +36,24 @@ describe('dedup values without our MAC', () => {
     expect(await fx.admin.pTTL(a.key('evt_forever'))).toBeGreaterThan(0);
   });
 
+  it('a key of another type (HSET dedup:<id>) is no marker: a claim takes it over, counted, as a forged one; nothing falls back to this replica alone', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await dedupReplica(fx.redis.url, prefix, { opened });
+    await fx.admin.hSet(a.key('evt_hashed'), 'x', 'y');
+    const claim = await a.store.claim('evt_hashed');
+    if (claim.kind !== 'claimed') throw new Error(`not claimed: ${claim.kind}`);
+    expect(await count(a.metrics.markerMismatches, { marker: 'accepted' })).toBe(1);
+    expect(await count(a.metrics.fallbacks)).toBe(0);
+    expect(await fx.admin.get(a.key('evt_hashed'))).toBe(`inflight:${claim.token}`);
+    // a writer who types the key again between the claim and the accept: the accept writes over it
+    await fx.admin.del(a.key('evt_hashed'));
+    await fx.admin.hSet(a.key('evt_hashed'), 'x', 'y');
+    await a.store.markAccepted('evt_hashed', claim.token);
+    expect(await count(a.metrics.fallbacks)).toBe(0);
+    const b = await dedupReplica(fx.redis.url, prefix, { opened });
+    expect((await b.store.claim('evt_hashed')).kind).toBe('duplicate');
+  });
+
   it('an in-flight value with a TTL no lease of ours could leave (30 days) is taken over by a claim at once, counted: a delay of at most about a lease, never a silence', async () => {
     const prefix = fx.redis.prefix();
     const a = await dedupReplica(fx.redis.url, prefix, { opened, leaseMs: 1500 });

@@ -12,7 +12,7 @@ const fx = useTestRedis();
 const { opened } = fx;
 const BOUNDS = deadLetterBounds(1_048_576);
 
-async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; now?: () => number } = {}) {
+async function queue(prefix: string, appUrl: string, o: { horizonMs?: number; now?: () => number; visibilityMs?: number; forwardTimeoutMs?: number } = {}) {
   const { q, store, keys, registry } = await queueReplica(fx.redis.url, prefix, appUrl, { opened, secrets: [SECRET_A], commandTimeoutMs: 2000, ...o });
   const forwards = (outcome: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
   const mismatches = (marker: string): Promise<number> => count(registry.getSingleMetric('consent_sidecar_webhook_marker_mismatches_total') as never, { marker });
@@ -107,6 +107,78 @@ describe('a replay is the operator re-authorising an event; only the secrets can
     await fx.admin.sendCommand(['XADD', keys.dead, '*', 'e', JSON.stringify(dead)]);
     expect(await replayDeadLetters(store, { all: true }, [SECRET_A], Date.now(), BOUNDS)).toEqual({ replayed: [], notFound: [], notVerified: ['evt_unmarked'], delivered: [] });
   });
+});
+
+describe('a Redis writer cannot silence or multiply a queued event', () => {
+  it('a dedup key of another type (HSET dedup:<id>) is no marker: the event is queued, not refused, delivered once, and the forgery counted', async () => {
+    const app = await startApp();
+    opened.push(app);
+    const p = `${fx.redis.prefix()}wrongtype:`;
+    const { q, keys, forwards, mismatches } = await queue(p, app.url);
+    await fx.admin.hSet(keys.dedup('evt_hashed'), 'x', 'y');
+    const event = signedAt('evt_hashed', nowS());
+    expect(await q.enqueue(event)).toBe('queued');
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 10_000 });
+    expect(app.received.map((r) => r.headers['x-service-event-id'])).toEqual(['evt_hashed']);
+    expect(await mismatches('accepted')).toBe(1);
+    // accepted now, with our marker: the service's retry is a duplicate
+    expect(await q.enqueue(event)).toBe('duplicate');
+  });
+
+  it("a delivered marker and a forward claim of another type are no markers: the event is delivered, each counted, the claim taken over", async () => {
+    const app = await startApp();
+    opened.push(app);
+    const p = `${fx.redis.prefix()}wrongtype2:`;
+    const { q, keys, forwards, mismatches } = await queue(p, app.url);
+    await fx.admin.hSet(keys.delivered('evt_hashed_marks'), 'x', 'y');
+    await fx.admin.sendCommand(['LPUSH', keys.claim('evt_hashed_marks'), 'x']);
+    expect(await q.enqueue(signedAt('evt_hashed_marks', nowS()))).toBe('queued');
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(1), { timeout: 10_000 });
+    expect(app.received).toHaveLength(1);
+    expect(await mismatches('delivered')).toBeGreaterThanOrEqual(1);
+    expect(await mismatches('claim')).toBe(1);
+  });
+
+  it('a forward claim a writer set with more left than any lease, or none, is taken over at once; one a replica could hold delays the event, never silences it', async () => {
+    const app = await startApp();
+    opened.push(app);
+    const p = `${fx.redis.prefix()}forgedclaim:`;
+    const { q, keys, forwards, mismatches } = await queue(p, app.url, { visibilityMs: 2000, forwardTimeoutMs: 1000 });
+    await fx.admin.sendCommand(['SET', keys.claim('evt_held_long'), 'forwarding:forged', 'PX', String(30 * 86_400_000)]);
+    await fx.admin.sendCommand(['SET', keys.claim('evt_held_ever'), 'forwarding:forged']);
+    await fx.admin.sendCommand(['SET', keys.claim('evt_held_lease'), 'forwarding:forged', 'PX', '2000']);
+    for (const id of ['evt_held_long', 'evt_held_ever', 'evt_held_lease']) expect(await q.enqueue(signedAt(id, nowS()))).toBe('queued');
+    await vi.waitFor(() => expect(forwards('delivered')).resolves.toBe(3), { timeout: 20_000 });
+    expect(app.received.map((r) => r.headers['x-service-event-id']).sort()).toEqual(['evt_held_ever', 'evt_held_lease', 'evt_held_long']);
+    expect(await mismatches('claim')).toBe(2);
+    // the one a replica could hold was waited for: parked, not forwarded beside it
+    expect(await forwards('in_flight')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('40 copies of an event added while it is being forwarded, read by two replicas: the app gets it once, every copy dropped', async () => {
+    const app = await startApp();
+    opened.push(app);
+    // Long enough to add the copies while the first forward is open, on a busy machine too.
+    app.delayMs = 4000;
+    const p = `${fx.redis.prefix()}copies:`;
+    const o = { visibilityMs: 8000, forwardTimeoutMs: 6000 };
+    const a = await queue(p, app.url, o);
+    const b = await queue(p, app.url, o);
+    const event = signedAt('evt_copied_40', nowS());
+    expect(await a.q.enqueue(event)).toBe('queued');
+    await vi.waitFor(() => expect(app.received).toHaveLength(1), { timeout: 10_000 });
+    // What the ingress stored: any reader of Redis can keep it and add it back.
+    const copy = JSON.stringify(storeDelivery(event.facts, event.body, Date.now()));
+    for (let i = 0; i < 40; i++) await fx.admin.sendCommand(['XADD', a.keys.events, '*', 'e', copy]);
+    // Each copy is read beside the open forward, waits for it (parked: identical copies park as
+    // one), and is dropped once the event is delivered: the queue ends empty.
+    const empty = async (): Promise<boolean> => (await fx.admin.xLen(a.keys.events)) === 0 && (await fx.admin.zCard(a.keys.delayed)) === 0;
+    await vi.waitFor(() => expect(empty()).resolves.toBe(true), { timeout: 40_000, interval: 200 });
+    expect(app.received).toHaveLength(1);
+    expect((await a.forwards('delivered')) + (await b.forwards('delivered'))).toBe(1);
+    expect((await a.forwards('in_flight')) + (await b.forwards('in_flight'))).toBeGreaterThanOrEqual(1);
+    expect((await a.forwards('already_delivered')) + (await b.forwards('already_delivered'))).toBeGreaterThanOrEqual(1);
+  }, 60_000);
 });
 
 describe('bounded reads', () => {

@@ -5,7 +5,7 @@ import { createRegistry } from '../../src/observability/registry.js';
 import { RedisClaimStore } from '../../src/redis/index.js';
 import { createSharedDedupMetrics, MarkerMacs, MemoryDedupStore, SharedDedup } from '../../src/webhooks/index.js';
 import { adminOn, spawnRedisServer, unreadBytesAt, useTestRedis } from '../helpers/redis.js';
-import { connectionTo, count, DEDUP_TEST_SECRET, single, up } from './room.js';
+import { connectionTo, count, DEDUP_TEST_SECRET, redisWithUser, single, up } from './room.js';
 
 const fx = useTestRedis();
 
@@ -85,7 +85,7 @@ describe('shared dedup on a real Redis', () => {
 
     // the scripts themselves, called with another token
     const { RELEASE } = await import('../../src/redis/dedup-scripts.js');
-    const r = await a.conn.call('t', (c) => RELEASE.run(c, [a.key('evt_3')], ['other', `${prefix}dedup-settled`, '{}']));
+    const r = await a.conn.call('t', (c) => RELEASE.run(c, [a.key('evt_3'), `{${prefix}}dedup-waiting:evt_3`], ['other', `{${prefix}}dedup-settled`, '{}', '256']));
     expect(r).toBe(0);
     expect(await fx.admin.get(a.key('evt_3'))).toBe(`inflight:${claim.token}`);
   });
@@ -150,6 +150,115 @@ describe('shared dedup on a real Redis', () => {
   });
 });
 
+/**
+ * Every message on the dedup-settled channel of `prefix`, as a replica's subscription hears it.
+ * `settled()` publishes a sentinel and waits for it: what was published before it has been heard
+ * (one Redis delivers a channel's messages in the order they were published), so what it returns
+ * is all there was.
+ */
+async function listen(prefix: string) {
+  const sub = await adminOn(fx.redis.url);
+  opened.push({ close: async () => sub.destroy() });
+  const channel = `{${prefix}}dedup-settled`;
+  const heard: string[] = [];
+  await sub.subscribe(channel, (m) => heard.push(m));
+  let n = 0;
+  return {
+    async settled(): Promise<string[]> {
+      const sentinel = `sentinel-${++n}`;
+      await fx.admin.publish(channel, sentinel);
+      await vi.waitFor(() => expect(heard).toContain(sentinel), { timeout: 5000 });
+      return heard.splice(0).filter((m) => !m.startsWith('sentinel-'));
+    },
+  };
+}
+
+describe('settlements go only to waiters', () => {
+  it('no replica waits: accepting and releasing publish nothing', async () => {
+    const prefix = fx.redis.prefix();
+    const channel = await listen(prefix);
+    const a = await replica(prefix);
+    const b = await replica(prefix);
+    const first = await a.store.claim('evt_alone');
+    if (first.kind !== 'claimed') throw new Error('not claimed');
+    await a.store.markAccepted('evt_alone', first.token);
+    const second = await b.store.claim('evt_let_go');
+    if (second.kind !== 'claimed') throw new Error('not claimed');
+    await b.store.release('evt_let_go', second.token);
+    expect(await channel.settled()).toEqual([]);
+    expect((await b.store.claim('evt_alone')).kind).toBe('duplicate');
+  });
+
+  it('a replica waits: it is woken by the one message the accept publishes; its waiting key lives no longer than the lease and is gone after', async () => {
+    const prefix = fx.redis.prefix();
+    const channel = await listen(prefix);
+    const a = await replica(prefix, { leaseMs: 5000 });
+    const b = await replica(prefix, { leaseMs: 5000 });
+    const claim = await a.store.claim('evt_waited');
+    if (claim.kind !== 'claimed') throw new Error('not claimed');
+    const waiting = await b.store.claim('evt_waited');
+    if (waiting.kind !== 'in_flight') throw new Error(`not in flight: ${waiting.kind}`);
+    const waitingKey = `{${prefix}}dedup-waiting:evt_waited`;
+    const ttl = await fx.admin.pTTL(waitingKey);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(5000 + 1000);
+    await a.store.markAccepted('evt_waited', claim.token);
+    expect(await waiting.outcome).toBe('accepted');
+    expect((await channel.settled()).map((m) => JSON.parse(m) as { id: string; outcome: string })).toEqual([expect.objectContaining({ id: 'evt_waited', outcome: 'accepted' })]);
+    expect(await fx.admin.exists(waitingKey)).toBe(0);
+  });
+
+  it('a waiter that died: while its waiting key lives, the settlement is one message no replica acts on wrongly; once it has expired, none', async () => {
+    const prefix = fx.redis.prefix();
+    const channel = await listen(prefix);
+    const a = await replica(prefix);
+    const c = await replica(prefix);
+    // A waiter that dies before the settlement (its process gone, its subscription with it).
+    const dying = await replica(prefix);
+    const held = await a.store.claim('evt_dead_waiter');
+    if (held.kind !== 'claimed') throw new Error('not claimed');
+    expect((await dying.store.claim('evt_dead_waiter')).kind).toBe('in_flight');
+    await dying.store.close();
+    await dying.conn.close();
+    // Another replica waits for another event meanwhile: a stale settlement must not wake it.
+    const other = await a.store.claim('evt_other');
+    const bystander = await c.store.claim('evt_other');
+    if (other.kind !== 'claimed' || bystander.kind !== 'in_flight') throw new Error('not claimed / in flight');
+    await a.store.release('evt_dead_waiter', held.token);
+    expect((await channel.settled()).map((m) => (JSON.parse(m) as { id: string }).id)).toEqual(['evt_dead_waiter']);
+    await a.store.markAccepted('evt_other', other.token);
+    expect(await bystander.outcome).toBe('accepted');
+    expect((await channel.settled()).map((m) => (JSON.parse(m) as { id: string }).id)).toEqual(['evt_other']);
+    expect((await c.store.claim('evt_dead_waiter')).kind).toBe('claimed');
+
+    // Its waiting key expires with the holder's lease (here 2 s): a settlement after that publishes nothing.
+    const short = await replica(prefix, { leaseMs: 2000 });
+    const late = await short.store.claim('evt_expired_waiter');
+    if (late.kind !== 'claimed') throw new Error('not claimed');
+    const gone = await replica(prefix, { leaseMs: 2000 });
+    expect((await gone.store.claim('evt_expired_waiter')).kind).toBe('in_flight');
+    await gone.store.close();
+    await gone.conn.close();
+    await vi.waitFor(async () => expect(await fx.admin.exists(`{${prefix}}dedup-waiting:evt_expired_waiter`)).toBe(0), { timeout: 10_000 });
+    await short.store.markAccepted('evt_expired_waiter', late.token);
+    expect(await channel.settled()).toEqual([]);
+    expect((await c.store.claim('evt_expired_waiter')).kind).toBe('duplicate');
+  });
+
+  it('a waiter whose message is lost (its waiting key deleted by a writer) still resolves at the holder\'s lease end, and the retry is a duplicate', async () => {
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { leaseMs: 2000 });
+    const b = await replica(prefix, { leaseMs: 2000 });
+    const claim = await a.store.claim('evt_lost_message');
+    const waiting = await b.store.claim('evt_lost_message');
+    if (claim.kind !== 'claimed' || waiting.kind !== 'in_flight') throw new Error('not claimed / in flight');
+    expect(await fx.admin.del(`{${prefix}}dedup-waiting:evt_lost_message`)).toBe(1);
+    await a.store.markAccepted('evt_lost_message', claim.token);
+    expect(await waiting.outcome).toBe('released');
+    expect((await b.store.claim('evt_lost_message')).kind).toBe('duplicate');
+  });
+});
+
 describe('shared dedup across an outage', () => {
   it('an event accepted while Redis was away is a duplicate on the other replicas once it is back', async () => {
     const own = await spawnRedisServer();
@@ -182,20 +291,25 @@ describe('shared dedup across an outage', () => {
 
 describe('shared dedup after one failed accept, Redis up all along', () => {
   it('the id is written to Redis soon after, though no restore happens, and is a duplicate on another replica', async () => {
+    const { admin, url, own } = await redisWithUser('a', opened);
     const prefix = fx.redis.prefix();
-    const a = await replica(prefix);
-    const b = await replica(prefix);
+    const a = await replica(prefix, { url, waitUp: true });
+    const b = await replica(prefix, { url: own.url, waitUp: true });
     const claim = await a.store.claim('evt_one_failure');
     if (claim.kind !== 'claimed') throw new Error('not claimed');
-    // The accept script fails on a key of the wrong type (a reply error; the health check is untouched).
+    // The accept script is refused (NOPERM on the event's keys, which end in "e": a reply error;
+    // the health check's key is untouched). A key of another type no longer fails it: that is a
+    // forged marker, taken over.
     const key = a.key('evt_one_failure');
-    await fx.admin.del(key);
-    await fx.admin.hSet(key, 'x', 'y');
-    await a.store.markAccepted('evt_one_failure', claim.token);
+    await admin.sendCommand(['ACL', 'SETUSER', 'a', 'resetkeys', '~*[^e]']);
+    try {
+      await a.store.markAccepted('evt_one_failure', claim.token);
+    } finally {
+      await admin.sendCommand(['ACL', 'SETUSER', 'a', '~*']);
+    }
     expect(await count(a.metrics.fallbacks, { op: 'accept' })).toBe(1);
-    await fx.admin.del(key);
     expect(a.conn.isUp).toBe(true);
-    await vi.waitFor(async () => expect(await fx.admin.get(key)).toBe(acceptedMarker('evt_one_failure')), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await admin.get(key)).toBe(acceptedMarker('evt_one_failure')), { timeout: 5000 });
     expect((await b.store.claim('evt_one_failure')).kind).toBe('duplicate');
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
+import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type ForwardClaim, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from '../helpers/webhooks.js';
 
 /**
@@ -29,6 +29,8 @@ class RecordingQueue implements QueueStore {
   readPending = async (): Promise<QueueBatch> => ({ entries: [], oversized: 0 });
   takeOver = async (): Promise<QueueBatch> => ({ entries: [], oversized: 0 });
   deliveredMarks = async (ids: readonly string[]): Promise<(string | null)[]> => ids.map(() => null);
+  claimForward = async (): Promise<ForwardClaim> => ({ kind: 'claimed', displaced: false });
+  releaseForward = async (): Promise<void> => undefined;
   markDelivered = async (): Promise<void> => undefined;
   drop = async (): Promise<void> => undefined;
   retryLater = async (): Promise<boolean> => true;

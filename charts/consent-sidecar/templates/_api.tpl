@@ -17,6 +17,9 @@ with its root context:
             env:
               - name: CONSENT_SIDECAR_URL
                 value: {{ include "consent-sidecar.decisionUrl" . | quote }}
+              {{- include "consent-sidecar.appEnv" . | nindent 14 }}
+            volumeMounts:
+              {{- include "consent-sidecar.appVolumeMounts" . | nindent 14 }}
         volumes:
           {{- include "consent-sidecar.volumes" . | nindent 10 }}
 
@@ -79,12 +82,32 @@ checksum/consent-sidecar: {{ include "consent-sidecar.checksum" $c }}
 {{- end -}}
 {{- end -}}
 
-{{/* The application container's volumeMounts list items for decisionSocket (nothing when off). */}}
+{{/*
+The application container's volumeMounts list items: the decision socket (decisionSocket.enabled)
+and the app signing secret (signed forwards: secrets.appSigningSecret); nothing when both are off.
+*/}}
 {{- define "consent-sidecar.appVolumeMounts" -}}
 {{- $c := dict "in" . -}}
 {{- include "consent-sidecar.resolve" $c -}}
+{{- $mounts := list -}}
 {{- if $c.v.decisionSocket.enabled -}}
-- name: consent-sidecar-socket
-  mountPath: {{ $c.v.decisionSocket.mountPath | quote }}
+{{- $mounts = append $mounts (dict "name" "consent-sidecar-socket" "mountPath" $c.v.decisionSocket.mountPath) -}}
+{{- end -}}
+{{- if include "consent-sidecar.appSigning" $c -}}
+{{- $mounts = append $mounts (dict "name" "consent-sidecar-app-signing" "mountPath" $c.v.secrets.appSigningSecret.appMountPath "readOnly" true) -}}
+{{- end -}}
+{{- with $mounts -}}{{- toYaml . -}}{{- end -}}
+{{- end -}}
+
+{{/*
+The application container's env list items: with signed forwards, the path of the app signing
+secret file (secrets.appSigningSecret.appEnv, CONSENT_SIDECAR_APP_SIGNING_SECRET_FILE), the file
+the app verifies each forward with (verifyForwardedEvent). Nothing when signing is off.
+*/}}
+{{- define "consent-sidecar.appEnv" -}}
+{{- $c := dict "in" . -}}
+{{- include "consent-sidecar.resolve" $c -}}
+{{- if include "consent-sidecar.appSigning" $c -}}
+{{- toYaml (list (dict "name" $c.v.secrets.appSigningSecret.appEnv "value" (include "consent-sidecar.appSigningFile" $c))) -}}
 {{- end -}}
 {{- end -}}

@@ -178,6 +178,28 @@ for ever), classic otherwise.
 {{- if or .v.config.appWebhookUrl .v.config.appWebhookRoute -}}true{{- end -}}
 {{- end -}}
 
+{{/*
+The app signing secret the sidecar signs its forwards with and the app verifies them with
+(docs/webhooks.md, Signed forwards), as JSON {secret, key, created}; "" when nothing is forwarded
+(webhook ingress off) or signing is off (secrets.appSigningSecret.create: false, no existingSecret).
+created: the chart makes it (templates/app-signing-secret.yaml), once per release.
+*/}}
+{{- define "consent-sidecar.appSigning" -}}
+{{- $s := .v.secrets.appSigningSecret -}}
+{{- if include "consent-sidecar.webhookEnabled" . -}}
+{{- if $s.existingSecret -}}
+{{- toJson (dict "secret" $s.existingSecret "key" $s.key "created" false) -}}
+{{- else if $s.create -}}
+{{- toJson (dict "secret" (printf "%s-app-signing" .fullname | trunc 63 | trimSuffix "-") "key" "app-signing-secret" "created" true) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The file the app container reads the app signing secrets from. */}}
+{{- define "consent-sidecar.appSigningFile" -}}
+{{- printf "%s/app-signing-secret" (trimSuffix "/" .v.secrets.appSigningSecret.appMountPath) -}}
+{{- end -}}
+
 {{/* host:port with brackets around an IPv6 host. */}}
 {{- define "consent-sidecar.hostPort" -}}
 {{- if contains ":" .host -}}[{{ .host }}]:{{ .port }}{{- else -}}{{ .host }}:{{ .port }}{{- end -}}
@@ -234,6 +256,11 @@ required secret is missing or given twice.
 {{- else if $s.webhookRequiredHeader.value -}}
 {{- $files = append $files (dict "file" "webhook-required-header" "secret" $created "key" "webhook-required-header" "created" true) -}}
 {{- end -}}
+{{- end -}}
+{{- with include "consent-sidecar.appSigning" . -}}
+{{- $a := fromJson . -}}
+{{- /* Not "created" in the sense of createdSecretData: the chart's app signing Secret is one of its own. */ -}}
+{{- $files = append $files (dict "file" "app-signing-secret" "secret" $a.secret "key" $a.key "created" false) -}}
 {{- end -}}
 {{- /* Several replicas: the Redis URL (credentials inside) from an existing Secret, as a file. */ -}}
 {{- if $s.redisUrl.existingSecret -}}
@@ -485,7 +512,10 @@ their files are re-read live when the Secret rotates.
     {{- end }}
 {{- end -}}
 
-{{/* The sidecar's pod volumes (list items): one projected volume with every secret file. */}}
+{{/*
+The sidecar's pod volumes (list items): one projected volume with every secret file (the sidecar's
+alone), and, with signed forwards, one holding only the app signing secret, for the app.
+*/}}
 {{- define "consent-sidecar.volumesSpec" -}}
 {{- if .v.decisionSocket.enabled -}}
 - name: consent-sidecar-socket
@@ -504,6 +534,16 @@ their files are re-read live when the Secret rotates.
             - key: {{ $f.key | quote }}
               path: {{ $f.file }}
       {{- end }}
+{{- with include "consent-sidecar.appSigning" . }}
+{{- $a := fromJson . }}
+- name: consent-sidecar-app-signing
+  secret:
+    secretName: {{ $a.secret | quote }}
+    defaultMode: {{ include "consent-sidecar.scalar" $.v.secrets.defaultMode }}
+    items:
+      - key: {{ $a.key | quote }}
+        path: app-signing-secret
+{{- end }}
 {{- end -}}
 
 {{/* The sidecar's Service ports (list items). */}}

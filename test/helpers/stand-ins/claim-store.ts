@@ -3,6 +3,8 @@ import type { InFlightOutcome } from '../../../src/webhooks/dedup-store.js';
 import type { Link, Wire } from './wire.js';
 
 const SETTLED = 'dedup-settled';
+/** As DEDUP_WAITING_SLACK_MS of the Redis store: a waiting mark outlives the holder's lease by this much (ms). */
+const WAITING_SLACK_MS = 1000;
 
 interface Value {
   /** `inflight:<token>`, `accepted:<mac>`, or whatever a writer put there. */
@@ -17,16 +19,20 @@ interface Value {
  * behind the fault script of {@link Wire} (each replica's calls go through its own link).
  *
  * - claim: a value equal to one of the accepted markers asked for is a duplicate; a live
- *   `inflight:` value with at most the longest lease left is in flight for what is left of it;
+ *   `inflight:` value with at most the longest lease left is in flight for what is left of it,
+ *   and a replica is recorded as waiting until then (and {@link WAITING_SLACK_MS} more);
  *   anything else (nothing, a forged value, a claim with more left) is replaced by
  *   `inflight:<token>` for the lease (`displaced` when something was there);
  * - accept: recorded as `accepted:<mac>` for the retention whatever the id held (unless already
- *   accepted with a counted MAC), announced with the MAC; `held` when our claim was still there;
- * - release: frees the id only if it still holds our token, and announces it;
+ *   accepted with a counted MAC), announced with the MAC only when a replica waits; `held` when
+ *   our claim was still there;
+ * - release: frees the id only if it still holds our token, and announces it only when a replica waits;
  * - backfill: `accepted:<mac>` for what is left of the retention.
  */
 export class StandInClaimStore {
   private readonly values = new Map<string, Value>();
+  /** Ids a replica waits for, until when (epoch ms). */
+  private readonly waiting = new Map<string, number>();
   /** Tokens that held a claim in the store at some point. */
   private readonly claimed = new Set<string>();
   /** Ids accepted after the claim of the accepting token had lapsed (or been taken): the lease was too short for it. */
@@ -64,7 +70,10 @@ export class StandInClaimStore {
     if (v) {
       if (acceptedMacs.some((m) => v.value === `accepted:${m}`)) return { kind: 'duplicate' };
       const remainingMs = v.expiresAt - Date.now();
-      if (v.value.startsWith('inflight:') && Number.isFinite(v.expiresAt) && remainingMs <= longestLeaseMs) return { kind: 'in_flight', remainingMs };
+      if (v.value.startsWith('inflight:') && Number.isFinite(v.expiresAt) && remainingMs <= longestLeaseMs) {
+        this.waiting.set(id, v.expiresAt + WAITING_SLACK_MS);
+        return { kind: 'in_flight', remainingMs };
+      }
     }
     this.set(id, `inflight:${token}`, leaseMs);
     this.claimed.add(token);
@@ -75,7 +84,7 @@ export class StandInClaimStore {
     const v = this.get(id);
     if (v && acceptedMacs.some((m) => v.value === `accepted:${m}`)) return 'already';
     this.set(id, `accepted:${mac}`, retentionMs);
-    this.wire.publish(SETTLED, { id, outcome: 'accepted', mac });
+    this.announce(id, { id, outcome: 'accepted', mac });
     if (v?.value === `inflight:${token}`) return 'held';
     if (this.claimed.has(token)) this.lapses.add(id);
     return 'lapsed';
@@ -84,8 +93,16 @@ export class StandInClaimStore {
   private release(id: string, token: string): boolean {
     if (this.get(id)?.value !== `inflight:${token}`) return false;
     this.values.delete(id);
-    this.wire.publish(SETTLED, { id, outcome: 'released', mac: null });
+    this.announce(id, { id, outcome: 'released', mac: null });
     return true;
+  }
+
+  /** Publishes a settlement only when a replica waits for it. */
+  private announce(id: string, message: { id: string; outcome: InFlightOutcome; mac: string | null }): void {
+    const until = this.waiting.get(id);
+    this.waiting.delete(id);
+    if (until === undefined || Date.now() >= until) return;
+    this.wire.publish(SETTLED, message);
   }
 
   private get(id: string): Value | undefined {

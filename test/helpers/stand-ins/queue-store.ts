@@ -1,4 +1,4 @@
-import type { AcceptedMarks, Enqueued, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from '../../../src/webhooks/queue-store.js';
+import type { AcceptedMarks, Enqueued, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds } from '../../../src/webhooks/queue-store.js';
 import type { Link, Wire } from './wire.js';
 
 const WAKE = 'queue-wake';
@@ -35,13 +35,24 @@ interface Entry {
  *   another consumer's (its visibility starting afresh) and tells that one; promoteDue moves due
  *   parked entries back to new;
  * - advertiseRoutes, forgetRoutes and routers file, remove and list each consumer's route table.
+ * - claimForward: `delivered` when the event's delivered marker carries one of the MACs given;
+ *   `busy` while another token's `forwarding:` claim has at most the longest lease left; otherwise
+ *   the claim is written (renewed for the same token) for the lease, `displaced` when another value
+ *   was there; releaseForward frees it only for its own token.
  *
- * The model reads {@link holds} and {@link dead} to tell whether an event is in the store.
+ * The model reads {@link holds} and {@link dead} to tell whether an event is in the store, and
+ * {@link claimOf} and {@link recordedAt} to tell what a forward was covered by. A writer without
+ * the secrets adds copies of an event ({@link copy}) and writes claims ({@link forgeClaim}).
  */
 export class StandInQueueStore {
   private readonly entries = new Map<string, Entry>();
   private readonly accepted = new Map<string, { mac: string; until: number }>();
   private readonly delivered = new Map<string, { mac: string; until: number }>();
+  private readonly claims = new Map<string, { value: string; until: number; link: string }>();
+  /** When the store first held each event's delivered marker (epoch ms). */
+  private readonly recorded = new Map<string, number>();
+  /** Each event's delivery as first stored: what a writer who reads Redis can copy. */
+  private readonly stored = new Map<string, string>();
   /** Dead letters, oldest first. */
   readonly dead: { entryId: string; eventId: string; json: string }[] = [];
   /** Route tables filed, by consumer. */
@@ -61,9 +72,15 @@ export class StandInQueueStore {
       takeOver: (consumer, minIdleMs, max, bounds) =>
         op('takeOver', () => this.batch(this.list((e) => e.state === 'pending' && Date.now() - e.since >= minIdleMs, max, bounds), consumer)),
       deliveredMarks: (ids) => op('deliveredMarks', () => ids.map((id) => this.live(this.delivered, id)?.mac ?? null)),
+      claimForward: (eventId, token, leaseMs, longestLeaseMs, macs) => op('claimForward', () => this.claim(link.name, eventId, token, leaseMs, longestLeaseMs, macs)),
+      releaseForward: (eventId, token) =>
+        op('releaseForward', () => {
+          if (this.live(this.claims, eventId)?.value === `forwarding:${token}`) this.claims.delete(eventId);
+        }),
       markDelivered: (entryId, eventId, ttlMs, mac) =>
         op('markDelivered', () => {
           this.delivered.set(eventId, { mac, until: Date.now() + ttlMs });
+          if (!this.recorded.has(eventId)) this.recorded.set(eventId, Date.now());
           this.entries.delete(entryId);
           this.wire.publish(DELIVERED, { id: eventId, mac });
         }),
@@ -110,12 +127,60 @@ export class StandInQueueStore {
     return [...this.entries.values()].some((e) => e.eventId === eventId) || this.dead.some((d) => d.eventId === eventId);
   }
 
+  /** The live forward claim of `eventId`: which replica's link wrote it, and until when. */
+  claimOf(eventId: string): { readonly link: string; readonly until: number } | undefined {
+    const c = this.live(this.claims, eventId);
+    return c && { link: c.link, until: c.until };
+  }
+
+  /** When the store first held the delivered marker of `eventId`, if it does. */
+  recordedAt(eventId: string): number | undefined {
+    return this.recorded.get(eventId);
+  }
+
+  /** A writer adds `n` copies of `eventId`'s delivery as first stored (new entries); false when it never was. */
+  copy(eventId: string, n: number): boolean {
+    const json = this.stored.get(eventId);
+    if (json === undefined) return false;
+    for (let i = 0; i < n; i++) this.add(eventId, json, Date.now());
+    this.wire.publish(WAKE, null);
+    return true;
+  }
+
+  /**
+   * A writer puts `value` in `eventId`'s forward claim, for `ttlMs` (or for ever), unless a
+   * replica's claim is live: one who overwrites or deletes the claim of a forward that runs can
+   * have a copy forwarded beside it, once per such write (docs/fleet.md says so), which the model
+   * does not hold the policy to.
+   */
+  forgeClaim(eventId: string, value: string, ttlMs = Infinity): void {
+    const c = this.live(this.claims, eventId);
+    if (c && c.link !== 'writer') return;
+    this.claims.set(eventId, { value, until: Date.now() + ttlMs, link: 'writer' });
+  }
+
+  private claim(link: string, eventId: string, token: string, leaseMs: number, longestLeaseMs: number, macs: readonly string[]): ForwardClaim {
+    const marker = this.live(this.delivered, eventId);
+    if (marker && macs.includes(marker.mac)) return { kind: 'delivered' };
+    const mine = `forwarding:${token}`;
+    const c = this.live(this.claims, eventId);
+    const remainingMs = c ? c.until - Date.now() : 0;
+    if (c && c.value !== mine && c.value.startsWith('forwarding:') && Number.isFinite(c.until) && remainingMs <= longestLeaseMs) return { kind: 'busy', remainingMs };
+    this.claims.set(eventId, { value: mine, until: Date.now() + leaseMs, link });
+    return { kind: 'claimed', displaced: c !== undefined && c.value !== mine };
+  }
+
+  private add(eventId: string, json: string, acceptedAt: number): void {
+    const seq = ++this.seq;
+    this.entries.set(`${seq}-0`, { entryId: `${seq}-0`, seq, eventId, json, acceptedAt, state: 'new', consumer: null, since: 0, dueAt: 0 });
+  }
+
   private enqueue(eventId: string, json: string, acceptedAt: number, retentionMs: number, marks: AcceptedMarks): Enqueued {
     const marker = this.live(this.accepted, eventId);
     if (marker && marks.accepted.includes(marker.mac)) return { outcome: 'duplicate', displaced: false };
     this.accepted.set(eventId, { mac: marks.mac, until: Date.now() + retentionMs });
-    const seq = ++this.seq;
-    this.entries.set(`${seq}-0`, { entryId: `${seq}-0`, seq, eventId, json, acceptedAt, state: 'new', consumer: null, since: 0, dueAt: 0 });
+    if (!this.stored.has(eventId)) this.stored.set(eventId, json);
+    this.add(eventId, json, acceptedAt);
     this.wire.publish(WAKE, null);
     return { outcome: 'queued', displaced: marker !== undefined };
   }
@@ -154,7 +219,7 @@ export class StandInQueueStore {
     return { depth: waiting.length, oldestAcceptedAt: waiting.length === 0 ? null : Math.min(...waiting.map((e) => e.acceptedAt)), deadLetters: this.dead.length };
   }
 
-  private live(map: Map<string, { mac: string; until: number }>, id: string): { mac: string; until: number } | undefined {
+  private live<V extends { until: number }>(map: Map<string, V>, id: string): V | undefined {
     const v = map.get(id);
     if (v && Date.now() >= v.until) map.delete(id);
     return v && Date.now() < v.until ? v : undefined;

@@ -42,6 +42,10 @@ function signed(id: string, type: string): QueuedEvent {
  *
  * - never two copies at once: a forward never starts while another of the same event may still
  *   be running in the app (open, or sent by a replica that crashed, until its forward timeout);
+ * - never again once the app has it: a forward never starts after the app accepted one of the
+ *   event, however many copies a writer added, unless the store recorded that delivery only after
+ *   the accepting forward's claim had ended (the store slower than a lease) or the accepting
+ *   replica crashed before it was recorded;
  * - no 200 without the app or the store holding the event: once an enqueue resolved `queued` or
  *   `duplicate`, the store holds the event (waiting, pending, parked or dead) or the app accepted
  *   it, after every step;
@@ -58,6 +62,10 @@ export class QueueFleet {
   readonly violations: string[] = [];
   /** Events the service got a 200 for. */
   private readonly answered200 = new Set<string>();
+  /** The end of the claim each forward started under (its replica's), if any. */
+  private readonly claimEnds = new Map<Forward, number | undefined>();
+  /** When each crashed replica crashed. */
+  private readonly crashedAt = new Map<string, number>();
   private spawned = 0;
 
   constructor(
@@ -87,6 +95,7 @@ export class QueueFleet {
     const i = slot % this.replicas.length;
     const r = this.replicas[i]!;
     r.link.crash();
+    this.crashedAt.set(r.name, Date.now());
     this.app.crash(r.name);
     void r.worker.stop(0);
     this.replicas[i] = await this.spawn(i);
@@ -155,9 +164,24 @@ export class QueueFleet {
 
   private onForward(f: Forward): void {
     if (f.id === NEW_TYPE_EVENT && this.o.mixedRoutes && this.routers.get(f.replica) !== true) this.violations.push(`${f.id}: forward #${f.n} from ${f.replica}, whose routes do not take its type`);
+    const claim = this.store.claimOf(f.id);
+    this.claimEnds.set(f, claim?.link === f.replica ? claim.until : undefined);
+    for (const g of this.app.accepted(f.id)) {
+      if (!this.excused(g)) this.violations.push(`${f.id}: forward #${f.n} from ${f.replica} at ${f.at} after the app accepted #${g.n} from ${g.replica} (at ${g.at})`);
+    }
     const running = this.app.forwards.find(
       (g) => g !== f && g.id === f.id && (g.state === 'open' || (g.state === 'abandoned' && Date.now() < g.at + FORWARD_TIMEOUT_MS)),
     );
     if (running) this.violations.push(`${f.id}: forward #${f.n} from ${f.replica} at ${f.at} while #${running.n} from ${running.replica} (at ${running.at}, ${running.state}) may still be running`);
+  }
+
+  /** Whether another forward after the accepted `g` is one the contract allows (see the class comment). */
+  private excused(g: Forward): boolean {
+    const recorded = this.store.recordedAt(g.id);
+    const crashed = this.crashedAt.get(g.replica);
+    if (crashed !== undefined && (recorded === undefined || recorded > crashed)) return true;
+    const claimEnd = this.claimEnds.get(g);
+    if (claimEnd === undefined) return false;
+    return recorded === undefined ? Date.now() >= claimEnd : recorded >= claimEnd;
   }
 }
