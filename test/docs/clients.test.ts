@@ -51,10 +51,62 @@ function run(argv: string[]): Promise<{ code: number | null; out: string }> {
   });
 }
 
+/**
+ * Java's cases go to one JVM (test/docs/ClientsHarness.java calls ConsentCheck.check and prints what
+ * its main would, after the exit code main would give): a JVM per case cost the file most of its
+ * time. ConsentCheck's own main runs once per transport (the first case), so what it prints and
+ * its exit code stay under test.
+ */
+class OneJvm {
+  private readonly child = spawn('java', ['-XX:+UseSerialGC', '-cp', join(work, 'java'), 'ClientsHarness'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  private readonly waiting: ((line: string) => void)[] = [];
+  private buffered = '';
+
+  constructor() {
+    this.child.stdout.on('data', (c: Buffer) => {
+      this.buffered += c.toString();
+      for (let i; (i = this.buffered.indexOf('\n')) >= 0; ) {
+        const line = this.buffered.slice(0, i);
+        this.buffered = this.buffered.slice(i + 1);
+        this.waiting.shift()?.(line);
+      }
+    });
+  }
+
+  /** One call, answered as a run of ConsentCheck's main would be: its exit code and what it printed. */
+  ask(argv: readonly string[]): Promise<{ code: number | null; out: string }> {
+    if (argv.some((a) => /[\t\n]/.test(a))) throw new Error(`a tab or newline in ${JSON.stringify(argv)}`);
+    return new Promise((resolve, reject) => {
+      this.child.once('exit', (code) => reject(new Error(`ClientsHarness exited (${code}) before answering`)));
+      this.waiting.push((line) => {
+        const tab = line.indexOf('\t');
+        resolve({ code: Number(line.slice(0, tab)), out: line.slice(tab + 1) });
+      });
+      this.child.stdin.write(`${argv.join('\t')}\n`);
+    });
+  }
+
+  close(): void {
+    this.child.stdin.end();
+  }
+}
+let jvm: OneJvm;
+/** Transports whose first Java case went through ConsentCheck's own main. */
+const javaMainRan = new Set<number>();
+
+/** One case in `lang`: `<baseUrl> <userReference> <configKey> <timeout>`. */
+function call(lang: string, args: string[], transport: number): Promise<{ code: number | null; out: string }> {
+  if (lang !== 'java') return run([...RUNNERS[lang]!, ...args]);
+  if (javaMainRan.has(transport)) return jvm.ask(args);
+  javaMainRan.add(transport);
+  return run([...RUNNERS.java!, ...args]);
+}
+
 beforeAll(async () => {
   requireToolchains();
   buildWith(['go', 'build', '-o', join(work, 'consent_check'), SOURCES[1]]);
-  buildWith(['javac', '-d', join(work, 'java'), SOURCES[2]]);
+  buildWith(['javac', '-d', join(work, 'java'), SOURCES[2], 'test/docs/ClientsHarness.java']);
+  jvm = new OneJvm();
   up = await startUpstream();
   up.reply((req) => {
     if (req.url !== CHECK_PATH) return { status: 404, body: {} };
@@ -81,6 +133,7 @@ beforeAll(async () => {
   }
 }, 300_000);
 afterAll(async () => {
+  jvm?.close();
   await Promise.allSettled([tcp?.close(), unix?.close(), fake.close(), fakeUnix.close()]);
   await up?.close();
   rmSync(work, { recursive: true, force: true });
@@ -100,7 +153,7 @@ describe('docs/clients.md', () => {
     it.each([['TCP', 0], ['the Unix socket', 1]])('against a real sidecar over %s: ALLOW, DENY, a 503, a dead sidecar', async (_, i) => {
       const base = [tcp.handle.urls.decision, unix.handle.urls.decision][i]!;
       const dead = [`http://127.0.0.1:${await freePort()}`, `unix:${join(work, 'nobody.sock')}`][i]!;
-      const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => run([...RUNNERS[lang]!, url, user, KEY, DEADLINE]);
+      const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => call(lang, [url, user, KEY, DEADLINE], i);
       const allowed = await ask(base, 'alice');
       expect(allowed.out).toMatch(/^allowed \d{13,}$/);
       expect(allowed.code).toBe(0);
@@ -113,7 +166,7 @@ describe('docs/clients.md', () => {
 
     it.each([['TCP', 0], ['the Unix socket', 1]])('not allowed for a duplicated member, a string or fractional validUntil, an expired or foreign ALLOW, a redirect (%s)', async (_, i) => {
       for (const user of ['twice', 'escaped_twice', 'string_until', 'expired', 'other_key', 'with_reason', 'float_until', 'redirect']) {
-        const r = await run([...RUNNERS[lang]!, fakeUrls[i]!, user, KEY, DEADLINE]);
+        const r = await call(lang, [fakeUrls[i]!, user, KEY, DEADLINE], i);
         expect([r.code, r.out.startsWith('not_allowed unexpected_answer ')], `${lang} ${user}: ${r.out}`).toEqual([1, true]);
       }
     });
