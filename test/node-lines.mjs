@@ -87,7 +87,7 @@ function runSuites() {
     const script = i === 0 ? 'test' : 'test:src';
     say(`npm run ${script} on Node ${line.version} (${home}/bin/node)`);
     const started = Date.now();
-    const run = spawnSync('npm', ['run', '-s', script], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, PATH: `${join(home, 'bin')}:${process.env.PATH ?? ''}` } });
+    const run = spawnSync('npm', ['run', script], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, PATH: `${join(home, 'bin')}:${process.env.PATH ?? ''}` } });
     results.push({ version: line.version, script, ok: run.status === 0, s: Math.round((Date.now() - started) / 1000) });
     if (run.status !== 0) break;
   }

@@ -28,7 +28,7 @@ let installOutput: string;
 const runIn = (args: string[], cwd = project, env?: Record<string, string>) => run(process.execPath, args, cwd, env);
 
 const npm = (args: string[], cwd: string): string => {
-  const r = spawnSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+  const r = spawnSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false', npm_config_loglevel: 'warn' } });
   if (r.status !== 0) throw new Error(`npm ${args.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
 };
@@ -77,7 +77,8 @@ beforeAll(async () => {
   packed = (JSON.parse(npm(['pack', '--pack-destination', work, '--json'], PACKAGE)) as (typeof packed)[])[0]!;
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'tenant-app', private: true, type: 'module' }));
-  installOutput = npm(['install', join(work, packed.filename), '--no-audit', '--no-fund', '--prefer-offline'], project);
+  // npm's own report, as JSON: its human line is silenced when npm runs under `npm run -s`.
+  installOutput = npm(['install', join(work, packed.filename), '--no-audit', '--no-fund', '--prefer-offline', '--json'], project);
 }, 600_000);
 afterAll(async () => {
   await sidecar?.close();
@@ -99,7 +100,7 @@ describe('npm pack of packages/client (@consent-sidecar/client)', () => {
   });
 
   it('installed into an empty project, adds exactly one package', () => {
-    expect(installOutput).toMatch(/\badded 1 package\b/);
+    expect((JSON.parse(installOutput) as { added: number }).added).toBe(1);
     const top = readdirSync(join(project, 'node_modules')).filter((d) => !d.startsWith('.'));
     expect(top).toEqual(['@consent-sidecar']);
     expect(readdirSync(join(project, 'node_modules/@consent-sidecar'))).toEqual(['client']);
