@@ -65,8 +65,8 @@ export class HeldConnection {
  *   request-less connection of the peer holding the most (of those holding more than it would);
  *   failing that, of an idle connection of anyone; failing that, of a busy connection of the
  *   heaviest peer if that one holds more than its share;
- * - a peer at or above its share may only give up one of its own idle connections for the new
- *   one;
+ * - a peer at or above its share may only give up one of its own idle, else request-less
+ *   connections for the new one;
  * - otherwise the newcomer is refused.
  * Of the connections of one state the oldest in that state goes. So a peer holding every
  * connection with idle keep-alives or requests it never finishes sending cannot keep another out,
@@ -156,11 +156,12 @@ export class ConnectionShare {
   /** Who makes room for a newcomer from `peer` at the cap; undefined: nobody, the newcomer is refused. */
   private victimFor(peer: string): HeldConnection | undefined {
     const mine = this.heldBy(peer);
-    // At its share: its own idle keep-alive may go for it (its client chose a new connection), but
-    // a request-less one for another request-less one would gain nothing: refused.
+    // At its share it may only trade one of its own: behind one address (a proxy, a pod's
+    // loopback) a genuine client and a hostile one are the same peer, and the oldest idle or
+    // request-less connection is the one least likely to be the newcomer's own client at work.
     if (mine >= this.peerShare) {
       const own = this.peers.get(peer);
-      return own === undefined ? undefined : oldestIn(own, 'idle');
+      return own === undefined ? undefined : this.evictableOf(own);
     }
     // Scans: only at the cap, over at most `cap` connections.
     const heavier = [...this.peers].filter(([p, s]) => p !== peer && s.size > mine + 1).sort((a, b) => b[1].size - a[1].size);

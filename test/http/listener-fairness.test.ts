@@ -61,20 +61,27 @@ describe('ConnectionShare', () => {
     expect([share.size, share.heldBy('hog'), share.heldBy('fair')]).toEqual([8, 6, 2]);
   });
 
-  it('a peer at its share only gives up one of its own idle connections; with none, it is refused', () => {
+  it('a peer at its share only gives up one of its own idle, else request-less connections; all busy, it is refused', () => {
     const { share, admit, gone } = shareOf(8);
     const mine = [admit('a')!, admit('a')!];
     for (let i = 0; i < 6; i++) admit(`p${i}`);
-    // a holds 2, its share, both request-less: refused, nobody let go (the others' request-less
-    // connections included).
-    expect(admit('a')).toBeNull();
-    expect(gone).toEqual([]);
-    // One of them idle: it goes for the newcomer.
     share.begin(mine[1]!);
     share.end(mine[1]!);
-    expect(admit('a')).not.toBeNull();
+    // a holds 2, its share: its own idle one goes first (never another peer's request-less one).
+    const third = admit('a');
+    expect(third).not.toBeNull();
     expect(gone).toEqual([{ peer: 'a', state: 'idle' }]);
     expect(mine[1]!.held).toBe(false);
+    // Then its oldest request-less one.
+    const fourth = admit('a');
+    expect(fourth).not.toBeNull();
+    expect(gone[1]).toEqual({ peer: 'a', state: 'request_less' });
+    expect(mine[0]!.held).toBe(false);
+    // All of a's busy: refused, and nobody else let go.
+    share.begin(third!);
+    share.begin(fourth!);
+    expect(admit('a')).toBeNull();
+    expect(gone).toHaveLength(2);
     expect(share.size).toBe(8);
   });
 
@@ -115,7 +122,7 @@ describe('ConnectionShare', () => {
     expect(() => new ConnectionShare(1.5)).toThrow(RangeError);
   });
 
-  it('property: the cap holds; nobody at or above its share takes more than its own idle connection\'s place; busy goes only from a peer above its share', () => {
+  it('property: the cap holds; nobody at or above its share takes more than its own idle or request-less connection\'s place; busy goes only from a peer above its share', () => {
     type Op = { kind: 'admit'; peer: number } | { kind: 'begin' | 'end' | 'close'; index: number };
     const op = fc.oneof(
       { arbitrary: fc.record({ kind: fc.constant('admit' as const), peer: fc.integer({ min: 0, max: 4 }) }), weight: 3 },
@@ -159,7 +166,7 @@ describe('ConnectionShare', () => {
           if (gone.length > 1 || (h === null) !== (gone.length === 0)) return false;
           const g = gone[0];
           if (g === undefined) continue;
-          if (mine >= share.peerShare && (g.victim.peer !== peer || g.state !== 'idle')) return false;
+          if (mine >= share.peerShare && (g.victim.peer !== peer || g.state === 'busy')) return false;
           if (g.state === 'busy' && (heldBy.get(g.victim.peer) ?? 0) <= share.peerShare) return false;
         }
         return true;
