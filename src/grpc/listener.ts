@@ -11,7 +11,7 @@ import { UnverifiedBudget } from '../webhooks/unverified-budget.js';
 import { createCheckHandler, extAuthzBoundary } from './ext-authz.js';
 import { HealthService } from './health.js';
 import { MESSAGE_PREFIX_BYTES } from './message-reader.js';
-import { GrpcCall, respondStatus, STATUS, type CallLimits, type UnaryMethod } from './server-call.js';
+import { drainThenCut, GrpcCall, respondStatus, STATUS, type CallLimits, type UnaryMethod } from './server-call.js';
 
 export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check';
 export const HEALTH_CHECK_METHOD = '/grpc.health.v1.Health/Check';
@@ -159,12 +159,14 @@ export class GrpcListener {
     if (headers[':method'] !== 'POST' || !isGrpc(headers['content-type'])) {
       // Not a gRPC call: the protocol's answer (no CheckResponse is readable to such a client).
       stream.respond({ ':status': 415 }, { endStream: true });
+      drainThenCut(stream);
       return;
     }
     const path = headers[':path'] ?? '';
     const method = this.methods.get(path);
     if (method === undefined) {
       respondStatus(stream, STATUS.UNIMPLEMENTED, `${path.slice(0, 128)} is not served`);
+      drainThenCut(stream);
       return;
     }
     new GrpcCall(stream, headers, method, this.limits, conn?.held.peer ?? peerOf(undefined));

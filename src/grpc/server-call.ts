@@ -60,10 +60,23 @@ export function respondStatus(stream: ServerHttp2Stream, code: number, message: 
 }
 
 /**
+ * After an answer written before the request ended: what still comes is let flow away, and a
+ * client still sending after {@link DRAIN_GRACE_MS} has its stream reset (NO_ERROR: the answer was
+ * whole). A reset at once could overtake the answer's last frames.
+ */
+export function drainThenCut(stream: ServerHttp2Stream): void {
+  if (stream.readableEnded || stream.closed) return;
+  stream.resume();
+  const cut = setTimeout(() => stream.close(constants.NGHTTP2_NO_ERROR), DRAIN_GRACE_MS);
+  cut.unref();
+  stream.once('close', () => clearTimeout(cut));
+}
+
+/**
  * One call on an HTTP/2 stream: its request read under the listener's limits (bytes taken from
  * the shared budget as they arrive and given back once the request is whole; a deadline for it to
  * arrive), and its answer written once. A client answered before it finished sending gets
- * {@link DRAIN_GRACE_MS} to stop, then its stream is reset (NO_ERROR, after the answer).
+ * {@link DRAIN_GRACE_MS} to stop ({@link drainThenCut}).
  */
 export class GrpcCall extends Deadline implements BudgetHolder {
   held = 0;
@@ -72,7 +85,6 @@ export class GrpcCall extends Deadline implements BudgetHolder {
   /** Called once when the stream closes, whoever closed it. */
   onClose: (() => void) | undefined;
   private reader: MessageReader | null;
-  private cut: NodeJS.Timeout | undefined;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -116,7 +128,6 @@ export class GrpcCall extends Deadline implements BudgetHolder {
   private readonly onStreamClose = (): void => {
     this.stopReading();
     this.sent = true;
-    if (this.cut !== undefined) clearTimeout(this.cut);
     const onClose = this.onClose;
     this.onClose = undefined;
     onClose?.();
@@ -136,11 +147,7 @@ export class GrpcCall extends Deadline implements BudgetHolder {
     if (this.reader === null) return;
     this.stopReading();
     this.method.refused(why, this);
-    const stream = this.stream;
-    if (!stream.readableEnded && !stream.closed) {
-      this.cut = setTimeout(() => stream.close(constants.NGHTTP2_NO_ERROR), DRAIN_GRACE_MS);
-      this.cut.unref();
-    }
+    drainThenCut(this.stream);
   }
 
   private stopReading(): void {

@@ -126,5 +126,8 @@ describe('what is not a Check of ours: the protocol\'s answers (docs/ext-authz-g
     expect([unknown.httpStatus, unknown.grpcStatus]).toEqual([200, 12]);
     const plain = await rawCall(h, { headers: { 'content-type': 'application/json' }, chunks: [REQ] }).answer;
     expect(plain.httpStatus).toBe(415);
+    // Answered, and a client that keeps its side open is cut soon after: no stream held for nothing.
+    const held = await rawCall(h, { path: '/x.Y/Z', chunks: [grpcFrame(REQ)], end: false }).answer;
+    expect([held.grpcStatus, held.rstCode]).toEqual([12, 0]);
   });
 });
