@@ -34,8 +34,14 @@ export interface CallLimits {
 /** google.rpc.Code values written as gRPC statuses (never for a Check: those are CheckResponses). */
 export const STATUS = { OK: 0, INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNIMPLEMENTED: 12 } as const;
 
-/** Time a client that was answered before it finished sending has to stop before its stream is reset (ms). */
-const DRAIN_GRACE_MS = 1000;
+/**
+ * Time between an answer written before the request ended and the stream's reset (ms). The reset
+ * must not overtake the answer's last frames, which node hands to the connection on the next turn
+ * of the event loop; the stream's connection stays open, so nothing the client has not read is
+ * lost by it. Meanwhile what the client sends is read and dropped (a paused stream would hold the
+ * connection's flow-control window from every other call on it): at loopback speed, a short grace.
+ */
+const DRAIN_GRACE_MS = 100;
 
 const RESPONSE_HEADERS = {
   [constants.HTTP2_HEADER_STATUS]: 200,

@@ -49,6 +49,19 @@ export function startGrpcHold(o: GrpcHoldOptions): GrpcHold {
   return { settled, stop: () => void child.kill('SIGKILL') };
 }
 
+/** Resolves on the stream's next 'drain' or its 'close', whichever comes first, leaving no listener behind. */
+function drainOrClose(stream: ClientHttp2Stream): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.once('drain', done);
+    stream.once('close', done);
+  });
+}
+
 async function load(o: GrpcHoldOptions): Promise<void> {
   const outcome: HoldOutcome = { held: 0, answered: 0, reset: 0 };
   const chunk = Buffer.alloc(64 * 1024, 0x61);
@@ -78,7 +91,7 @@ async function load(o: GrpcHoldOptions): Promise<void> {
             stream.write(prefix);
             for (let sent = 0; sent < o.push && !stream.closed && !settled; sent += chunk.length) {
               const n = Math.min(chunk.length, o.push - sent);
-              if (!stream.write(n === chunk.length ? chunk : chunk.subarray(0, n))) await new Promise((r) => stream.once('drain', r).once('close', r));
+              if (!stream.write(n === chunk.length ? chunk : chunk.subarray(0, n))) await drainOrClose(stream);
             }
             // Everything meant was sent (the last write may still sit in flow control): held.
             if (!stream.closed) settle('held');

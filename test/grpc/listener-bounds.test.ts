@@ -41,7 +41,7 @@ async function start(flags: Record<string, string> = {}): Promise<{ s: TestSidec
 async function newCallerDecision(target: string, user: string): Promise<CheckResponse> {
   client = new GrpcClient(target);
   const r = await client.check(checkRequest({ 'x-user-reference': user }, { configKey: KEY }));
-  expect(r.err).toBeUndefined();
+  expect(r.err, `${r.err?.code} ${r.err?.details}`).toBeUndefined();
   return r.res!;
 }
 

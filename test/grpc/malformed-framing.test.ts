@@ -5,7 +5,7 @@ import { checkRequest, headersOf } from '../helpers/grpc.js';
 import { checkRequestBytes, checkResponseOf, grpcFrame, gzip, h2Connect, rawCall, type RawAnswer } from '../helpers/h2-raw.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
-import { PATIENTLY } from '../helpers/wait.js';
+import { eventually, PATIENTLY } from '../helpers/wait.js';
 
 // Every Check that reaches the listener ends as a decision: framing a unary call cannot have (no
 // message, a message cut short, two messages, compression that cannot be undone, a request that
@@ -106,11 +106,11 @@ describe('malformed gRPC framing is a denied CheckResponse, never a gRPC error',
     const big = rawCall(h, { chunks: [grpcFrame(Buffer.alloc(6 * 1024 * 1024), 0, 8 * 1024 * 1024)], end: false });
     await vi.waitFor(async () => expect(await s.metric('consent_sidecar_grpc_unfinished_bytes')).toBeGreaterThanOrEqual(6 * 1024 * 1024), PATIENTLY);
     const second = rawCall(h, { chunks: [grpcFrame(Buffer.alloc(4 * 1024 * 1024), 0, 8 * 1024 * 1024)], end: false });
-    const first = checkResponseOf(await big.answer);
+    const first = checkResponseOf(await eventually(big.answer, 'the largest holder answered'));
     expect(first.status?.code).toBe(14);
     expect(headersOf(first)['x-consent-decision-error']).toBe('overload');
     second.stream.close();
-    await second.answer;
+    await eventually(second.answer, 'the second stream closed');
     // The budget is given back; a whole small request is decided.
     await vi.waitFor(async () => expect(await s.metric('consent_sidecar_grpc_unfinished_bytes')).toBe(0), PATIENTLY);
     expect(checkResponseOf(await rawCall(h, { chunks: [grpcFrame(REQ)] }).answer).status?.code ?? 0).toBe(0);
