@@ -24,9 +24,10 @@ function zlibModule(): typeof Zlib {
 
 /**
  * The request side of one unary gRPC call, as it arrives: exactly one length-prefixed message,
- * then the end of the stream. The prefix is judged before the body is buffered: a declared length
- * over `maxBytes` is refused at once, its bytes never read. A second message, none, or one cut
- * short is a refusal, as is compression this reader cannot undo.
+ * then the end of the stream. The prefix is judged before the body is kept: a declared length
+ * over `maxBytes` is refused at once, its bytes never read. Nothing is allocated for what a length
+ * declares: the body is kept as the pieces that came, joined once whole. A second message, none,
+ * or one cut short is a refusal, as is compression this reader cannot undo.
  *
  * @example
  * const r = new MessageReader(65_536, headers['grpc-encoding']);
@@ -36,7 +37,10 @@ function zlibModule(): typeof Zlib {
 export class MessageReader {
   private prefix: Buffer | null = Buffer.alloc(MESSAGE_PREFIX_BYTES);
   private prefixFill = 0;
-  private body: Buffer | null = null;
+  /** The declared length of the message being read; -1 until its prefix is whole. */
+  private length = -1;
+  /** What arrived of its body: pieces of the chunks as they came (never a buffer of the declared size). */
+  private parts: Buffer[] = [];
   private bodyFill = 0;
   private compressed = false;
   private done: Buffer | null = null;
@@ -56,7 +60,7 @@ export class MessageReader {
     let at = 0;
     while (at < chunk.length) {
       if (this.done !== null) return { problem: 'second_message', detail: 'more than one message in a unary call' };
-      if (this.body === null) {
+      if (this.length < 0) {
         const prefix = this.prefix!;
         const n = Math.min(MESSAGE_PREFIX_BYTES - this.prefixFill, chunk.length - at);
         chunk.copy(prefix, this.prefixFill, at, at + n);
@@ -69,19 +73,17 @@ export class MessageReader {
         if (flag > 1) return { problem: 'compression', detail: `message flag ${flag} (only 0 and 1 exist)` };
         if (length > this.maxBytes) return { problem: 'too_large', detail: `the message (${length} bytes) is larger than ${this.maxBytes} bytes` };
         this.compressed = flag === 1;
-        this.body = Buffer.allocUnsafe(length);
-        this.bodyFill = 0;
+        this.length = length;
       }
-      const body = this.body;
-      const n = Math.min(body.length - this.bodyFill, chunk.length - at);
-      chunk.copy(body, this.bodyFill, at, at + n);
+      const n = Math.min(this.length - this.bodyFill, chunk.length - at);
+      if (n > 0) this.parts.push(chunk.subarray(at, at + n));
       this.bodyFill += n;
       this.pending += n;
       at += n;
-      if (this.bodyFill === body.length) {
-        this.done = body;
+      if (this.bodyFill === this.length) {
+        this.done = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.length);
         this.compressedDone = this.compressed;
-        this.body = null;
+        this.parts = [];
         this.prefix = null;
         this.pending = 0;
       }

@@ -83,4 +83,26 @@ describe('unfinished CheckRequests on the gRPC listener', () => {
     expect(await serve.metric('consent_sidecar_grpc_unfinished_bytes')).toBeLessThanOrEqual(16 * MiB);
     await until(async () => (await serve!.metric('consent_sidecar_fail_closed_total', { cause: 'overload' })) >= 1, 'streams refused for the budget, counted');
   }, 120_000);
+
+  it('4,000 streams that each declare 8 MiB and send only the prefix: nothing is allocated for a declared length', async () => {
+    upstream = await startUpstream((r) => ({ body: allow((JSON.parse(r.body) as { configKey: string }).configKey, Date.now() + 600_000) }));
+    serve = new ServeProcess(
+      { 'upstream-url': upstream.url, 'api-key': 'k', listen: '127.0.0.1:0', 'admin-listen': '127.0.0.1:0', 'grpc-listen': '127.0.0.1:0', 'redec-reconcile-interval-ms': '0', 'grpc-max-message-bytes': String(8 * MiB), 'grpc-request-timeout-ms': '600000' },
+      {},
+      [],
+      ['--max-old-space-size=160'],
+    );
+    await serve.start();
+    hold = startGrpcHold({ target: serve.urls.grpc!, connections: 4, streamsPerConnection: 1000, declared: 8 * MiB, push: 0 });
+    const outcome = await hold.settled;
+    // Every stream holds its 5 bytes: 32 GiB declared, none of it taken.
+    expect(outcome).toEqual({ held: 4000, answered: 0, reset: 0 });
+    expect(serve.running).toBe(true);
+    client = new GrpcClient(serve.urls.grpc!);
+    const grpc = await client.check(checkRequest({ 'x-user-reference': 'carol' }, { configKey: 'marketing-email' }));
+    expect(grpc.err).toBeUndefined();
+    expect(grpc.res!.status?.code ?? 0).toBe(0);
+    expect(rssOf(serve.pid!)).toBeLessThan(MEMORY_BOUND_BYTES);
+    expect(await serve.metric('consent_sidecar_grpc_unfinished_bytes')).toBeLessThanOrEqual(4000 * 5);
+  }, 120_000);
 });
