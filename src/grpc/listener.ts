@@ -1,4 +1,4 @@
-import { createServer as createHttp2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createHttp2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import type { GrpcBounds } from '../config/index.js';
 import type { DecisionService } from '../decision/index.js';
@@ -133,6 +133,8 @@ export class GrpcListener {
     this.handing = conn;
     try {
       this.h2.emit('connection', socket);
+    } catch {
+      socket.destroy();
     } finally {
       this.handing = undefined;
     }
@@ -150,6 +152,15 @@ export class GrpcListener {
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
+    try {
+      this.route(stream, headers);
+    } catch {
+      // Nothing of ours throws here by design; a throw must not leave the stream open or end the process.
+      if (!stream.destroyed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    }
+  }
+
+  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     const conn = this.bySession.get(stream.session as ServerHttp2Session);
     if (conn !== undefined) {
       const { held } = conn;

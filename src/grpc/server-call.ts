@@ -127,8 +127,7 @@ export class GrpcCall extends Deadline implements BudgetHolder {
     if (reader === null) return;
     this.stopReading();
     const m = reader.end();
-    if (Buffer.isBuffer(m)) this.method.request(m, this);
-    else this.method.refused(m, this);
+    this.guarded(() => (Buffer.isBuffer(m) ? this.method.request(m, this) : this.method.refused(m, this)));
   };
 
   private readonly onStreamClose = (): void => {
@@ -152,8 +151,21 @@ export class GrpcCall extends Deadline implements BudgetHolder {
   private refuse(why: CallRefusal): void {
     if (this.reader === null) return;
     this.stopReading();
-    this.method.refused(why, this);
+    this.guarded(() => this.method.refused(why, this));
     drainThenCut(this.stream);
+  }
+
+  /**
+   * Runs a method's part. The Check answers every error itself; should any method throw, the
+   * stream is reset rather than left open or the process ended by an event handler's throw.
+   */
+  private guarded(part: () => void): void {
+    try {
+      part();
+    } catch {
+      this.sent = true;
+      if (!this.stream.destroyed) this.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    }
   }
 
   private stopReading(): void {
