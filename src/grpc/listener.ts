@@ -1,5 +1,6 @@
 import { constants, createServer as createHttp2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
+import type { ServiceDefinition } from '@grpc/grpc-js';
 import type { GrpcBounds } from '../config/index.js';
 import type { DecisionService } from '../decision/index.js';
 import type { DecisionBoundary } from '../http/decision-boundary.js';
@@ -16,6 +17,17 @@ import { drainThenCut, GrpcCall, respondStatus, STATUS, type CallLimits, type Un
 export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check';
 export const HEALTH_CHECK_METHOD = '/grpc.health.v1.Health/Check';
 export const HEALTH_WATCH_METHOD = '/grpc.health.v1.Health/Watch';
+
+const identity = (b: Buffer): Buffer => b;
+
+/**
+ * `Authorization/Check` as a grpc-js client describes it, its messages as raw bytes (read and
+ * written by src/grpc/wire.ts): for a client of ours (`check --grpc`). The listener itself does
+ * not use grpc-js; the type is all that is imported.
+ */
+export const AUTHORIZATION_SERVICE: ServiceDefinition = {
+  Check: { path: CHECK_METHOD, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity, originalName: CHECK_METHOD },
+};
 
 export interface GrpcListenerOptions {
   readonly service: DecisionService;
