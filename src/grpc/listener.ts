@@ -196,13 +196,15 @@ export class GrpcListener {
   }
 
   /**
-   * Ends a connection the share gives up (or one past a timeout): one that never sent its preface
-   * is cut; an HTTP/2 one is asked to close (GOAWAY: the calls it has finish, new ones go to a new
-   * connection, none is lost) and cut if it has not closed within {@link closeGraceMs}.
+   * Ends a connection the share gives up (or one past its idle timeout). One with no call open is
+   * asked to close (GOAWAY: a call the client starts meanwhile is refused as not taken, to retry on
+   * a new connection) and cut if it has not closed within {@link closeGraceMs}; one that never sent
+   * its preface, or a busy one (of an address above its share while another waits), is cut at once:
+   * its descriptor is what the newcomer needs.
    */
-  private letGo(conn: Connection, _state?: ConnectionState): void {
+  private letGo(conn: Connection, state: ConnectionState = 'idle'): void {
     const session = conn.session;
-    if (!conn.prefaced || session === undefined || session.closed || session.destroyed) {
+    if (state === 'busy' || !conn.prefaced || session === undefined || session.closed || session.destroyed) {
       conn.socket.destroy();
       return;
     }

@@ -6,7 +6,7 @@ import { checkRequestBytes, checkResponseOf, grpcFrame, h2Connect, rawCall } fro
 import { Hold, type HoldMode } from '../helpers/hold-connections.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
-import { PATIENTLY, until } from '../helpers/wait.js';
+import { eventually, PATIENTLY, until } from '../helpers/wait.js';
 
 // The gRPC listener's connections are bounded like the HTTP listeners': a cap (256) fair to every
 // peer, a time for the HTTP/2 preface, one for a connection with no call. A peer holding every
@@ -105,6 +105,25 @@ describe('gRPC listener connections', () => {
     expect(checkResponseOf(await answer).status?.code ?? 0).toBe(0);
     await vi.waitFor(() => expect([goaway, closed]).toEqual([true, true]), PATIENTLY);
     expect(await s.metric('consent_sidecar_grpc_connections_closed_total', { reason: 'idle_timeout' })).toBeGreaterThanOrEqual(2);
+  });
+
+  it('an address above its share with every connection busy: one is cut (not left to linger) for another address\'s new caller', async () => {
+    const { s, target } = await start({ 'grpc-max-connections': '4', 'grpc-request-timeout-ms': '60000' });
+    const req = checkRequestBytes(checkRequest({ 'x-user-reference': 'erin' }, { configKey: KEY }));
+    const resets: Promise<unknown>[] = [];
+    for (let i = 0; i < 4; i++) {
+      const h = await h2Connect(target, '127.0.0.2');
+      h.on('error', () => undefined);
+      sessions.push(h);
+      // A request that never arrives whole: the connection is busy.
+      resets.push(rawCall(h, { chunks: [grpcFrame(req).subarray(0, 8)], end: false }).answer);
+    }
+    await until(async () => (await s.metric('consent_sidecar_connections', { listener: 'grpc' })) >= 4, 'four busy connections held');
+    expect((await newCallerDecision(target, 'frank')).status?.code ?? 0).toBe(0);
+    expect(await s.metric('consent_sidecar_connections_evicted_total', { listener: 'grpc', state: 'busy' })).toBe(1);
+    // The one cut is closed at once: its call ends (reset), its descriptor is free.
+    await eventually(Promise.race(resets), 'the busy connection cut');
+    expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBeLessThanOrEqual(4);
   });
 
   it('a connection past the cap with nothing to take the place of is refused at once, counted', async () => {
