@@ -29,7 +29,7 @@ export interface SidecarDeps {
 }
 
 export interface SidecarHandle {
-  /** `grpc`: a grpc-js target (`127.0.0.1:7703` or `unix:/path`), null without `--grpc-listen`. */
+  /** `grpc`: a gRPC target (`127.0.0.1:7703` or `unix:/path`), null without `--grpc-listen`. */
   readonly urls: { readonly decision: string; readonly webhook: string | null; readonly admin: string; readonly grpc: string | null };
   readonly registry: Registry;
   readonly readiness: Readiness;
@@ -98,7 +98,8 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     tracing,
     boundary,
   });
-  // gRPC ext_authz: grpc-js is loaded only when --grpc-listen asks for it.
+  const listenerMetrics = createListenerMetrics(registry);
+  // gRPC ext_authz: its listener (and node:http2) is loaded only when --grpc-listen asks for it.
   const grpc = config.grpc
     ? new (await import('./grpc/index.js')).GrpcListener({
         service: decisions.service,
@@ -108,9 +109,11 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
         timeoutMs: config.upstream.timeoutMs,
         maxMessageBytes: config.grpc.maxMessageBytes,
         maxConcurrentStreams: config.grpc.maxConcurrentStreams,
+        bounds: config.grpc.bounds,
+        metrics: listenerMetrics,
+        logger,
       })
     : null;
-  const listenerMetrics = createListenerMetrics(registry);
   const listeners: NamedListener[] = [
     { name: 'decision', flag: '--listen', address: config.listeners.decision, server: decisionServer },
     ...(webhooks ? [{ name: 'webhook', flag: '--webhook-listen', address: config.listeners.webhook, server: createWebhookListener(webhooks, logger) }] : []),
@@ -118,7 +121,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     { name: 'admin', flag: '--admin-listen', address: config.listeners.admin, server: createAdminListener({ registry, readiness }) },
   ];
 
-  // The HTTP listeners; the gRPC one bounds itself (its connection cap, message size and streams).
+  // The HTTP listeners; the gRPC one bounds itself (its connection cap, timeouts, message size, bytes and streams).
   for (const name of ['decision', 'webhook', 'admin'] as const satisfies readonly ListenerName[]) {
     const l = listeners.find((x) => x.name === name);
     if (l) bound(l.server as HttpServer, name, config.listenerBounds[name], listenerMetrics, logger);
@@ -145,7 +148,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
     await release();
     throw err;
   });
-  // A grpc-js target, not a URL: host:port, or unix:/path as it is.
+  // A gRPC target, not a URL: host:port, or unix:/path as it is.
   if (urls.grpc !== undefined) urls.grpc = urls.grpc.replace(/^http:\/\//, '');
   readiness.satisfy('listeners');
   logger.info({ event: 'started', version: VERSION, urls, cacheMaxEntries: config.cache.maxEntries, webhooks: config.webhooks !== null, redis: config.redis !== null }, 'consent-sidecar started');

@@ -5,7 +5,7 @@ export * from './options.js';
 export { fileSecret, isFileSecret, secretRoleOf, staticSecret, type Secret, type SecretEvent, type SecretParser } from './secret.js';
 export type { CacheConfig } from './cache.js';
 export type { DecisionApiConfig, ForwardAuthConfig } from './decision-api.js';
-export type { GrpcConfig } from './grpc.js';
+export type { GrpcBounds, GrpcConfig } from './grpc.js';
 export type { DecisionLogConfig } from './observability.js';
 export type { RawEnv, RawFlags } from './reader.js';
 export type { RedecListingBounds, RedecListingFields, RedecReconcileConfig } from './redec.js';

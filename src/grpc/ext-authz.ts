@@ -1,29 +1,26 @@
 import { performance } from 'node:perf_hooks';
-import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import { DecisionError, rejectedAnswer, type Answer, type CheckRequest, type DecisionService } from '../decision/index.js';
 import type { DecisionBoundary, RouteBoundary } from '../http/decision-boundary.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { parseCheckRequestMessage } from './check-request.js';
 import { checkResponseFor, LAST_RESORT_RESPONSE } from './check-response.js';
+import type { CallRefusal, UnaryMethod } from './server-call.js';
 
-/** One call's reply: written at most once, whatever asks to write it. */
+/** One call's reply: a CheckResponse and status OK, written at most once, whatever asks to write it. */
 export interface CheckReply {
-  readonly callback: sendUnaryData<Buffer>;
-  sent: boolean;
+  /** An answer went out, or there is nobody left to answer. */
+  readonly sent: boolean;
+  send(message: Buffer): void;
 }
 
 function writeCheckResponse(res: CheckReply, a: Answer, decisionId: string): void {
   if (res.sent) return;
-  const message = checkResponseFor(a, decisionId);
-  res.sent = true;
-  res.callback(null, message);
+  res.send(checkResponseFor(a, decisionId));
 }
 
 /** The fixed UNAVAILABLE/503 reply; a successful gRPC call even now. */
 function lastResort(res: CheckReply): void {
-  if (res.sent) return;
-  res.sent = true;
-  res.callback(null, LAST_RESORT_RESPONSE);
+  res.send(LAST_RESORT_RESPONSE);
 }
 
 /** The ext_authz route's side of the decision boundary: counted once, with an id, as `ext_authz_grpc`. */
@@ -33,6 +30,8 @@ export function extAuthzBoundary(boundary: DecisionBoundary): RouteBoundary<Chec
 
 /** The call's deadline passed before the decision came: no decision, as a check's own timeout. */
 const CALL_DEADLINE = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'the call deadline passed before a decision was had');
+/** The listener could not take the request in (its byte budget): no decision, as a shed check. */
+const RECEIVE_OVERLOAD = new DecisionError('ERR_OVERLOADED', 'the gRPC listener holds its most of requests not arrived whole');
 
 /** A call waiting for its decision: answered by whichever comes first, the decision or its deadline. */
 class PendingCheck extends Deadline {
@@ -83,30 +82,38 @@ export interface CheckHandlerOptions {
 /**
  * `envoy.service.auth.v3.Authorization/Check`: the check's decision for the CheckRequest's user
  * header and configKey (cache, coalescing, breaker, refresh-ahead, fail-closed causes), answered
- * through the decision boundary. The message arrives as raw bytes (grpc-js deserializes nothing):
- * what cannot be read is a refusal written by this code, never an error status of the transport.
- * A client that leaves mid-call is still answered (into nothing) and counted once.
+ * through the decision boundary. Whatever reaches it ends as a CheckResponse, never a gRPC error: a
+ * request that cannot be read (none, two, cut short, too large, compressed unreadably, too slow)
+ * is a 400 denial, one the listener had no room for a 503 `overload`. A client that leaves
+ * mid-call is still answered (into nothing) and counted once.
  */
-export function createCheckHandler(o: CheckHandlerOptions): (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => void {
+export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckReply> {
   const { service, answers, deadlines } = o;
-  return (call, callback) => {
-    const t0 = performance.now();
-    const reply: CheckReply = { callback, sent: false };
-    let asked: CheckRequest | undefined;
-    try {
-      const parsed = parseCheckRequestMessage(call.request, o.userHeader, o.maxMessageBytes);
-      if ('field' in parsed) return answers.answer(reply, rejectedAnswer(parsed), t0, undefined, null);
-      asked = parsed;
-      const hit = service.cached(asked);
-      if (hit) return answers.answer(reply, hit, t0, asked, null);
-      const pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0);
-      deadlines.add(pending);
-      service.decide(asked, { cacheMissed: true }).then(
-        (a) => pending.answer(a),
-        (err: unknown) => pending.fail(err),
-      );
-    } catch (err) {
-      answers.fail(reply, err, t0, asked, null);
-    }
+  return {
+    maxBytes: o.maxMessageBytes,
+    request(message, reply) {
+      const t0 = performance.now();
+      let asked: CheckRequest | undefined;
+      try {
+        const parsed = parseCheckRequestMessage(message, o.userHeader, o.maxMessageBytes);
+        if ('field' in parsed) return answers.answer(reply, rejectedAnswer(parsed), t0, undefined, null);
+        asked = parsed;
+        const hit = service.cached(asked);
+        if (hit) return answers.answer(reply, hit, t0, asked, null);
+        const pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0);
+        deadlines.add(pending);
+        service.decide(asked, { cacheMissed: true }).then(
+          (a) => pending.answer(a),
+          (err: unknown) => pending.fail(err),
+        );
+      } catch (err) {
+        answers.fail(reply, err, t0, asked, null);
+      }
+    },
+    refused(why: CallRefusal, reply) {
+      const t0 = performance.now();
+      if (why.problem === 'overload') answers.fail(reply, RECEIVE_OVERLOAD, t0, undefined, null);
+      else answers.answer(reply, rejectedAnswer({ field: 'request', problem: why.problem, detail: why.detail }), t0, undefined, null);
+    },
   };
 }

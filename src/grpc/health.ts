@@ -1,7 +1,9 @@
-import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
-import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Readiness } from '../observability/index.js';
+import { STATUS, type GrpcCall, type UnaryMethod } from './server-call.js';
 import { ProtoReader, utf8At, WIRE_LEN } from './wire.js';
+
+/** Largest HealthCheckRequest read (bytes): a service name. */
+const MAX_HEALTH_REQUEST_BYTES = 4096;
 
 /** The names the health service knows: the server as a whole ("") and the ext_authz service. */
 export const HEALTH_SERVICE_NAMES: readonly string[] = ['', 'envoy.service.auth.v3.Authorization'];
@@ -38,7 +40,7 @@ function serviceName(buf: Buffer): string | null {
  */
 export class HealthService {
   /** Open Watch calls, each with whether it asked about a service this server knows. */
-  private readonly watches = new Map<ServerWritableStream<Buffer, Buffer>, boolean>();
+  private readonly watches = new Map<GrpcCall, boolean>();
   private readonly unsubscribe: () => void;
 
   constructor(private readonly readiness: Readiness) {
@@ -51,37 +53,34 @@ export class HealthService {
     return this.readiness.ready ? SERVING : NOT_SERVING;
   }
 
-  readonly check = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void => {
-    const name = serviceName(call.request);
-    if (name === null || !HEALTH_SERVICE_NAMES.includes(name)) {
-      callback({ code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
-      return;
-    }
-    callback(null, this.current());
+  readonly check: UnaryMethod = {
+    maxBytes: MAX_HEALTH_REQUEST_BYTES,
+    request: (message, call) => {
+      const name = serviceName(message);
+      if (name === null || !HEALTH_SERVICE_NAMES.includes(name)) call.fail(STATUS.NOT_FOUND, 'unknown service');
+      else call.send(this.current());
+    },
+    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
   };
 
-  readonly watch = (call: ServerWritableStream<Buffer, Buffer>): void => {
-    const name = serviceName(call.request);
-    // The protocol: an unknown service is SERVICE_UNKNOWN, and the call stays open all the same.
-    const known = name !== null && HEALTH_SERVICE_NAMES.includes(name);
-    this.watches.set(call, known);
-    const forget = (): void => void this.watches.delete(call);
-    call.on('cancelled', forget);
-    call.on('close', forget);
-    call.on('error', forget);
-    call.write(known ? this.current() : SERVICE_UNKNOWN);
+  readonly watch: UnaryMethod = {
+    maxBytes: MAX_HEALTH_REQUEST_BYTES,
+    request: (message, call) => {
+      const name = serviceName(message);
+      // The protocol: an unknown service is SERVICE_UNKNOWN, and the call stays open all the same.
+      const known = name !== null && HEALTH_SERVICE_NAMES.includes(name);
+      this.watches.set(call, known);
+      call.onClose = () => void this.watches.delete(call);
+      call.open();
+      call.write(known ? this.current() : SERVICE_UNKNOWN);
+    },
+    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
   };
 
   /** Ends every Watch (status OK, after the last status written), so a drain does not wait for them. */
   endWatches(): void {
     this.unsubscribe();
-    for (const call of [...this.watches.keys()]) {
-      try {
-        call.end();
-      } catch {
-        // a call already gone
-      }
-    }
+    for (const call of this.watches.keys()) call.end();
     this.watches.clear();
   }
 }

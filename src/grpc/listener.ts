@@ -1,35 +1,32 @@
+import { constants, createServer as createHttp2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
-import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import type { GrpcBounds } from '../config/index.js';
 import type { DecisionService } from '../decision/index.js';
 import type { DecisionBoundary } from '../http/decision-boundary.js';
+import { ListenerGate, type ListenerMetrics } from '../http/listener-bounds.js';
+import { peerOf, type ConnectionState, type HeldConnection } from '../http/listener-fairness.js';
 import { DeadlineQueue } from '../lib/deadline-queue.js';
-import type { Readiness } from '../observability/index.js';
+import type { Logger, Readiness } from '../observability/index.js';
+import { UnverifiedBudget } from '../webhooks/unverified-budget.js';
 import { createCheckHandler, extAuthzBoundary } from './ext-authz.js';
 import { HealthService } from './health.js';
+import { MESSAGE_PREFIX_BYTES } from './message-reader.js';
+import { drainThenCut, GrpcCall, respondStatus, STATUS, type CallLimits, type UnaryMethod } from './server-call.js';
 
-/**
- * The transport's own limit on one message (bytes): beyond it grpc-js ends the call with
- * RESOURCE_EXHAUSTED before reading it. Between `--grpc-max-message-bytes` and this, the sidecar
- * reads nothing and answers a successful 400 denial, so a CheckRequest grown by a client's large
- * headers is a denial of ours, not a transport error `failure_mode_allow` could act on. 8 MiB is
- * the largest request-header budget Envoy accepts (`max_request_headers_kb` 8192).
- */
-export const GRPC_TRANSPORT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
-
-/** Connections the gRPC listener holds at once (a proxy keeps a few, one per worker); more are closed at accept. */
-export const GRPC_MAX_CONNECTIONS = 256;
+export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check';
+export const HEALTH_CHECK_METHOD = '/grpc.health.v1.Health/Check';
+export const HEALTH_WATCH_METHOD = '/grpc.health.v1.Health/Watch';
 
 const identity = (b: Buffer): Buffer => b;
 
-/** A method whose messages reach the handler, and leave it, as raw bytes (src/grpc/wire.ts reads and writes them). */
-function rawMethod(path: string, responseStream: boolean) {
-  return { path, requestStream: false, responseStream, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity, originalName: path };
-}
-
-export const AUTHORIZATION_SERVICE: ServiceDefinition = { Check: rawMethod('/envoy.service.auth.v3.Authorization/Check', false) };
-export const HEALTH_SERVICE: ServiceDefinition = {
-  Check: rawMethod('/grpc.health.v1.Health/Check', false),
-  Watch: rawMethod('/grpc.health.v1.Health/Watch', true),
+/**
+ * `Authorization/Check` as a grpc-js client describes it, its messages as raw bytes (read and
+ * written by src/grpc/wire.ts): for a client of ours (`check --grpc`). The listener itself does
+ * not use grpc-js; the type is all that is imported.
+ */
+export const AUTHORIZATION_SERVICE: ServiceDefinition = {
+  Check: { path: CHECK_METHOD, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity, originalName: CHECK_METHOD },
 };
 
 export interface GrpcListenerOptions {
@@ -45,29 +42,68 @@ export interface GrpcListenerOptions {
   readonly maxMessageBytes: number;
   /** Streams one connection may have open at once, `--grpc-max-concurrent-streams`. */
   readonly maxConcurrentStreams: number;
+  /** The connection cap, the timeouts and the byte budget (`--grpc-max-connections` …). */
+  readonly bounds: GrpcBounds;
+  readonly metrics: ListenerMetrics;
+  readonly logger: Logger;
+}
+
+/** One accepted connection: its place in the share, its HTTP/2 session, whether its preface came. */
+interface Connection {
+  readonly socket: Socket;
+  readonly held: HeldConnection;
+  readonly acceptedAt: number;
+  session: ServerHttp2Session | undefined;
+  prefaced: boolean;
+  /** Asked to close (GOAWAY sent); cut at `cutAt` if it has not closed by then. */
+  cutAt: number;
+}
+
+/** Whether a content-type is gRPC's: `application/grpc`, alone or with a `+format` or parameters. */
+function isGrpc(contentType: string | undefined): boolean {
+  return contentType !== undefined && contentType.startsWith('application/grpc') && (contentType.length === 16 || contentType[16] === '+' || contentType[16] === ';');
 }
 
 /**
- * The gRPC listener: `envoy.service.auth.v3.Authorization` and `grpc.health.v1.Health` on
- * grpc-js, fed by a `net.Server` of ours ({@link server}), which the composition root binds like
+ * The gRPC listener: `envoy.service.auth.v3.Authorization/Check` and `grpc.health.v1.Health` on
+ * node:http2, fed by a `net.Server` of ours ({@link server}) that the composition root binds like
  * every other listener (a Unix socket with the same mode and stale-socket rules as `--listen`).
+ *
+ * Bounded like the HTTP listeners: a connection cap fair to every peer (`ListenerGate`), a time
+ * for the HTTP/2 preface and one for a connection with no call, a deadline for each request to
+ * arrive whole, and one budget of bytes held in requests not arrived whole, across all streams.
+ * Every Check that reaches it ends as a CheckResponse ({@link createCheckHandler}); what is not a
+ * gRPC call of ours gets HTTP 415 or `UNIMPLEMENTED` (docs/ext-authz-grpc.md).
  * {@link drain} ends it within a budget.
  */
 export class GrpcListener {
-  /** What to bind: each connection it accepts is handed to grpc-js. */
+  /** What to bind: each connection it accepts is handed to the HTTP/2 server. */
   readonly server: NetServer;
-  private readonly grpc: Server;
+  private readonly h2: Http2Server;
+  private readonly gate: ListenerGate;
   private readonly health: HealthService;
+  private readonly methods: ReadonlyMap<string, UnaryMethod>;
+  private readonly limits: CallLimits;
   private readonly deadlines = new DeadlineQueue();
-  private readonly sockets = new Set<Socket>();
+  private readonly connections = new Set<Connection>();
+  private readonly bySession = new WeakMap<ServerHttp2Session, Connection>();
+  /** The connection being handed to the HTTP/2 server (its 'session' comes synchronously). */
+  private handing: Connection | undefined;
+  private readonly sweep: NodeJS.Timeout;
+  /** How long a connection asked to close (GOAWAY) may take to end its calls before it is cut (ms). */
+  private readonly closeGraceMs: number;
   private draining: Promise<void> | undefined;
 
-  constructor(o: GrpcListenerOptions) {
-    this.grpc = new Server({
-      'grpc.max_receive_message_length': Math.max(GRPC_TRANSPORT_MAX_MESSAGE_BYTES, o.maxMessageBytes),
-      'grpc.max_concurrent_streams': o.maxConcurrentStreams,
-      'grpc.enable_channelz': 0,
-    });
+  constructor(private readonly o: GrpcListenerOptions) {
+    const b = o.bounds;
+    const budget = new UnverifiedBudget(
+      b.maxUnfinishedBytes,
+      Math.min(b.maxUnfinishedBytes, Math.max(o.maxMessageBytes + MESSAGE_PREFIX_BYTES, Math.floor(b.maxUnfinishedBytes / 4))),
+      (n) => o.metrics.grpcUnfinishedBytes.set(n),
+    );
+    this.limits = { budget, arrivals: new DeadlineQueue(), requestTimeoutMs: b.requestTimeoutMs };
+    this.closeGraceMs = b.requestTimeoutMs + o.timeoutMs + 1000;
+    this.health = new HealthService(o.readiness);
     const check = createCheckHandler({
       service: o.service,
       answers: extAuthzBoundary(o.boundary),
@@ -76,22 +112,123 @@ export class GrpcListener {
       timeoutMs: o.timeoutMs,
       deadlines: this.deadlines,
     });
-    this.health = new HealthService(o.readiness);
-    this.grpc.addService(AUTHORIZATION_SERVICE, { Check: check });
-    this.grpc.addService(HEALTH_SERVICE, { Check: this.health.check, Watch: this.health.watch });
-    const injector = this.grpc.createConnectionInjector(ServerCredentials.createInsecure());
-    this.injector = injector;
-    this.server = createServer({ noDelay: true }, (socket) => {
-      this.sockets.add(socket);
-      socket.once('close', () => this.sockets.delete(socket));
-      // A connection reset before grpc-js reads it must not be an unhandled 'error'.
-      socket.on('error', () => undefined);
-      injector.injectConnection(socket);
-    });
-    this.server.maxConnections = GRPC_MAX_CONNECTIONS;
+    this.methods = new Map([
+      [CHECK_METHOD, check],
+      [HEALTH_CHECK_METHOD, this.health.check],
+      [HEALTH_WATCH_METHOD, this.health.watch],
+    ]);
+    this.h2 = createHttp2Server({ settings: { maxConcurrentStreams: o.maxConcurrentStreams } });
+    this.h2.on('session', (session: ServerHttp2Session) => this.onSession(session));
+    this.h2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.onStream(stream, headers));
+    this.gate = new ListenerGate('grpc', b.maxConnections, o.metrics, o.logger);
+    this.server = createServer({ noDelay: true }, (socket) => this.onConnection(socket));
+    // One over the cap: the share judges the newcomer and brings the count back at once.
+    this.server.maxConnections = b.maxConnections + 1;
+    this.server.on('drop', (data?: { remoteAddress?: string }) => this.gate.refused(data?.remoteAddress));
+    o.metrics.servers.set('grpc', this.server);
+    // Connection timeouts are swept (one timer for all), often enough for the shorter of them.
+    this.sweep = setInterval(() => this.sweepConnections(), Math.min(1000, Math.max(10, Math.floor(Math.min(b.prefaceTimeoutMs, b.idleTimeoutMs) / 4))));
+    this.sweep.unref();
   }
 
-  private readonly injector: ReturnType<Server['createConnectionInjector']>;
+  private onConnection(socket: Socket): void {
+    // A connection reset before the HTTP/2 server reads it must not be an unhandled 'error'.
+    socket.on('error', () => undefined);
+    const held = this.gate.admit(socket, (state) => this.letGo(conn, state));
+    if (held === null) return;
+    const conn: Connection = { socket, held, acceptedAt: performance.now(), session: undefined, prefaced: false, cutAt: Infinity };
+    this.connections.add(conn);
+    socket.once('close', () => {
+      this.gate.share.release(held);
+      this.connections.delete(conn);
+    });
+    this.handing = conn;
+    try {
+      this.h2.emit('connection', socket);
+    } catch {
+      socket.destroy();
+    } finally {
+      this.handing = undefined;
+    }
+  }
+
+  private onSession(session: ServerHttp2Session): void {
+    const conn = this.handing;
+    if (conn === undefined) return;
+    conn.session = session;
+    this.bySession.set(session, conn);
+    session.on('error', () => undefined);
+    // The client's SETTINGS follow its preface: from then on it is an HTTP/2 connection.
+    session.once('remoteSettings', () => (conn.prefaced = true));
+  }
+
+  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on('error', () => undefined);
+    try {
+      this.route(stream, headers);
+    } catch {
+      // Nothing of ours throws here by design; a throw must not leave the stream open or end the process.
+      if (!stream.destroyed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    }
+  }
+
+  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    const conn = this.bySession.get(stream.session as ServerHttp2Session);
+    if (conn !== undefined) {
+      const { held } = conn;
+      this.gate.share.begin(held);
+      stream.once('close', () => this.gate.share.end(held));
+    }
+    if (headers[':method'] !== 'POST' || !isGrpc(headers['content-type'])) {
+      // Not a gRPC call: the protocol's answer (no CheckResponse is readable to such a client).
+      stream.respond({ ':status': 415 }, { endStream: true });
+      drainThenCut(stream);
+      return;
+    }
+    const path = headers[':path'] ?? '';
+    const method = this.methods.get(path);
+    if (method === undefined) {
+      respondStatus(stream, STATUS.UNIMPLEMENTED, `${path.slice(0, 128)} is not served`);
+      drainThenCut(stream);
+      return;
+    }
+    new GrpcCall(stream, headers, method, this.limits, conn?.held.peer ?? peerOf(undefined));
+  }
+
+  /**
+   * Ends a connection the share gives up (or one past its idle timeout). One with no call open is
+   * asked to close (GOAWAY: a call the client starts meanwhile is refused as not taken, to retry on
+   * a new connection) and cut if it has not closed within {@link closeGraceMs}; one that never sent
+   * its preface, or a busy one (of an address above its share while another waits), is cut at once:
+   * its descriptor is what the newcomer needs.
+   */
+  private letGo(conn: Connection, state: ConnectionState = 'idle'): void {
+    const session = conn.session;
+    if (state === 'busy' || !conn.prefaced || session === undefined || session.closed || session.destroyed) {
+      conn.socket.destroy();
+      return;
+    }
+    conn.cutAt = performance.now() + this.closeGraceMs;
+    session.close();
+  }
+
+  private sweepConnections(): void {
+    const now = performance.now();
+    const b = this.o.bounds;
+    for (const conn of this.connections) {
+      if (now >= conn.cutAt) conn.socket.destroy();
+      else if (conn.cutAt !== Infinity) continue;
+      else if (!conn.prefaced) {
+        if (now - conn.acceptedAt >= b.prefaceTimeoutMs) {
+          this.o.metrics.grpcClosed.labels('preface_timeout').inc();
+          conn.socket.destroy();
+        }
+      } else if (conn.held.active === 0 && now - conn.held.since >= b.idleTimeoutMs) {
+        this.o.metrics.grpcClosed.labels('idle_timeout').inc();
+        this.letGo(conn);
+      }
+    }
+  }
 
   /**
    * Stops accepting, ends the health Watches (their last message said NOT_SERVING), lets calls in
@@ -105,19 +242,23 @@ export class GrpcListener {
         if (done) return;
         done = true;
         clearTimeout(force);
+        clearInterval(this.sweep);
         this.deadlines.clear();
-        this.grpc.forceShutdown();
+        this.limits.arrivals.clear();
         resolve();
       };
       const force = setTimeout(() => {
-        for (const s of this.sockets) s.destroy();
+        for (const c of this.connections) c.socket.destroy();
         finish();
       }, timeoutMs);
       force.unref();
-      this.injector.drain(timeoutMs);
+      for (const c of this.connections) {
+        if (c.prefaced && c.session !== undefined && !c.session.closed) c.session.close();
+        else c.socket.destroy();
+      }
       // close() calls back once every connection has ended (each closes when its last call has).
       if (this.server.listening) this.server.close(() => finish());
-      else if (this.sockets.size === 0) finish();
+      else if (this.connections.size === 0) finish();
     });
     return this.draining;
   }

@@ -1,8 +1,7 @@
-import { Metadata } from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DecisionMetrics, type DecisionService } from '../../src/decision/index.js';
-import { createCheckHandler, extAuthzBoundary } from '../../src/grpc/ext-authz.js';
+import { createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
 import { DecisionBoundary } from '../../src/http/decision-boundary.js';
 import { DeadlineQueue } from '../../src/lib/deadline-queue.js';
 import { silentLogger } from '../../src/observability/index.js';
@@ -110,9 +109,20 @@ describe('gRPC ext_authz: no decision is a denied 503 with gRPC status OK', () =
 });
 
 describe('the sidecar\'s own trouble', () => {
-  type Callback = (err: unknown, value?: Buffer) => void;
   const decode = (b: Buffer): CheckResponse => CheckResponseType().toObject(CheckResponseType().decode(b), { enums: String, oneofs: true }) as CheckResponse;
-  const call = (request: Buffer) => ({ request, metadata: new Metadata() }) as never;
+  const request = (): Buffer => Buffer.from(CheckRequestType().encode(REQ).finish());
+  /** A call's reply that records what is sent: a CheckResponse is all a reply can carry (no error path). */
+  const recorder = (): CheckReply & { replies: Buffer[] } => {
+    const r = {
+      replies: [] as Buffer[],
+      sent: false,
+      send(message: Buffer) {
+        r.sent = true;
+        r.replies.push(message);
+      },
+    };
+    return r;
+  };
 
   function handlerWith(service: Partial<DecisionService>, metrics = new DecisionMetrics(new Registry(), () => 0)) {
     const boundary = new DecisionBoundary({ metrics, logger: silentLogger(), decisionLog: null });
@@ -125,11 +135,10 @@ describe('the sidecar\'s own trouble', () => {
         throw new Error('boom');
       },
     });
-    const replies: [unknown, Buffer | undefined][] = [];
-    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((err, value) => replies.push([err, value])) as Callback as never);
-    expect(replies).toHaveLength(1);
-    expect(replies[0]![0]).toBeNull();
-    const res = decode(replies[0]![1]!);
+    const reply = recorder();
+    handle.request(request(), reply);
+    expect(reply.replies).toHaveLength(1);
+    const res = decode(reply.replies[0]!);
     expect(res.status?.code).toBe(14);
     expect(headersOf(res)['x-consent-decision-error']).toBe('internal_error');
   });
@@ -155,31 +164,30 @@ describe('the sidecar\'s own trouble', () => {
 
   it('a rejected decision with a foreign error is internal_error; one whose counting fails every time gets the fixed last-resort reply', async () => {
     const { handle, metrics } = handlerWith({ cached: () => undefined, decide: () => Promise.reject(new TypeError('not a DecisionError')) });
-    const replies: Buffer[] = [];
-    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((_e, v) => replies.push(v!)) as Callback as never);
+    const reply = recorder();
+    handle.request(request(), reply);
     await new Promise((r) => setImmediate(r));
-    expect(headersOf(decode(replies[0]!))['x-consent-decision-error']).toBe('internal_error');
+    expect(headersOf(decode(reply.replies[0]!))['x-consent-decision-error']).toBe('internal_error');
 
     // Counting throws every time: the route's last resort, still a successful UNAVAILABLE reply.
     metrics.answered = () => {
       throw new Error('metrics broken');
     };
-    const more: [unknown, Buffer | undefined][] = [];
-    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((e, v) => more.push([e, v])) as Callback as never);
+    const more = recorder();
+    handle.request(request(), more);
     await new Promise((r) => setImmediate(r));
-    expect(more).toHaveLength(1);
-    expect(more[0]![0]).toBeNull();
-    const last = decode(more[0]![1]!);
+    expect(more.replies).toHaveLength(1);
+    const last = decode(more.replies[0]!);
     expect(last.status?.code).toBe(14);
     expect(last.denied_response!.status!.code).toBe('ServiceUnavailable');
   });
 
   it('a decision that never settles is answered at the call deadline (--upstream-timeout-ms): upstream_timeout', async () => {
     const { handle } = handlerWith({ cached: () => undefined, decide: () => new Promise(() => undefined) });
-    const replies: Buffer[] = [];
-    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((_e, v) => replies.push(v!)) as Callback as never);
-    await vi.waitFor(() => expect(replies).toHaveLength(1), PATIENTLY);
-    expect(decode(replies[0]!).status?.code).toBe(14);
-    expect(headersOf(decode(replies[0]!))['x-consent-decision-error']).toBe('upstream_timeout');
+    const reply = recorder();
+    handle.request(request(), reply);
+    await vi.waitFor(() => expect(reply.replies).toHaveLength(1), PATIENTLY);
+    expect(decode(reply.replies[0]!).status?.code).toBe(14);
+    expect(headersOf(decode(reply.replies[0]!))['x-consent-decision-error']).toBe('upstream_timeout');
   });
 });
