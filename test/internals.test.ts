@@ -78,19 +78,6 @@ describe('undici', () => {
   });
 });
 
-describe('@grpc/grpc-js', () => {
-  it('Server#createConnectionInjector hands a socket to the HTTP/2 server and drains (src/grpc/listener.ts)', () => {
-    const { Server, ServerCredentials } = req('@grpc/grpc-js') as typeof import('@grpc/grpc-js');
-    const server = new Server();
-    const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
-    for (const m of ['injectConnection', 'drain', 'destroy'] as const) {
-      expect(typeof injector[m], `@grpc/grpc-js experimental API createConnectionInjector().${m} (src/grpc/listener.ts) moved`).toBe('function');
-    }
-    injector.destroy();
-    server.forceShutdown();
-  });
-});
-
 describe('express', () => {
   it("requires supports-color inside a try: optional, so the bundle leaves it out (scripts/bundle.mjs keep-out)", () => {
     const node = source('debug/src/node.js');

@@ -149,11 +149,10 @@ describe('the sidecar\'s own trouble', () => {
     const unreadable = { status: 200, decision: 'deny', source: 'upstream', body: '{not json', bodyBytes: 9 } as const;
     const registry = new Registry();
     const { handle } = handlerWith({ cached: () => undefined, decide: () => Promise.resolve(unreadable as never) }, new DecisionMetrics(registry, () => 0));
-    const replies: [unknown, Buffer | undefined][] = [];
-    handle(call(Buffer.from(CheckRequestType().encode(REQ).finish())), ((e, v) => replies.push([e, v])) as Callback as never);
-    await vi.waitFor(() => expect(replies).toHaveLength(1), PATIENTLY);
-    expect(replies[0]![0]).toBeNull();
-    const res = decode(replies[0]![1]!);
+    const reply = recorder();
+    handle.request(request(), reply);
+    await vi.waitFor(() => expect(reply.replies).toHaveLength(1), PATIENTLY);
+    const res = decode(reply.replies[0]!);
     expect(res.status?.code).toBe(14);
     expect(res.denied_response!.status!.code).toBe('ServiceUnavailable');
     expect(headersOf(res)['x-consent-decision-error']).toBe('internal_error');
