@@ -10,7 +10,7 @@ import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar } from '../../src/sidecar.js';
 import { runCli, startCli } from '../helpers/cli.js';
-import { freePort } from '../helpers/ports.js';
+import { refusedPort } from '../helpers/ports.js';
 import { allow, deny, startUpstream } from '../helpers/upstream.js';
 
 /** A real service stand-in that answers every check with 401, as the service does for a bad key. */
@@ -26,7 +26,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => unauthorized.listen(0, '127.0.0.1', r));
   unauthorizedUrl = `http://127.0.0.1:${(unauthorized.address() as AddressInfo).port}`;
-  deadPort = await freePort();
+  deadPort = await refusedPort();
 });
 
 afterAll(async () => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostileSidecar, response } from '../helpers/hostile-sidecar.js';
 import { docText } from '../helpers/docs.js';
-import { freePort } from '../helpers/ports.js';
+import { refusedPort } from '../helpers/ports.js';
 import { PATIENCE_MS } from '../helpers/wait.js';
 import { buildWith, PYTHON, requireToolchains } from '../helpers/toolchains.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
@@ -152,7 +152,7 @@ describe('docs/clients.md', () => {
   describe.each(Object.keys(RUNNERS))('%s', (lang) => {
     it.each([['TCP', 0], ['the Unix socket', 1]])('against a real sidecar over %s: ALLOW, DENY, a 503, a dead sidecar', async (_, i) => {
       const base = [tcp.handle.urls.decision, unix.handle.urls.decision][i]!;
-      const dead = [`http://127.0.0.1:${await freePort()}`, `unix:${join(work, 'nobody.sock')}`][i]!;
+      const dead = [`http://127.0.0.1:${await refusedPort()}`, `unix:${join(work, 'nobody.sock')}`][i]!;
       const ask = (url: string, user: string): Promise<{ code: number | null; out: string }> => call(lang, [url, user, KEY, DEADLINE], i);
       const allowed = await ask(base, 'alice');
       expect(allowed.out).toMatch(/^allowed \d{13,}$/);
