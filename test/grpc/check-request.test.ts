@@ -42,6 +42,19 @@ describe('reading a CheckRequest', () => {
     expect((r as { detail: string }).detail).toMatch(detail);
   });
 
+  // Why the reader is ours (docs/design.md, "The protobuf reader is ours"): protobufjs reads a
+  // string whose declared length runs past the buffer as whatever bytes there are.
+  it('refuses a string whose length runs past the end, which protobufjs reads truncated (0a 64 31 as "1")', async () => {
+    const { Reader } = (await import('protobufjs')).default;
+    const lax = Reader.create(Buffer.from([0x0a, 0x64, 0x31]));
+    expect(lax.uint32()).toBe(0x0a);
+    expect(lax.string()).toBe('1');
+    // The same shape where the user reference sits: a header value declared 100 bytes long, one there.
+    const header = Buffer.concat([lenField(1, Buffer.from(H)), Buffer.from([0x12, 0x64, 0x61])]);
+    const cut = lenField(1, lenField(4, lenField(2, lenField(3, header))));
+    expect(parse(Buffer.concat([enc(checkRequest({}, { configKey: 'k' })), cut]))).toHaveProperty('detail', expect.stringMatching(/length past the end/));
+  });
+
   it('the same header in headers and header_map with one value is one header; messages merge on the wire', () => {
     expect(parse(enc({ attributes: { request: { http: { headers: { [H]: 'alice' }, header_map: { headers: [{ key: H, raw_value: Buffer.from('alice') }] } } }, context_extensions: { configKey: 'k' } } }))).toEqual({ userReference: 'alice', configKey: 'k' });
     expect(parse(Buffer.concat([enc(checkRequest({ [H]: 'alice' })), enc(checkRequest({}, { configKey: 'k' }))]))).toEqual({ userReference: 'alice', configKey: 'k' });
