@@ -1,13 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AllowCache, cacheKey, deathOf, decisionAnswer } from '../../src/decision/index.js';
-import type { AllowDecision } from '../../src/decision/index.js';
+import type { AllowedDecision } from '../../src/decision/index.js';
+import { allowedFor } from '../helpers/allowed.js';
 
 const cfg = { maxEntries: 100, safetyMarginMs: 1000, maxTtlMs: 3_600_000 };
 const T0 = 1_800_000_000_000;
 
-function allow(configKey: string, validUntil: number): AllowDecision {
-  return { kind: 'allow', configKey, validUntil };
+/** The service's ALLOW, through the parser (the cache's clocks are the tests' own, so it is read at epoch 0). */
+function allow(configKey: string, validUntil: number): AllowedDecision {
+  return allowedFor(configKey, validUntil);
 }
 
 const K = (userReference: string, configKey: string): string => cacheKey({ userReference, configKey });
