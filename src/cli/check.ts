@@ -7,7 +7,8 @@ import {
   failClosedAnswer,
   parseCheckResponse,
   UpstreamClient,
-  type Answer,
+  type AllowedDecision,
+  type UpstreamResponse,
 } from '../decision/index.js';
 import { parseListenAddress } from '../lib/listen-address.js';
 import { checkViaGrpc } from './check-grpc.js';
@@ -62,6 +63,24 @@ async function viaSidecar(target: ViaTarget, body: string, timeoutMs: number): P
   }
 }
 
+/** What `check` prints: the answer's status, body and source. Whether it is an ALLOW is not its to say. */
+interface Shown {
+  readonly status: number;
+  readonly body: string;
+  readonly source: string;
+}
+
+/** The ALLOW a sidecar's answer holds, as the fail-closed parser reads it; undefined for anything else. */
+function allowedIn(res: UpstreamResponse, configKey: string): AllowedDecision | undefined {
+  try {
+    const { decision } = parseCheckResponse(res, configKey, Date.now());
+    return decision.kind === 'allow' ? decision : undefined;
+  } catch {
+    // Not an ALLOW the parser takes: no ALLOW (the status and body are printed as they came).
+    return undefined;
+  }
+}
+
 /** Flags that choose and authenticate the service: meaningless with `--via` (the sidecar has its own). */
 const UPSTREAM_ONLY_FLAGS = ['upstream-url', 'api-key', 'api-key-file'] as const;
 
@@ -101,7 +120,9 @@ export function registerCheck(program: Command): void {
       }
       if (cmd.getOptionValueSource('forwardAuthUserHeader') === 'cli') throw new CliUsageError('--forward-auth-user-header is for --grpc (the header Envoy would send)');
       const body = JSON.stringify({ userReference: opts.userReference, configKey: opts.configKey });
-      let answer: Answer | { status: number; body: string; source: string; decision: 'allow' | 'deny' };
+      // What is printed, and the ALLOW that makes the exit code 0: only the fail-closed parser's.
+      let shown: Shown;
+      let allowed: AllowedDecision | undefined;
       let why = '';
       if (opts.via) {
         const target = viaTarget(opts.via);
@@ -116,31 +137,26 @@ export function registerCheck(program: Command): void {
           process.exitCode = EXIT.usage;
           return;
         }
-        // Fail closed here too: only a 200 whose JSON says ALLOW counts as ALLOW.
-        let allow = false;
-        try {
-          const parsed = parseCheckResponse({ status: res.status, date: undefined, body: res.text }, opts.configKey, Date.now());
-          allow = parsed.decision.kind === 'allow';
-        } catch {
-          allow = false;
-        }
-        answer = { status: res.status, body: res.text, source: res.source, decision: allow ? 'allow' : 'deny' };
+        // Fail closed here too: only a 200 whose JSON the parser takes for an ALLOW counts as ALLOW.
+        shown = { status: res.status, body: res.text, source: res.source };
+        allowed = allowedIn({ status: res.status, date: undefined, body: res.text }, opts.configKey);
       } else {
         const upstream = resolveUpstreamConfig(rawFlags(cmd, UPSTREAM_OPTIONS));
         const client = new UpstreamClient(upstream, { connections: 1 });
         try {
-          const res = await client.check(body);
-          answer = decisionAnswer(parseCheckResponse(res, opts.configKey, Date.now()).decision, 'upstream');
+          const decision = parseCheckResponse(await client.check(body), opts.configKey, Date.now()).decision;
+          shown = decisionAnswer(decision, 'upstream');
+          if (decision.kind === 'allow') allowed = decision;
         } catch (err) {
-          answer = failClosedAnswer(causeOf(err));
+          shown = failClosedAnswer(causeOf(err));
           why = explain(err);
         } finally {
           await client.close();
         }
       }
-      process.stdout.write(`${answer.body}\n`);
-      process.stderr.write(`status ${answer.status}, source ${answer.source}${why ? `, ${why}` : ''}\n`);
-      process.exitCode = answer.status === 200 ? (answer.decision === 'allow' ? EXIT.ok : EXIT.deny) : EXIT.usage;
+      process.stdout.write(`${shown.body}\n`);
+      process.stderr.write(`status ${shown.status}, source ${shown.source}${why ? `, ${why}` : ''}\n`);
+      process.exitCode = shown.status === 200 ? (allowed !== undefined ? EXIT.ok : EXIT.deny) : EXIT.usage;
     });
   addSpecOptions(cmd, UPSTREAM_OPTIONS, {
     ...ONE_SHOT_UPSTREAM_MEANING,

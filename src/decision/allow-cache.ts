@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import type { RevocationHook } from '../lib/revocation-hook.js';
 import type { CacheConfig } from '../config/index.js';
+import { AllowAnswer } from './allow-answer.js';
 import { ConfigKeys, hashOf, MAX_USER_BUCKETS, NONE, siftDown, siftUp, Store } from './cache-store.js';
-import type { Answer, CheckRequest, ServiceDecision } from './types.js';
+import { AllowedDecision } from './parse-response.js';
+import type { CheckRequest } from './types.js';
 import { keyMadeWith } from './request.js';
 
 /** The key is the whole request; a length prefix keeps `("ab","c")` and `("a","bc")` apart. */
@@ -18,12 +20,9 @@ function isKeyOf(key: string, userReference: string): boolean {
 
 /** A live cached ALLOW, and whether this read is the one that makes it due for a refresh-ahead. */
 export interface CacheHit {
-  readonly answer: Answer;
+  readonly answer: AllowAnswer;
   readonly refreshDue: boolean;
 }
-
-/** The only thing the cache stores: an ALLOW of the service, as the strict parser gave it. */
-export type AllowDecision = Extract<ServiceDecision, { kind: 'allow' }>;
 
 /** How many dead entries one {@link AllowCache.sweep} call drops at most by default... */
 export const SWEEP_BUDGET = 4096;
@@ -31,7 +30,9 @@ export const SWEEP_BUDGET = 4096;
 export const SWEEP_MAX_MS = 2;
 
 /**
- * The ALLOW cache. It holds only ALLOWs of the service (`setAllow` takes nothing else), checks
+ * The ALLOW cache. It holds only ALLOWs of the service: `setAllow` takes an {@link AllowedDecision}
+ * (which only the fail-closed parser makes) and nothing else, keeps that very object, and a hit is
+ * an {@link AllowAnswer} rendered from it. It checks
  * every entry's death against the injected clocks on every read (a read never extends a life),
  * and drops by customer when a revocation arrives.
  *
@@ -108,11 +109,16 @@ export class AllowCache implements RevocationHook {
       refreshDue = true;
     }
     this.touch(s, slot);
-    const id = s.config[slot]!;
-    const validUntil = s.validUntil[slot]!;
-    const v = String(validUntil);
-    const answer: Answer = { status: 200, decision: 'allow', source: 'cache', body: `${this.configs.prefixes[id]!}${v}}`, bodyBytes: this.configs.prefixBytes[id]! + v.length + 1, validUntil };
-    return { answer, refreshDue };
+    return { answer: AllowAnswer.of(s.allowed[slot]!, 'cache', this.configs.prefixes[s.config[slot]!]), refreshDue };
+  }
+
+  /**
+   * The cache's own string equal to `configKey` while an entry holds one, else `configKey`: an
+   * ALLOW parsed for it (the parser keeps the string it is asked with) then shares the cache's copy
+   * instead of holding one of its own per entry.
+   */
+  sharedConfigKey(configKey: string): string {
+    return this.configs.shared(configKey);
   }
 
   /**
@@ -120,9 +126,9 @@ export class AllowCache implements RevocationHook {
    * dead, when a purge happened since `generation` was read, or when `key` is not a
    * {@link cacheKey} of `userReference` (a user purge could not find it).
    */
-  setAllow(key: string, userReference: string, allow: AllowDecision, diesAt: number, generation: number): boolean {
+  setAllow(key: string, userReference: string, allow: AllowedDecision, diesAt: number, generation: number): boolean {
     const s = this.s;
-    if (s === null || generation !== this.gen || allow.kind !== 'allow') return false;
+    if (s === null || generation !== this.gen || !(allow instanceof AllowedDecision)) return false;
     if (!isKeyOf(key, userReference)) return false;
     const lifeMs = diesAt - this.now();
     if (!(lifeMs > 0)) return false;
@@ -136,7 +142,7 @@ export class AllowCache implements RevocationHook {
     s.slotOf.set(key, slot);
     s.wallDeath[slot] = diesAt;
     s.monoDeath[slot] = this.monoNow() + lifeMs;
-    s.validUntil[slot] = allow.validUntil;
+    s.allowed[slot] = allow;
     s.config[slot] = config;
     s.refreshAsked[slot] = 0;
     // most recently used
@@ -257,6 +263,7 @@ export class AllowCache implements RevocationHook {
   private remove(s: Store, slot: number): void {
     s.slotOf.delete(s.keys[slot]!);
     s.keys[slot] = undefined;
+    s.allowed[slot] = undefined;
     this.configs.release(s.config[slot]!);
     // recency list
     const prev = s.lruPrev[slot]!;

@@ -1,4 +1,5 @@
-import { allowBodyPrefix } from './answers.js';
+import { AllowBodyPrefix } from './allow-answer.js';
+import type { AllowedDecision } from './parse-response.js';
 
 /*
  * The ALLOW cache's storage (see allow-cache.ts for the policy): parallel typed arrays per slot,
@@ -18,18 +19,19 @@ export function hashOf(s: string): number {
 }
 
 /**
- * Everything the cache holds, in parallel typed arrays indexed by slot ("struct of arrays"): an
- * entry costs its key string, one Map entry (key → slot) and about 60 bytes of numbers, and the
- * garbage collector sees a handful of objects instead of millions. Replaced whole by a purge of
- * everything, which is therefore O(1).
+ * Everything the cache holds, in parallel arrays indexed by slot ("struct of arrays"): an entry
+ * costs its key string, one Map entry (key → slot), the parser's {@link AllowedDecision} it serves
+ * (an object and its `validUntil` text) and about 50 bytes of numbers in typed arrays that the
+ * garbage collector never walks. Replaced whole by a purge of everything, which is therefore O(1).
  */
 export class Store {
   readonly slotOf = new Map<string, number>();
   keys: (string | undefined)[] = [];
   capacity: number;
+  /** The ALLOW each slot serves, exactly as the parser made it (its configKey and validUntil). */
+  allowed: (AllowedDecision | undefined)[] = [];
   wallDeath: Float64Array;
   monoDeath: Float64Array;
-  validUntil: Float64Array;
   /** Interned configKey id (see {@link ConfigKeys}). */
   config: Int32Array;
   /** 1 once a refresh-ahead was asked for the entry in this slot (once per entry). */
@@ -61,7 +63,6 @@ export class Store {
     const n = this.capacity;
     this.wallDeath = new Float64Array(n);
     this.monoDeath = new Float64Array(n);
-    this.validUntil = new Float64Array(n);
     this.config = new Int32Array(n);
     this.refreshAsked = new Uint8Array(n);
     this.lruPrev = new Int32Array(n);
@@ -89,7 +90,6 @@ export class Store {
     };
     this.wallDeath = f64(this.wallDeath);
     this.monoDeath = f64(this.monoDeath);
-    this.validUntil = f64(this.validUntil);
     this.config = i32(this.config);
     const asked = new Uint8Array(n);
     asked.set(this.refreshAsked);
@@ -112,8 +112,7 @@ export class Store {
 export class ConfigKeys {
   private readonly idOf = new Map<string, number>();
   private readonly names: (string | undefined)[] = [];
-  readonly prefixes: string[] = [];
-  readonly prefixBytes: number[] = [];
+  readonly prefixes: (AllowBodyPrefix | undefined)[] = [];
   private readonly refs: number[] = [];
   private readonly free: number[] = [];
 
@@ -123,9 +122,7 @@ export class ConfigKeys {
       id = this.free.pop() ?? this.names.length;
       this.idOf.set(configKey, id);
       this.names[id] = configKey;
-      const prefix = allowBodyPrefix(configKey);
-      this.prefixes[id] = prefix;
-      this.prefixBytes[id] = Buffer.byteLength(prefix);
+      this.prefixes[id] = AllowBodyPrefix.of(configKey);
       this.refs[id] = 0;
     }
     this.refs[id]!++;
@@ -136,8 +133,14 @@ export class ConfigKeys {
     if (--this.refs[id]! > 0) return;
     this.idOf.delete(this.names[id]!);
     this.names[id] = undefined;
-    this.prefixes[id] = '';
+    this.prefixes[id] = undefined;
     this.free.push(id);
+  }
+
+  /** The interned string equal to `configKey` while an entry holds it, else `configKey` itself. */
+  shared(configKey: string): string {
+    const id = this.idOf.get(configKey);
+    return id === undefined ? configKey : this.names[id]!;
   }
 }
 

@@ -1,4 +1,5 @@
-export { AllowCache, cacheKey, SWEEP_BUDGET, type AllowDecision, type CacheHit } from './allow-cache.js';
+export { AllowCache, cacheKey, SWEEP_BUDGET, type CacheHit } from './allow-cache.js';
+export { AllowAnswer } from './allow-answer.js';
 export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, methodNotAllowedAnswer, refusedBatchAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
 export { Admission, LATENCY_WEIGHT, PRIOR_LATENCY_FRACTION, SEND_HEADROOM_ROUNDS, type AdmissionOptions, type Waiter } from './admission.js';
@@ -6,13 +7,13 @@ export { CircuitBreaker, BREAKER_STATES, type BreakerState, type BreakerOptions 
 export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionLogSink } from './decision-log.js';
 export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';
 export { DecisionMetrics, DECISION_ROUTES, UPSTREAM_OUTCOMES, type DecisionRoute } from './metrics.js';
-export { parseCheckResponse, type UpstreamResponse, type ParsedDecision } from './parse-response.js';
+export { AllowedDecision, parseCheckResponse, type ParsedDecision, type ServiceDecision, type UpstreamResponse } from './parse-response.js';
 export { Passthrough, PASSTHROUGH_METHODS } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
 export { cacheRevocationHook } from './revocation-seam.js';
 export { parseCheckBody, parseCheckRequest, readCompactBody, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
 export { DecisionService, type CheckTransport, type DecideOptions, type DecisionServiceOptions } from './service.js';
-export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type ServiceDecision } from './types.js';
+export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type DenyAnswer, type DenyBody } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export { CacheTrust } from './cache-trust.js';
 export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';

@@ -1,6 +1,55 @@
 import { findDuplicateMember } from '../lib/duplicate-member.js';
 import { DecisionError } from './errors.js';
-import type { ServiceDecision } from './types.js';
+
+/** The one key to {@link AllowedDecision}'s constructor: held by this module, exported nowhere. */
+const PARSER: unique symbol = Symbol('parseCheckResponse');
+
+/**
+ * An ALLOW of the service for one request, as the fail-closed parser accepted it: its `configKey`
+ * is the one asked (the very string the caller passed, so it costs no copy) and its `validUntil` a
+ * safe integer later than both clocks when it was read. Only {@link parseCheckResponse} makes one:
+ * the constructor is private and checks a key that only this module holds, so an ALLOW written
+ * anywhere else (`{ kind: 'allow', … }`) does not compile, and one forged past the compiler throws.
+ * The ALLOW cache stores these and nothing else, and every ALLOW answer is built from one
+ * (`AllowAnswer.of`).
+ */
+export class AllowedDecision {
+  /** Makes the type nominal: a structurally equal literal is not an AllowedDecision. No field at run time. */
+  private declare readonly minted: typeof PARSER;
+
+  private constructor(
+    key: typeof PARSER,
+    readonly configKey: string,
+    /**
+     * `validUntil` in decimal, as `JSON.stringify` writes it: kept as text, so that an answer built
+     * from a cached ALLOW (every cache hit) formats no number and reads no boxed one.
+     */
+    readonly validUntilText: string,
+  ) {
+    if (key !== PARSER) throw new TypeError('an AllowedDecision is made by parseCheckResponse only');
+  }
+
+  /** The discriminant of {@link ServiceDecision}, on the prototype (no field per cached entry). */
+  get kind(): 'allow' {
+    return 'allow';
+  }
+
+  /** Epoch ms (a safe integer) until which the service allows it. */
+  get validUntil(): number {
+    return Number(this.validUntilText);
+  }
+
+  /** The constructor's only way in, for {@link parseCheckResponse}: `key` is this module's and nobody else's. */
+  static mint(key: typeof PARSER, configKey: string, validUntil: number): AllowedDecision {
+    return new AllowedDecision(key, configKey, String(validUntil));
+  }
+}
+
+/** A well-formed answer of the service, as the strict parser accepts it. */
+export type ServiceDecision =
+  | AllowedDecision
+  | { readonly kind: 'evaluated_denial'; readonly configKey: string }
+  | { readonly kind: 'pre_evaluation_denial'; readonly reason: string };
 
 /** What the upstream client read: the status, the `Date` header and the whole body. */
 export interface UpstreamResponse {
@@ -29,11 +78,12 @@ function parseDate(date: string): number {
 }
 
 /**
- * The fail-closed parser. The only way out with `kind: 'allow'` is: status 200, a JSON object,
- * `decision` exactly `"ALLOW"`, `configKey` equal to the key asked, `validUntil` a safe integer
- * later than both the local clock and the service's `Date`, no `reason`, and no member name twice in
- * any object of the body. Everything else is a
- * well-formed DENY (kept in its shape) or a {@link DecisionError}.
+ * The fail-closed parser. The only way out with an {@link AllowedDecision} is: status 200, a JSON
+ * object, `decision` exactly `"ALLOW"`, `configKey` equal to the key asked, `validUntil` a safe
+ * integer later than both the local clock and the service's `Date`, no `reason`, and no member name
+ * twice in any object of the body. Everything else is a well-formed DENY (kept in its shape) or a
+ * {@link DecisionError}. The ALLOW carries `askedConfigKey` itself (equal to the service's), so a
+ * caller that passes a string it already holds (the ALLOW cache's copy) adds none.
  */
 export function parseCheckResponse(res: UpstreamResponse, askedConfigKey: string, nowMs: number): ParsedDecision {
   if (res.status !== 200) {
@@ -71,7 +121,7 @@ export function parseCheckResponse(res: UpstreamResponse, askedConfigKey: string
     if (validUntil <= nowMs || (serviceNowMs !== undefined && validUntil <= serviceNowMs)) {
       throw new DecisionError('ERR_UPSTREAM_EXPIRED', 'ALLOW already expired on arrival');
     }
-    return { decision: { kind: 'allow', configKey: o.configKey, validUntil }, serviceNowMs };
+    return { decision: AllowedDecision.mint(PARSER, askedConfigKey, validUntil), serviceNowMs };
   }
 
   if (o.decision === 'DENY') {

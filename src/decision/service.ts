@@ -199,7 +199,9 @@ export class DecisionService {
     let parsed;
     try {
       const res = await this.o.transport.check(JSON.stringify({ userReference: req.userReference, configKey: req.configKey }), traced?.headers);
-      parsed = parseCheckResponse(res, req.configKey, this.now());
+      // Asked with the cache's own copy of the configKey when it holds one: the ALLOW keeps the
+      // string it was asked with, and a million entries of one configKey then share one.
+      parsed = parseCheckResponse(res, this.o.cache.sharedConfigKey(req.configKey), this.now());
     } catch (err) {
       if (err instanceof DecisionError && err.code === 'ERR_OVERLOADED') {
         // Never sent: not a call to the service, and nothing it did.

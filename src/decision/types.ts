@@ -1,3 +1,5 @@
+import type { AllowAnswer } from './allow-answer.js';
+
 /** The service's authorization check request; both fields are sent in every request. */
 export interface CheckRequest {
   readonly userReference: string;
@@ -13,27 +15,29 @@ export const PRE_EVALUATION_REASONS = [
 ] as const;
 export type PreEvaluationReason = (typeof PRE_EVALUATION_REASONS)[number];
 
-/** A well-formed answer of the service, as the strict parser accepts it. */
-export type ServiceDecision =
-  | { readonly kind: 'allow'; readonly configKey: string; readonly validUntil: number }
-  | { readonly kind: 'evaluated_denial'; readonly configKey: string }
-  | { readonly kind: 'pre_evaluation_denial'; readonly reason: string };
-
 /** Where an answer came from; the value of `x-consent-decision-source`. */
 export type DecisionSource = 'cache' | 'upstream' | 'fail-closed' | 'rejected';
 
 /**
- * A finished answer to the application, serialised once: the hot path writes `body` as is.
- * `decision` is what the app may do; only `allow` permits processing.
+ * A DENY answer's body: a JSON object whose first member says DENY, whatever follows. The service's
+ * ALLOW body comes only with an {@link AllowAnswer}.
  */
-export interface Answer {
+export type DenyBody = `{"decision":"DENY",${string}`;
+
+/** Every answer but an ALLOW: the service's denials, no decision (503), a refused request (4xx). */
+export interface DenyAnswer {
   readonly status: 200 | 400 | 405 | 408 | 431 | 503;
-  readonly decision: 'allow' | 'deny';
+  readonly decision: 'deny';
   readonly source: DecisionSource;
-  readonly body: string;
+  readonly body: DenyBody;
   readonly bodyBytes: number;
-  /** An ALLOW's `validUntil` (the one in `body`), so a reader need not parse the body back. */
-  readonly validUntil?: number;
   /** A fail-closed answer's cause (the `error` in `body`). */
   readonly cause?: string;
 }
+
+/**
+ * A finished answer to the application, serialised once: the hot path writes `body` as is.
+ * `decision` is what the app may do; only an {@link AllowAnswer} (`decision: 'allow'`), which only
+ * an ALLOW the fail-closed parser accepted can make, permits processing.
+ */
+export type Answer = DenyAnswer | AllowAnswer;

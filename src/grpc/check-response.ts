@@ -1,4 +1,4 @@
-import type { Answer } from '../decision/index.js';
+import { AllowAnswer, type Answer } from '../decision/index.js';
 import { DECISION_ID_HEADER } from '../http/decision-boundary.js';
 import { DECISION_ERROR_HEADER, DENY_REASON_HEADER, VALID_UNTIL_HEADER } from '../http/forward-auth.js';
 import { encodeMessage, type ProtoField } from './wire.js';
@@ -44,18 +44,18 @@ interface Verdict {
 }
 
 /**
- * The fail-closed mapping, as forward-auth's: code 0 only for an ALLOW answer with status 200 and
- * its `validUntil` (built from a verified ALLOW, by the decision service or its cache); a DENY of
+ * The fail-closed mapping, as forward-auth's: code 0 only for an {@link AllowAnswer} (made from an
+ * ALLOW the fail-closed parser accepted, by the decision service or its cache); a DENY of
  * the service is PERMISSION_DENIED (403), a refused request INVALID_ARGUMENT (400), anything else
  * (no decision, an answer this code does not know) UNAVAILABLE (503) with its cause.
  */
 function verdictOf(a: Answer): Verdict {
-  if (a.status === 200 && a.decision === 'allow' && typeof a.validUntil === 'number') {
+  if (a instanceof AllowAnswer) {
     return {
       code: GRPC_CODE.OK,
       httpStatus: 0,
       message: 'allow',
-      headers: [[VALID_UNTIL_HEADER, String(a.validUntil)]],
+      headers: [[VALID_UNTIL_HEADER, a.validUntilText]],
       metadata: [['decision', 'ALLOW'], ['source', a.source], ['validUntil', a.validUntil]],
     };
   }
@@ -82,7 +82,7 @@ const verdicts = new WeakMap<Answer, Verdict>();
 
 function verdict(a: Answer): Verdict {
   // An ALLOW is this request's own object: mapped and dropped. Shared answers are mapped once.
-  if (a.decision === 'allow') return verdictOf(a);
+  if (a instanceof AllowAnswer) return verdictOf(a);
   let v = verdicts.get(a);
   if (!v) verdicts.set(a, (v = verdictOf(a)));
   return v;

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { singleRaw } from '../lib/headers.js';
-import { MAX_FIELD_LENGTH, rejectedAnswer, type Answer, type CheckRequest, type DecisionService, type InvalidRequest } from '../decision/index.js';
+import { AllowAnswer, MAX_FIELD_LENGTH, rejectedAnswer, type Answer, type CheckRequest, type DecisionService, type InvalidRequest } from '../decision/index.js';
 import { rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
 import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
@@ -36,11 +36,12 @@ const BARE_LENGTH = FORWARD_AUTH_PATH.length;
 const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /**
- * How a decision answer of the check route reads to a proxy: 200 only for an ALLOW answer with
- * status 200 (the same fail-closed gate as the check), 403 for a DENY given by the service, 503
- * when no decision could be had, 400 for a bad request. An ALLOW carries its `validUntil`; any
- * other answer's body is the service's own shape, already validated, so reading it back is safe,
- * once per answer object (shared answers such as fail-closed and rejected ones are rendered once).
+ * How a decision answer of the check route reads to a proxy: 200 only for an {@link AllowAnswer}
+ * (made from an ALLOW the fail-closed parser accepted; a look-alike object is not one), 403 for a
+ * DENY given by the service, 503 when no decision could be had, 400 for a bad request. An ALLOW
+ * carries its `validUntil`; any other answer's body is the service's own shape, already validated,
+ * so reading it back is safe, once per answer object (shared answers such as fail-closed and
+ * rejected ones are rendered once).
  */
 function render(a: Answer): Rendered {
   const common = ['content-type', 'text/plain; charset=utf-8', 'cache-control', 'no-store', 'x-consent-decision-source', a.source];
@@ -48,9 +49,7 @@ function render(a: Answer): Rendered {
     const b = `${text}\n`;
     return { status, headers: [...common, ...extra, 'content-length', String(Buffer.byteLength(b))], body: b };
   };
-  if (a.status === 200 && a.decision === 'allow' && typeof a.validUntil === 'number') {
-    return out(200, [VALID_UNTIL_HEADER, String(a.validUntil)], 'allow');
-  }
+  if (a instanceof AllowAnswer) return out(200, [VALID_UNTIL_HEADER, a.validUntilText], 'allow');
   const body = JSON.parse(a.body) as { reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
   if (a.status === 200 && a.decision === 'deny') {
     const reason = body.reason === undefined ? 'evaluated' : typeof body.reason === 'string' && TOKEN.test(body.reason) ? body.reason : 'other';
@@ -76,7 +75,7 @@ const LAST_RESORT_HEADERS = [
 
 function rendered(a: Answer): Rendered {
   // An ALLOW is this request's own object (a cache hit or a fresh answer): render it, keep nothing.
-  if (a.decision === 'allow') return render(a);
+  if (a instanceof AllowAnswer) return render(a);
   let r = renderedByAnswer.get(a);
   if (!r) renderedByAnswer.set(a, (r = render(a)));
   return r;

@@ -1,12 +1,13 @@
 /**
  * `node --expose-gc --import tsx test/bench/cache-memory.ts [entries]`: heap bytes per cached
  * ALLOW (JS heap plus array buffers, after forced GCs; userReference and configKey of 15 characters each, one user per entry,
- * 1,000 configKeys), time of a purge of everything, and a hit's p99 in this process at that size.
+ * 1,000 configKeys; each ALLOW made by the parser from a service body, as in the sidecar), time of a purge of everything, and a hit's p99 in this process at that size.
  * Prints one JSON line.
  */
 import { performance } from 'node:perf_hooks';
 import { AllowCache, cacheKey, DecisionMetrics } from '../../src/decision/index.js';
 import { createRegistry } from '../../src/observability/index.js';
+import { allowedFor } from '../helpers/allowed.js';
 
 const N = Number(process.argv[2] ?? 1_000_000);
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -26,7 +27,9 @@ let t = performance.now();
 for (let i = 0; i < N; i++) {
   const u = user(i);
   const k = config(i);
-  cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, { kind: 'allow', configKey: k, validUntil: now + 3_000_000 }, now + 2_000_000, g);
+  // As the decision service does: the service's ALLOW through the parser, asked with the cache's copy
+  // of the configKey. Each its own validUntil, as the service's answers have: an entry holds it.
+  cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, allowedFor(k, now + 3_000_000 + i, now, cache.sharedConfigKey(k)), now + 2_000_000, g);
 }
 const fillMs = performance.now() - t;
 gc();
@@ -65,7 +68,7 @@ let clockMs = now;
 for (let i = 0; i < N; i++) {
   const u = user(i);
   const k = config(i);
-  dying.setAllow(cacheKey({ userReference: u, configKey: k }), u, { kind: 'allow', configKey: k, validUntil: now + 60_000 + i }, now + 50_000 + i, 0);
+  dying.setAllow(cacheKey({ userReference: u, configKey: k }), u, allowedFor(k, now + 60_000 + i, now, dying.sharedConfigKey(k)), now + 50_000 + i, 0);
 }
 clockMs = now + 10_000_000;
 let sweepStepMaxMs = 0;

@@ -13,6 +13,7 @@ import { loadServeConfig } from '../../src/config/index.js';
 import { AllowCache, cacheKey } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { startSidecar } from '../../src/sidecar.js';
+import { allowedFor } from '../helpers/allowed.js';
 
 export const userOf = (i: number): string => `user-${String(i).padStart(10, '0')}`;
 export const configOf = (i: number): string => `cfg-${String(i % 1000).padStart(11, '0')}`;
@@ -29,7 +30,7 @@ if (entriesText !== undefined) {
   for (let i = 0; i < entries; i++) {
     const u = userOf(i);
     const k = configOf(i);
-    cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, { kind: 'allow', configKey: k, validUntil: now + 3_600_000 }, now + 3_000_000, cache.generation);
+    cache.setAllow(cacheKey({ userReference: u, configKey: k }), u, allowedFor(k, now + 3_600_000, now, cache.sharedConfigKey(k)), now + 3_000_000, cache.generation);
   }
   (globalThis as { gc?: () => void }).gc?.();
   await startSidecar(config, { logger: silentLogger(), cache });

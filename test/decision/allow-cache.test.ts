@@ -1,13 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AllowCache, cacheKey, deathOf, decisionAnswer } from '../../src/decision/index.js';
-import type { AllowDecision } from '../../src/decision/index.js';
+import type { AllowedDecision } from '../../src/decision/index.js';
+import { allowedFor } from '../helpers/allowed.js';
 
 const cfg = { maxEntries: 100, safetyMarginMs: 1000, maxTtlMs: 3_600_000 };
 const T0 = 1_800_000_000_000;
 
-function allow(configKey: string, validUntil: number): AllowDecision {
-  return { kind: 'allow', configKey, validUntil };
+/** The service's ALLOW, through the parser (the cache's clocks are the tests' own, so it is read at epoch 0). */
+function allow(configKey: string, validUntil: number): AllowedDecision {
+  return allowedFor(configKey, validUntil);
 }
 
 const K = (userReference: string, configKey: string): string => cacheKey({ userReference, configKey });
@@ -231,6 +233,87 @@ describe('AllowCache: the compact store', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  // The model above predicts every read exactly, so it keeps the cache far from full and its two
+  // clocks together. This one fills it (8 slots, 24 keys: eviction on most writes) and moves the
+  // wall clock away from the monotonic one in both directions (NTP steps, a VM resumed), and holds
+  // the cache to what must stay true whatever it evicts: a read answers only an ALLOW the service
+  // gave for that very key, unexpired on the true clock (the monotonic one) and not purged since.
+  it('full and with the wall clock drifting from the monotonic one both ways: never an ALLOW after validUntil, after a purge, or not given (model check)', () => {
+    type Op = { op: 'set' | 'get' | 'del' | 'revokeUser' | 'revokeAll' | 'sweep' | 'elapse' | 'stepWall'; u: number; k: number; ms: number };
+    const SLOTS = 8;
+    let runsThatEvicted = 0;
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            op: fc.oneof(
+              { weight: 8, arbitrary: fc.constant<Op['op']>('set') },
+              { weight: 6, arbitrary: fc.constant<Op['op']>('get') },
+              { weight: 1, arbitrary: fc.constantFrom<Op['op']>('del', 'revokeUser', 'sweep', 'elapse', 'stepWall') },
+              { weight: 1, arbitrary: fc.constantFrom<Op['op']>('revokeAll', 'set') },
+            ),
+            u: fc.integer({ min: 0, max: 5 }),
+            k: fc.integer({ min: 0, max: 3 }),
+            ms: fc.integer({ min: -3_600_000, max: 3_600_000 }),
+          }),
+          { maxLength: 200, size: 'max' },
+        ),
+        (ops: Op[]) => {
+          // True time is the monotonic clock; the wall clock is it plus a skew that steps.
+          let t = 10_000;
+          let skew = 0;
+          const wall = (): number => T0 + t + skew;
+          const cache = new AllowCache({ ...cfg, safetyMarginMs: 0, maxEntries: SLOTS }, wall, () => t);
+          /** What the service gave, by key: validUntil on the true clock, and whether a purge took it since. */
+          const given = new Map<string, { configKey: string; validUntil: number; purged: boolean }>();
+          let evicted = false;
+          for (const o of ops) {
+            const u = `user${o.u}`;
+            const configKey = `k${o.k}`;
+            const key = cacheKey({ userReference: u, configKey });
+            const life = Math.abs(o.ms) % 20_000;
+            if (o.op === 'set') {
+              // The service's ALLOW, valid `life` more ms of true time; its death computed on the wall clock, as the service's answer is read.
+              const validUntilTrue = T0 + t + life;
+              const validUntil = validUntilTrue + skew;
+              const full = cache.size === SLOTS;
+              // Refused (born dead): whatever was cached under the key stays as it was.
+              if (!cache.setAllow(key, u, allow(configKey, validUntil), wall() + life, cache.generation)) continue;
+              if (full) evicted = true;
+              given.set(key, { configKey, validUntil: validUntilTrue, purged: false });
+            } else if (o.op === 'get') {
+              const hit = cache.lookup(key);
+              if (hit !== undefined) {
+                const g = given.get(key);
+                expect(g, `${key}: an ALLOW the service never gave`).toBeDefined();
+                expect(g!.purged, `${key}: served after a purge`).toBe(false);
+                expect(T0 + t, `${key}: served at or after validUntil on the true clock`).toBeLessThan(g!.validUntil);
+                expect(hit.answer.decision).toBe('allow');
+                expect(JSON.parse(hit.answer.body).configKey).toBe(g!.configKey);
+              }
+            } else if (o.op === 'del') {
+              cache.delete(key);
+              if (given.has(key)) given.get(key)!.purged = true;
+            } else if (o.op === 'revokeUser') {
+              cache.revokeUser(u);
+              for (const [k2, g] of given) if (k2.startsWith(`${u.length}:${u}k`)) g.purged = true;
+            } else if (o.op === 'revokeAll') {
+              cache.revokeAll();
+              for (const g of given.values()) g.purged = true;
+            } else if (o.op === 'sweep') cache.sweep();
+            else if (o.op === 'elapse') t += life;
+            else skew += o.ms;
+            expect(cache.size).toBeLessThanOrEqual(SLOTS);
+          }
+          if (evicted) runsThatEvicted++;
+        },
+      ),
+      { numRuns: 300 },
+    );
+    // It does fill: most runs wrote into a full cache.
+    expect(runsThatEvicted).toBeGreaterThan(150);
   });
 
   it('a sweep deletes at most its budget, soonest deaths first', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DecisionError, parseCheckResponse } from '../../src/decision/index.js';
+import { AllowedDecision, DecisionError, parseCheckResponse } from '../../src/decision/index.js';
 import { answers, FAULTS } from './answer-gen.js';
 
 const NOW = 1_800_000_000_000;
@@ -20,7 +20,10 @@ const parse = (status: number, body: unknown, date?: string) =>
 
 describe('parseCheckResponse: the three shapes of the document', () => {
   it('accepts a well-formed ALLOW for the key asked', () => {
-    expect(parse(200, { decision: 'ALLOW', configKey: KEY, validUntil: NOW + 60_000 }).decision).toEqual({
+    const d = parse(200, { decision: 'ALLOW', configKey: KEY, validUntil: NOW + 60_000 }).decision;
+    expect(d).toBeInstanceOf(AllowedDecision);
+    if (!(d instanceof AllowedDecision)) return;
+    expect({ kind: d.kind, configKey: d.configKey, validUntil: d.validUntil }).toEqual({
       kind: 'allow',
       configKey: KEY,
       validUntil: NOW + 60_000,
