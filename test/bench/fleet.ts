@@ -1,0 +1,531 @@
+/**
+ * `npm run bench -- fleet` (or BENCH_ONLY=fleet): what a fleet costs one Redis. N real replicas
+ * (`serve` processes, BENCH_FLEET_REPLICAS, default 30) share one `redis-server` with emulated
+ * readers beyond them: processes that each run up to 100 replicas' worth of the sidecar's own
+ * fleet wiring (`startFleet`: the connection, its health check, the invalidation log and its
+ * subscription, and the dedup settlements' subscription), so they cost Redis exactly what a
+ * replica's Redis side costs, on the code as it is. At each size (BENCH_FLEET_EMULATED, emulated
+ * readers added in steps, default `0,100,300`) it counts, from Redis itself (`INFO commandstats`,
+ * `INFO stats`, `INFO cpu`):
+ * - idle: commands per second (and scripts) over BENCH_FLEET_IDLE_S (default 60) with nothing sent;
+ * - per revocation: commands, bytes out and Redis CPU for BENCH_FLEET_EVENTS (default 100)
+ *   revocation webhooks sent at BENCH_FLEET_RATE a second (default 10) to the real replicas in
+ *   turn, less what the idle fleet costs over the same time;
+ * - per webhook: the same for events that revoke nothing (deduplication alone);
+ * and, at the real N alone, how long a revocation takes to reach every replica (BENCH_FLEET_SAMPLES,
+ * default 100): each replica has the user's ALLOW cached, the revocation is delivered to one of
+ * them, and every replica is asked again and again until none answers from its cache.
+ * Then the line a linear fit of those sizes gives for N = 1,000, and the revocation rate at which
+ * one Redis core would be busy all the time.
+ *
+ * The load generator and the prober are processes of their own (this file with `--drive`), as are
+ * the emulated readers (`--emulate`), Redis, the upstream and the app; this process only starts
+ * them and reads Redis' counters. Alone: `npm run build && node --import tsx test/bench/fleet.ts`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac, randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { createClient } from '@redis/client';
+import { Pool } from 'undici';
+import { spawnRedisServer, type SpawnedRedis } from '../helpers/redis.js';
+import { fmt, freePort, machineLine, startChild, stopChild } from './lib.js';
+
+const SELF = fileURLToPath(import.meta.url);
+const CLI = process.env.BENCH_CLI ?? fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const BASELINES = fileURLToPath(new URL('./baselines.mjs', import.meta.url));
+const SECRET = 'whsec_fleetbenchfleetbenchfleetbench';
+const API_KEY = 'bench-key';
+const CONFIG_KEY = 'marketing-email';
+const PREFIX = 'bench-fleet:';
+const REAL = Number(process.env.BENCH_FLEET_REPLICAS ?? 30);
+const EMULATED = (process.env.BENCH_FLEET_EMULATED ?? '0,100,300').split(',').map((s) => Number(s.trim()));
+const IDLE_S = Number(process.env.BENCH_FLEET_IDLE_S ?? 60);
+const EVENTS = Number(process.env.BENCH_FLEET_EVENTS ?? 100);
+const RATE = Number(process.env.BENCH_FLEET_RATE ?? 10);
+const SAMPLES = Number(process.env.BENCH_FLEET_SAMPLES ?? 100);
+/** Emulated readers per process. */
+const PER_EMULATOR = 100;
+/** The size the model speaks for. */
+const MODEL_N = 1000;
+const clock = (): number => performance.timeOrigin + performance.now();
+
+/** What Redis says it did: every command (scripts' own calls included), bytes, CPU. */
+interface RedisCounters {
+  readonly at: number;
+  /** Calls by command name, the bench's own (INFO, CONFIG, CLIENT) left out. */
+  readonly calls: Record<string, number>;
+  readonly bytesOut: number;
+  readonly bytesIn: number;
+  /** used_cpu_user + used_cpu_sys (s). */
+  readonly cpuS: number;
+}
+
+const OWN = new Set(['info', 'config', 'client', 'hello', 'ping']);
+
+/** The one command the bench sends Redis while it measures. */
+interface Admin {
+  sendCommand(args: string[]): Promise<unknown>;
+}
+
+async function counters(admin: Admin): Promise<RedisCounters> {
+  const text = String(await admin.sendCommand(['INFO', 'all']));
+  const calls: Record<string, number> = {};
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (!OWN.has(m[1]!.split('|')[0]!)) calls[m[1]!] = Number(m[2]);
+  const num = (k: string): number => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { at: clock(), calls, bytesOut: num('total_net_output_bytes'), bytesIn: num('total_net_input_bytes'), cpuS: num('used_cpu_user') + num('used_cpu_sys') };
+}
+
+interface Delta {
+  readonly s: number;
+  readonly commands: number;
+  readonly scripts: number;
+  readonly bytesOut: number;
+  readonly bytesIn: number;
+  readonly cpuS: number;
+  readonly byCommand: Record<string, number>;
+}
+
+function delta(a: RedisCounters, b: RedisCounters): Delta {
+  const byCommand: Record<string, number> = {};
+  for (const [k, v] of Object.entries(b.calls)) if (v - (a.calls[k] ?? 0) > 0) byCommand[k] = v - (a.calls[k] ?? 0);
+  const commands = Object.values(byCommand).reduce((s, v) => s + v, 0);
+  const scripts = (byCommand.evalsha ?? 0) + (byCommand.eval ?? 0);
+  return { s: (b.at - a.at) / 1000, commands, scripts, bytesOut: b.bytesOut - a.bytesOut, bytesIn: b.bytesIn - a.bytesIn, cpuS: b.cpuS - a.cpuS, byCommand };
+}
+
+/** One size of the fleet. */
+export interface FleetPoint {
+  readonly n: number;
+  readonly real: number;
+  readonly idle: { readonly commandsPerS: number; readonly scriptsPerS: number; readonly cpuPct: number; readonly byCommandPerS: Record<string, number> };
+  readonly revocation: PerEvent;
+  readonly webhook: PerEvent;
+}
+
+interface PerEvent {
+  readonly sent: number;
+  readonly acknowledged: number;
+  readonly commands: number;
+  readonly scripts: number;
+  readonly bytesOut: number;
+  readonly bytesIn: number;
+  /** Redis CPU per event (µs). */
+  readonly cpuUs: number;
+  readonly byCommand: Record<string, number>;
+}
+
+export interface Propagation {
+  readonly replicas: number;
+  readonly samples: number;
+  /** From the revocation's 200 until the last replica stopped answering from its cache (ms). */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** The same from the delivery's sending. */
+  readonly fromSentP50Ms: number;
+  readonly fromSentP99Ms: number;
+  /** Samples in which some replica still answered from its cache after 10 s. */
+  readonly unfinished: number;
+}
+
+export interface FleetModel {
+  readonly n: number;
+  readonly idleCommandsPerS: number;
+  readonly idleCpuPct: number;
+  readonly revocationCommands: number;
+  readonly revocationBytesOut: number;
+  readonly revocationCpuUs: number;
+  readonly webhookCommands: number;
+  readonly webhookBytesOut: number;
+  /** Revocations a second at which one Redis core is busy all the time (idle load included). */
+  readonly saturatingRevocationsPerS: number;
+}
+
+export interface FleetBench {
+  readonly machine: string;
+  readonly machineAfter: string;
+  readonly redisVersion: string;
+  readonly points: readonly FleetPoint[];
+  readonly propagation: Propagation;
+  readonly model: FleetModel;
+}
+
+// --- children ----------------------------------------------------------------------------------
+
+/**
+ * `--emulate <redisUrl> <count>`: `count` replicas' Redis side, each through the sidecar's own
+ * fleet wiring with its own connection, as a passthrough replica with webhooks runs it.
+ */
+async function runEmulator(redisUrl: string, count: number): Promise<void> {
+  const { loadServeConfig } = await import('../../src/config/index.js');
+  const { startFleet } = await import('../../src/fleet-wiring.js');
+  const { createRegistry, silentLogger } = await import('../../src/observability/index.js');
+  const config = loadServeConfig(
+    { 'upstream-url': 'http://127.0.0.1:9', 'api-key': API_KEY, 'app-webhook-url': 'http://127.0.0.1:9/hooks', 'webhook-secret': SECRET, 'redis-url': redisUrl, 'redis-key-prefix': PREFIX },
+    {},
+  );
+  const noop = { revokeUser: () => 0, revokeAll: () => 0 };
+  const fleets: { close(): Promise<void> }[] = [];
+  for (let i = 0; i < count; i++) {
+    const fleet = await startFleet(config, { local: noop, registry: createRegistry({ defaultMetrics: false }), logger: silentLogger(), now: Date.now });
+    // The webhook wing's shared dedup listens for settlements on every replica.
+    await fleet.shared!.claims.onSettled(() => undefined);
+    fleets.push(fleet);
+  }
+  process.once('SIGTERM', () => void Promise.allSettled(fleets.map((f) => f.close())).then(() => process.exit(0)));
+  process.stdout.write('ready\n');
+}
+
+interface EventsJob {
+  readonly kind: 'events';
+  readonly webhookUrls: readonly string[];
+  readonly revoke: boolean;
+  readonly count: number;
+  readonly rate: number;
+  readonly tag: string;
+}
+
+interface PropagationJob {
+  readonly kind: 'propagation';
+  readonly webhookUrls: readonly string[];
+  readonly decisionUrls: readonly string[];
+  readonly samples: number;
+}
+
+/** A delivery signed here, as the service signs it (not by our code). */
+function signed(id: string, type: string, data: Record<string, unknown>): { headers: Record<string, string>; body: string } {
+  const body = JSON.stringify({ id, sequence: 1, type, occurredAt: Date.now(), data });
+  const ts = String(Math.floor(Date.now() / 1000));
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-service-event-id': id,
+      'x-service-delivery-id': `dlv_${id}`,
+      'x-service-timestamp': ts,
+      'x-service-signature': `v1=${createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex')}`,
+    },
+  };
+}
+
+async function deliver(pool: Pool, id: string, revokeUser: string | null): Promise<number> {
+  const { headers, body } = revokeUser
+    ? signed(id, 'consent_action.created', { action: 'revoke', userReference: revokeUser, configKey: CONFIG_KEY })
+    : signed(id, 'redec.access.occurred', { customer_tenant_id: 'nobody' });
+  const res = await pool.request({ method: 'POST', path: '/webhooks', headers, body });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+/** Events at a fixed rate to the replicas in turn; prints how many were answered 200. */
+async function runEvents(job: EventsJob): Promise<{ sent: number; acknowledged: number }> {
+  const pools = job.webhookUrls.map((u) => new Pool(u, { connections: 4 }));
+  const start = clock();
+  const pending: Promise<number>[] = [];
+  for (let k = 0; k < job.count; k++) {
+    const wait = start + (k * 1000) / job.rate - clock();
+    if (wait > 0) await sleep(wait);
+    const id = `evt_${job.tag}_${k}`;
+    pending.push(deliver(pools[k % pools.length]!, id, job.revoke ? `user-${job.tag}-${k}` : null).catch(() => 0));
+  }
+  const codes = await Promise.all(pending);
+  await Promise.all(pools.map((p) => p.close()));
+  return { sent: job.count, acknowledged: codes.filter((c) => c === 200).length };
+}
+
+async function check(pool: Pool, user: string): Promise<string> {
+  const res = await pool.request({
+    method: 'POST',
+    path: '/v1/authorization/check',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ userReference: user, configKey: CONFIG_KEY }),
+  });
+  await res.body.dump();
+  return res.statusCode === 200 ? String(res.headers['x-consent-decision-source']) : `status ${res.statusCode}`;
+}
+
+/**
+ * Per sample: every replica caches the user's ALLOW; the revocation goes to one replica; every
+ * replica is asked until none answers from its cache. Prints each sample's times.
+ */
+async function runPropagation(job: PropagationJob): Promise<{ fromAck: number[]; fromSent: number[]; unfinished: number }> {
+  const decisions = job.decisionUrls.map((u) => new Pool(u, { connections: 2 }));
+  const hooks = job.webhookUrls.map((u) => new Pool(u, { connections: 1 }));
+  const fromAck: number[] = [];
+  const fromSent: number[] = [];
+  let unfinished = 0;
+  for (let k = 0; k < job.samples; k++) {
+    const user = `prop-${randomBytes(4).toString('hex')}-${k}`;
+    await Promise.all(decisions.map((p) => check(p, user)));
+    const cached = await Promise.all(decisions.map((p) => check(p, user)));
+    if (cached.some((s) => s !== 'cache')) throw new Error(`a replica did not cache the ALLOW: ${cached.join(', ')}`);
+    const purgedAt: (number | undefined)[] = decisions.map(() => undefined);
+    const sentAt = clock();
+    let ackAt: number | undefined;
+    const acked = deliver(hooks[k % hooks.length]!, `evt_prop_${user}`, user).then((code) => {
+      if (code !== 200) throw new Error(`the revocation was answered ${code}`);
+      ackAt = clock();
+    });
+    const deadline = sentAt + 10_000;
+    while (purgedAt.some((t) => t === undefined) && clock() < deadline) {
+      await Promise.all(
+        decisions.map(async (p, i) => {
+          if (purgedAt[i] !== undefined) return;
+          if ((await check(p, user)) !== 'cache') purgedAt[i] = clock();
+        }),
+      );
+    }
+    await acked;
+    if (purgedAt.some((t) => t === undefined)) {
+      unfinished++;
+      continue;
+    }
+    const last = Math.max(...(purgedAt as number[]));
+    fromAck.push(Math.max(0, last - ackAt!));
+    fromSent.push(last - sentAt);
+    await sleep(50);
+  }
+  await Promise.all([...decisions, ...hooks].map((p) => p.close()));
+  return { fromAck, fromSent, unfinished };
+}
+
+/** Runs this file as a child with `args`; resolves its last stdout line as JSON. */
+function child<T>(args: string[]): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', SELF, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    c.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`bench child ${args[0]} exited ${code}`));
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop()!) as T);
+      } catch {
+        reject(new Error(`bench child ${args[0]}: unreadable report (${out.length} bytes)`));
+      }
+    });
+  });
+}
+
+/** Starts an emulator process with `count` replicas; resolves once all are started. */
+function emulator(redisUrl: string, count: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', SELF, '--emulate', redisUrl, String(count)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+      if (out.includes('ready')) resolve(c);
+    });
+    c.once('exit', (code) => reject(new Error(`emulator exited ${code} before it was ready`)));
+  });
+}
+
+// --- the bench ---------------------------------------------------------------------------------
+
+const pct = (xs: readonly number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+/** Least-squares line through (x, y). */
+function fit(points: readonly (readonly [number, number])[]): (x: number) => number {
+  const n = points.length;
+  if (n === 1) return (x) => (points[0]![1] / points[0]![0]) * x;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  const sxx = points.reduce((s, [x]) => s + (x - mx) ** 2, 0);
+  const slope = points.reduce((s, [x, y]) => s + (x - mx) * (y - my), 0) / sxx;
+  return (x) => my + slope * (x - mx);
+}
+
+export async function benchFleet(): Promise<FleetBench> {
+  const machine = machineLine();
+  const stops: (() => Promise<void>)[] = [];
+  const redis: SpawnedRedis = await spawnRedisServer({ args: ['--save', '', '--appendonly', 'no', '--maxclients', '20000'] });
+  stops.push(() => redis.stop());
+  const admin = createClient({ url: redis.url });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  stops.push(async () => void admin.destroy());
+  try {
+    const redisVersion = /redis_version:(\S+)/.exec(String(await admin.sendCommand(['INFO', 'server'])))?.[1] ?? '?';
+    const upPort = await freePort();
+    const upstream = await startChild(process.execPath, [BASELINES, 'upstream', String(upPort), String(Date.now() + 86_400_000)], `http://127.0.0.1:${upPort}/ready`);
+    stops.push(() => stopChild(upstream));
+    const appPort = await freePort();
+    const app = await startChild(process.execPath, [BASELINES, 'app', String(appPort)], `http://127.0.0.1:${appPort}/ready`);
+    stops.push(() => stopChild(app));
+
+    // The real replicas, a few at a time (a busy machine starts 30 node processes slowly).
+    const replicas: { decision: string; webhook: string }[] = [];
+    for (let i = 0; i < REAL; i += 5) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(5, REAL - i) }, async () => {
+          const [d, w, a] = [await freePort(), await freePort(), await freePort()];
+          const c = await startChild(
+            process.execPath,
+            [CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', API_KEY, '--listen', `127.0.0.1:${d}`, '--webhook-listen', `127.0.0.1:${w}`,
+              '--admin-listen', `127.0.0.1:${a}`, '--app-webhook-url', `http://127.0.0.1:${appPort}/hooks`, '--webhook-secret', SECRET,
+              '--redis-url', redis.url, '--redis-key-prefix', PREFIX, '--log-level', 'warn'],
+            `http://127.0.0.1:${a}/readyz`,
+          );
+          stops.push(() => stopChild(c));
+          return { decision: `http://127.0.0.1:${d}`, webhook: `http://127.0.0.1:${w}` };
+        }),
+      );
+      replicas.push(...batch);
+    }
+    const webhookUrls = replicas.map((r) => r.webhook);
+    await sleep(5000); // every replica connected, subscribed and past its first reads
+
+    // Propagation at the real N, nothing else on Redis.
+    const prop = await child<{ fromAck: number[]; fromSent: number[]; unfinished: number }>([
+      '--drive',
+      JSON.stringify({ kind: 'propagation', webhookUrls, decisionUrls: replicas.map((r) => r.decision), samples: SAMPLES } satisfies PropagationJob),
+    ]);
+    const propagation: Propagation = {
+      replicas: REAL,
+      samples: prop.fromAck.length,
+      p50Ms: pct(prop.fromAck, 50),
+      p99Ms: pct(prop.fromAck, 99),
+      maxMs: Math.max(...prop.fromAck),
+      fromSentP50Ms: pct(prop.fromSent, 50),
+      fromSentP99Ms: pct(prop.fromSent, 99),
+      unfinished: prop.unfinished,
+    };
+
+    const points: FleetPoint[] = [];
+    let emulated = 0;
+    for (const [step, target] of EMULATED.entries()) {
+      while (emulated < target) {
+        const count = Math.min(PER_EMULATOR, target - emulated);
+        const e = await emulator(redis.url, count);
+        stops.push(() => stopChild(e));
+        emulated += count;
+      }
+      await sleep(5000);
+      const n = REAL + emulated;
+      const i0 = await counters(admin);
+      await sleep(IDLE_S * 1000);
+      const i1 = await counters(admin);
+      const idle = delta(i0, i1);
+      const idlePerS = (x: number): number => x / idle.s;
+      const perEvent = async (revoke: boolean): Promise<PerEvent> => {
+        const a = await counters(admin);
+        const sent = await child<{ sent: number; acknowledged: number }>([
+          '--drive',
+          JSON.stringify({ kind: 'events', webhookUrls, revoke, count: EVENTS, rate: RATE, tag: `${revoke ? 'rev' : 'hook'}${step}` } satisfies EventsJob),
+        ]);
+        await sleep(2000); // every replica's reads after the last nudge are done
+        const d = delta(a, await counters(admin));
+        const less = (x: number, idleX: number): number => (x - idlePerS(idleX) * d.s) / sent.sent;
+        const byCommand: Record<string, number> = {};
+        for (const [k, v] of Object.entries(d.byCommand)) byCommand[k] = less(v, idle.byCommand[k] ?? 0);
+        return {
+          ...sent,
+          commands: less(d.commands, idle.commands),
+          scripts: less(d.scripts, idle.scripts),
+          bytesOut: less(d.bytesOut, idle.bytesOut),
+          bytesIn: less(d.bytesIn, idle.bytesIn),
+          cpuUs: less(d.cpuS, idle.cpuS) * 1e6,
+          byCommand,
+        };
+      };
+      const revocation = await perEvent(true);
+      const webhook = await perEvent(false);
+      const byCommandPerS: Record<string, number> = {};
+      for (const [k, v] of Object.entries(idle.byCommand)) byCommandPerS[k] = v / idle.s;
+      points.push({ n, real: REAL, idle: { commandsPerS: idlePerS(idle.commands), scriptsPerS: idlePerS(idle.scripts), cpuPct: idlePerS(idle.cpuS) * 100, byCommandPerS }, revocation, webhook });
+      console.log(`  measured N = ${n}: ${pointLine(points.at(-1)!)}`);
+    }
+
+    const at = (f: (p: FleetPoint) => number): number => fit(points.map((p) => [p.n, f(p)] as const))(MODEL_N);
+    const idleCpuPct = Math.max(0, at((p) => p.idle.cpuPct));
+    const revocationCpuUs = at((p) => p.revocation.cpuUs);
+    const model: FleetModel = {
+      n: MODEL_N,
+      idleCommandsPerS: at((p) => p.idle.commandsPerS),
+      idleCpuPct,
+      revocationCommands: at((p) => p.revocation.commands),
+      revocationBytesOut: at((p) => p.revocation.bytesOut),
+      revocationCpuUs,
+      webhookCommands: at((p) => p.webhook.commands),
+      webhookBytesOut: at((p) => p.webhook.bytesOut),
+      saturatingRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / revocationCpuUs,
+    };
+    return { machine, machineAfter: machineLine(), redisVersion, points, propagation, model };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  }
+}
+
+function pointLine(p: FleetPoint): string {
+  return [
+    `idle ${fmt(p.idle.commandsPerS, 1)} cmd/s (${fmt(p.idle.scriptsPerS, 1)} scripts/s, ${fmt(p.idle.commandsPerS / p.n, 3)} per replica, Redis CPU ${fmt(p.idle.cpuPct, 1)} %)`,
+    `revocation ${fmt(p.revocation.commands, 1)} cmd (${fmt(p.revocation.scripts, 1)} scripts), ${fmt(p.revocation.bytesOut / 1024, 1)} kB out, ${fmt(p.revocation.cpuUs)} µs CPU (${p.revocation.acknowledged}/${p.revocation.sent} 200)`,
+    `webhook ${fmt(p.webhook.commands, 1)} cmd, ${fmt(p.webhook.bytesOut / 1024, 1)} kB out, ${fmt(p.webhook.cpuUs)} µs CPU (${p.webhook.acknowledged}/${p.webhook.sent} 200)`,
+  ].join('; ');
+}
+
+export function fleetLines(r: FleetBench): string[] {
+  const row = (cells: string[]): string => `| ${cells.join(' | ')} |`;
+  const lines = [
+    `Fleet on one Redis (redis-server ${r.redisVersion}; ${r.points[0]?.real ?? 0} real replicas, the rest emulated; idle over ${IDLE_S} s; ${EVENTS} events per row at ${RATE}/s)`,
+    `  before: ${r.machine}`,
+    `  after:  ${r.machineAfter}`,
+    row(['N', 'idle commands/s (scripts/s)', 'per idle replica', 'commands per revocation', 'bytes out per revocation', 'Redis CPU per revocation', 'commands per webhook', 'bytes out per webhook']),
+    row(['---', '---', '---', '---', '---', '---', '---', '---']),
+  ];
+  for (const p of r.points) {
+    lines.push(
+      row([
+        String(p.n),
+        `${fmt(p.idle.commandsPerS, 1)} (${fmt(p.idle.scriptsPerS, 1)})`,
+        fmt(p.idle.commandsPerS / p.n, 3),
+        fmt(p.revocation.commands, 1),
+        `${fmt(p.revocation.bytesOut / 1024, 1)} k`,
+        `${fmt(p.revocation.cpuUs)} µs`,
+        fmt(p.webhook.commands, 1),
+        `${fmt(p.webhook.bytesOut / 1024, 1)} k`,
+      ]),
+    );
+  }
+  const m = r.model;
+  lines.push(
+    row([
+      `${fmt(m.n)} (model)`,
+      fmt(m.idleCommandsPerS, 0),
+      fmt(m.idleCommandsPerS / m.n, 3),
+      fmt(m.revocationCommands, 0),
+      `${fmt(m.revocationBytesOut / 1024, 0)} k`,
+      `${fmt(m.revocationCpuUs)} µs`,
+      fmt(m.webhookCommands, 0),
+      `${fmt(m.webhookBytesOut / 1024, 0)} k`,
+    ]),
+  );
+  const p = r.propagation;
+  lines.push(
+    `  model, N = ${fmt(m.n)}: idle Redis CPU ${fmt(m.idleCpuPct, 1)} % of a core; one Redis core saturates at ${fmt(m.saturatingRevocationsPerS)} revocations/s`,
+    `  propagation to all ${p.replicas} real replicas (${p.samples} revocations${p.unfinished ? `, ${p.unfinished} NOT everywhere within 10 s` : ''}): from the 200 p50 ${fmt(p.p50Ms, 1)} ms, p99 ${fmt(p.p99Ms, 1)} ms, max ${fmt(p.maxMs, 1)} ms; from the delivery sent p50 ${fmt(p.fromSentP50Ms, 1)} ms, p99 ${fmt(p.fromSentP99Ms, 1)} ms`,
+  );
+  return lines;
+}
+
+// --- entry -------------------------------------------------------------------------------------
+
+if (process.argv[1] === SELF) {
+  const [mode, a, b] = process.argv.slice(2);
+  const print = (v: unknown): Promise<void> => new Promise((resolve) => process.stdout.write(`${JSON.stringify(v)}\n`, () => resolve()));
+  if (mode === '--emulate') {
+    await runEmulator(a!, Number(b));
+  } else if (mode === '--drive') {
+    const job = JSON.parse(a!) as EventsJob | PropagationJob;
+    await print(job.kind === 'events' ? await runEvents(job) : await runPropagation(job));
+    process.exit(0);
+  } else {
+    const r = await benchFleet();
+    console.log(fleetLines(r).join('\n'));
+    process.exit(0);
+  }
+}
