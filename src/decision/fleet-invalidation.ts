@@ -5,13 +5,25 @@ import { storeRefused } from '../lib/store-failure.js';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { CacheTrust } from './cache-trust.js';
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
+import type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from './invalidation-log.js';
 import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
-import { sealSubject, type EntryMacs, type EntryPlace } from './invalidation-seal.js';
+import { chainSubject, sealEntry, sealSubject, type ChainedPlace, type EntryMacs } from './invalidation-seal.js';
 
-/** How often a replica reads the log even without a nudge (ms): the bound on a lost nudge. */
+/**
+ * How often a replica reads the log while its subscription is not proven up, or it missed
+ * something (ms): the bound on a revocation published meanwhile.
+ */
 export const INVALIDATION_POLL_INTERVAL_MS = 1000;
-/** Entries read per call. */
+/**
+ * How often a replica reads the log while its subscription is proven up and it missed nothing
+ * (ms): every revocation published then reaches it as a nudge (a subscriber Redis cannot keep up
+ * with is disconnected, not sent less), so this read only proves the subscription again and
+ * checks Redis (see `RedisConnection`).
+ */
+export const INVALIDATION_QUIET_POLL_INTERVAL_MS = 30_000;
+/** How long a read's echo may take to come back on the subscription (ms) before the subscription is no longer taken as up. */
+export const INVALIDATION_ECHO_WAIT_MS = 2000;
+/** Entries read per call; also the most nudges held while a read is in flight (beyond, they are dropped and the log read again). */
 const READ_BATCH = 500;
 /**
  * A replica that could not read the log at start reads, at first contact, what was written since
@@ -27,7 +39,7 @@ export interface FleetInvalidationOptions {
   readonly local: RevocationHook;
   /**
    * Seals this replica's entries and verifies everyone's (keyed from the webhook secrets): an entry
-   * that does not verify is a revocation of unknown scope.
+   * that does not verify is a revocation of unknown scope, a nudge that does not verify is a reason to read.
    */
   readonly macs: EntryMacs;
   readonly metrics: InvalidationMetrics;
@@ -42,27 +54,46 @@ export interface FleetInvalidationOptions {
   readonly trust?: CacheTrust;
   /** Tells this replica's own entries apart (a random id by default). */
   readonly replicaId?: string;
+  /** Default {@link INVALIDATION_POLL_INTERVAL_MS}. */
   readonly pollIntervalMs?: number;
+  /** Default {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}. */
+  readonly quietPollIntervalMs?: number;
+  /** Default {@link INVALIDATION_ECHO_WAIT_MS}. */
+  readonly echoWaitMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
   readonly now?: () => number;
   /** How far the store's clock may be behind ours (ms); {@link START_CLOCK_SLACK_MS} by default. */
   readonly clockSlackMs?: number;
 }
 
+/** What waits while a read is in flight: a nudge, or where this replica's own append went. */
+type Held = { readonly nudge: InvalidationNudge } | { readonly own: AppendedPlace };
+
 /**
  * Keeps this replica's cache as true as the fleet's (contract, Several replicas): a revocation is
- * purged here at once and appended to the shared log; the other replicas read the log from the
- * last position they saw, on a nudge and at least every second. A stall, a reconnect or a failover
- * that lost nothing costs no cache: the replica reads what it missed. It purges everything only when
- * it cannot tell what it missed (the log restarted empty, it fell behind the log's retention, an
- * entry after its position was removed however it was removed, a failover rewound the log, an entry
- * it cannot read, an entry whose MAC does not verify), counted by cause.
+ * purged here at once and appended to the shared log right after its last entry; the nudge
+ * published with it carries the entry, sealed with the id before it. A replica whose position is
+ * that id applies it with no read; one that missed something (the nudge names an entry it has not
+ * read as the one before) reads the log from its position, as it does when the nudge does not
+ * verify: a forged or reordered nudge costs a read, never an entry skipped. This replica's own
+ * entry moves it on from the append's answer (or its own nudge), unread.
+ *
+ * While the subscription is proven up (a read that reached the head was echoed back on it, and
+ * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
+ * reads the log only every {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}; otherwise every
+ * {@link INVALIDATION_POLL_INTERVAL_MS}, as on every nudge that shows a gap, every reconnect and
+ * every restore. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
+ * reads what it missed. It purges everything only when it cannot tell what it missed (the log
+ * restarted empty, it fell behind the log's retention, an entry after its position was removed
+ * however it was removed, a failover rewound the log, an entry it cannot read, an entry whose MAC
+ * does not verify), counted by cause.
  *
  * A read that fails is counted and logged (rate-limited). When reads have failed for longer than
  * `maxSilenceMs` while the store kept answering (an error reply, or other commands: a store that
  * answers may hold a revocation another replica was answered 200 for), the cache serves nothing
- * until a read reaches the head. A store that answers nobody leaves the cache serving: then no
- * replica can have a revocation acknowledged either.
+ * until a read reaches the head; the time counts from when this replica last knew it had
+ * everything (a read that reached the head, or the subscription while it was proven up). A store
+ * that answers nobody leaves the cache serving: then no replica can have a revocation acknowledged either.
  */
 export class FleetInvalidation implements RevocationPublisher {
   private readonly replicaId: string;
@@ -74,11 +105,29 @@ export class FleetInvalidation implements RevocationPublisher {
   private inStart = false;
   private running: Promise<void> | null = null;
   private again = false;
+  /** A read's request is in flight: nudges and own appends wait for its page ({@link held}). */
+  private reading = false;
+  private held: Held[] = [];
+  private readonly appending = new Set<Promise<AppendedPlace>>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly startedAtMs: number;
-  /** performance.now() when the last read that reached the head was sent. */
+  /**
+   * performance.now() up to which everything written was applied (or purged for), while the
+   * subscription is not proven up; while it is, that is now.
+   */
   private caughtUpAt = performance.now();
+  /** The subscription is proven up and nothing was missed since: nudges are the whole log. */
+  private live = false;
+  /** performance.now() when the subscription last delivered something in order (a nudge applied, an echo). */
+  private lastHeardAt = performance.now();
+  /** Connections broken or moved so far: an echo proves only the subscription it was sent on. */
+  private disturbances = 0;
+  /** The echo of the last read that reached the head, still to come. */
+  private awaited: { readonly token: string; readonly disturbances: number; timer?: NodeJS.Timeout } | null = null;
+  private lastEcho: string | null = null;
+  /** The newest entry a verified nudge announced that this replica has not read: the next read must find it. */
+  private announced: string | null = null;
   private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly options: FleetInvalidationOptions) {
@@ -86,6 +135,7 @@ export class FleetInvalidation implements RevocationPublisher {
     this.replicaId = options.replicaId ?? randomUUID();
     this.startedAtMs = (options.now ?? Date.now)();
     options.metrics.bypassed.set(0);
+    options.metrics.subscribed.set(0);
   }
 
   /**
@@ -97,21 +147,29 @@ export class FleetInvalidation implements RevocationPublisher {
     this.inStart = true;
     try {
       log.onRestored(() => void this.catchUp());
-      await log.onAppended(() => void this.catchUp());
+      log.onDisturbed(() => this.disturbed());
+      log.onEcho((token) => this.echoed(token));
+      await log.onAppended((nudge) => this.take({ nudge }));
       await this.catchUp();
     } finally {
       this.inStart = false;
     }
-    this.timer = setInterval(() => void this.catchUp(), this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
-    this.timer.unref();
+    this.schedule();
   }
 
   publish(revocation: Revocation): Promise<void> {
     applyTo(this.options.local, revocation);
-    const seal = (place: EntryPlace): string | null => this.options.macs.sign(sealSubject(place, this.replicaId, revocation));
-    return this.options.log.append(this.replicaId, revocation, seal).then(
-      () => void this.options.metrics.published.inc({ outcome: 'ok' }),
+    const seal = (place: ChainedPlace) => sealEntry(this.options.macs, place, this.replicaId, revocation);
+    const appended = this.options.log.append(this.replicaId, revocation, seal, this.synced ? this.position : null);
+    this.appending.add(appended);
+    return appended.then(
+      (place) => {
+        this.appending.delete(appended);
+        this.options.metrics.published.inc({ outcome: 'ok' });
+        this.take({ own: place });
+      },
       (err: unknown) => {
+        this.appending.delete(appended);
         this.options.metrics.published.inc({ outcome: 'failed' });
         throw err;
       },
@@ -120,7 +178,8 @@ export class FleetInvalidation implements RevocationPublisher {
 
   close(): void {
     this.closed = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
+    clearTimeout(this.awaited?.timer);
   }
 
   /** Reads what is new; calls that come while a read runs make one more read after it (and share its promise). */
@@ -130,36 +189,187 @@ export class FleetInvalidation implements RevocationPublisher {
       this.again = true;
       return this.running;
     }
-    this.running = this.read().finally(() => (this.running = null));
+    this.running = this.read().finally(() => {
+      this.running = null;
+      this.schedule();
+    });
     return this.running;
   }
 
+  /** The next read: soon while anything may have been missed, at the quiet pace while the subscription carries everything. */
+  private schedule(): void {
+    if (this.closed || this.inStart) return;
+    clearTimeout(this.timer);
+    const ms = this.live ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
+    this.timer = setTimeout(() => void this.catchUp(), ms);
+    this.timer.unref();
+  }
+
   private async read(): Promise<void> {
+    // This replica's own appends first: each answer says where its entry went, so the read goes on
+    // after it (a replica without a key could not verify it, and would purge everything for it).
+    if (this.appending.size > 0) await Promise.allSettled([...this.appending]);
     for (;;) {
       this.again = false;
       const { log } = this.options;
       const sentAt = performance.now();
+      const disturbances = this.disturbances;
+      const echo = randomUUID();
       let page: InvalidationPage;
+      this.reading = true;
       try {
         page = this.synced
-          ? await log.readAfter(this.position, READ_BATCH)
+          ? await log.readAfter(this.position, READ_BATCH, { echo, announced: this.announced })
           : this.inStart
-            ? await log.readAfter(null, READ_BATCH)
-            : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH);
+            ? await log.readAfter(null, READ_BATCH, { echo })
+            : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH, { echo });
       } catch (err) {
         // The next nudge, poll or restore reads again from the same position.
+        this.reading = false;
         this.readFailed(err, sentAt);
+        this.drain();
         return;
       }
+      this.reading = false;
       const more = this.apply(page);
-      if (!more) this.caughtUp(sentAt);
+      if (!more) this.reachedHead(sentAt, echo, disturbances);
+      this.drain();
       if (!more && !this.again) return;
     }
   }
 
+  /** A nudge, or where an own append went: now, or after the page of the read in flight. */
+  private take(item: Held): void {
+    if (this.closed) return;
+    if (!this.reading) return this.handle(item);
+    if (this.held.length >= READ_BATCH) {
+      // A flood while a read waits: what they said is in the log; read it once more instead.
+      this.held = [];
+      this.again = true;
+    }
+    this.held.push(item);
+  }
+
+  private drain(): void {
+    const held = this.held;
+    this.held = [];
+    for (const item of held) this.handle(item);
+  }
+
+  private handle(item: Held): void {
+    if ('own' in item) return this.ownAppended(item.own);
+    const { metrics, log, macs } = this.options;
+    const entry = item.nudge.entry;
+    if (!this.synced || this.position === null || this.epoch === null) {
+      void this.catchUp();
+      return;
+    }
+    if (!entry) {
+      metrics.nudges.inc({ outcome: 'unverified' });
+      void this.catchUp();
+      return;
+    }
+    // Nothing a nudge says is believed before its MAC verifies (anyone who can publish can send one),
+    // not even where it stands: ids are compared only within this replica's epoch, which the MAC
+    // covers. One that does not verify only makes this replica read (the log tells a new epoch).
+    if (!macs.verify(chainSubject({ epoch: this.epoch, id: entry.id, previous: entry.previous }, entry.origin, entry.revocation), entry.chain)) {
+      metrics.nudges.inc({ outcome: 'unverified' });
+      void this.catchUp();
+      return;
+    }
+    const step = log.step(this.position, entry);
+    if (step === 'stale') {
+      metrics.nudges.inc({ outcome: 'stale' });
+      return;
+    }
+    if (step === 'gap') {
+      // A genuine entry whose previous this replica never saw: a nudge was lost. The read must find it.
+      metrics.nudges.inc({ outcome: 'gap' });
+      this.announced = entry.id;
+      this.missed(this.lastHeardAt);
+      void this.catchUp();
+      return;
+    }
+    this.position = step.next;
+    this.lastHeardAt = performance.now();
+    if (entry.origin === this.replicaId) {
+      metrics.nudges.inc({ outcome: 'own' });
+      return;
+    }
+    applyTo(this.options.local, entry.revocation);
+    metrics.received.inc({ scope: entry.revocation.scope });
+    metrics.nudges.inc({ outcome: 'applied' });
+  }
+
+  /**
+   * This replica's own entry, as the append's answer placed it: the next one moves it on unread.
+   * After a gap it waits for the nudges (its own among them), which say what it missed.
+   */
+  private ownAppended(place: AppendedPlace): void {
+    if (!this.synced || this.position === null || place.epoch !== this.epoch) {
+      void this.catchUp();
+      return;
+    }
+    const step = this.options.log.step(this.position, place);
+    if (typeof step === 'object') this.position = step.next;
+  }
+
+  /** A connection broke or moved: what was published meanwhile may be lost. */
+  private disturbed(): void {
+    this.disturbances++;
+    clearTimeout(this.awaited?.timer);
+    this.awaited = null;
+    this.missed(this.lastHeardAt);
+    void this.catchUp();
+  }
+
+  /** Nudges may have been missed since `since`: the subscription is no proof of anything until an echo says it is up. */
+  private missed(since: number): void {
+    if (!this.live) return;
+    this.live = false;
+    this.caughtUpAt = Math.max(this.caughtUpAt, since);
+    this.options.metrics.subscribed.set(0);
+    this.schedule();
+  }
+
+  /** A read reached the head: everything written before `sentAt` is applied; its echo will say whether the subscription carries the rest. */
+  private reachedHead(sentAt: number, token: string, disturbances: number): void {
+    this.caughtUp(sentAt);
+    this.announced = null;
+    clearTimeout(this.awaited?.timer);
+    this.awaited = null;
+    if (disturbances !== this.disturbances) return;
+    const awaited: { token: string; disturbances: number; timer?: NodeJS.Timeout } = { token, disturbances };
+    if (this.lastEcho === token) return this.proven(awaited);
+    this.awaited = awaited;
+    awaited.timer = setTimeout(() => {
+      if (this.awaited !== awaited) return;
+      this.awaited = null;
+      this.missed(sentAt);
+    }, this.options.echoWaitMs ?? INVALIDATION_ECHO_WAIT_MS);
+    awaited.timer.unref();
+  }
+
+  private echoed(token: string): void {
+    this.lastEcho = token;
+    if (this.awaited?.token === token) this.proven(this.awaited);
+  }
+
+  /** The echo of a read that reached the head came back on a subscription nothing disturbed since. */
+  private proven(awaited: { readonly disturbances: number; timer?: NodeJS.Timeout }): void {
+    clearTimeout(awaited.timer);
+    if (this.awaited === awaited) this.awaited = null;
+    if (awaited.disturbances !== this.disturbances || this.closed) return;
+    this.lastHeardAt = performance.now();
+    if (this.live) return;
+    this.live = true;
+    this.options.metrics.subscribed.set(1);
+    this.schedule();
+  }
+
   /** Everything written before `sentAt` has been applied (or purged for). */
   private caughtUp(sentAt: number): void {
-    this.caughtUpAt = sentAt;
+    this.caughtUpAt = Math.max(this.caughtUpAt, sentAt);
     const trust = this.options.trust;
     if (!trust || trust.trusted) return;
     trust.trusted = true;
@@ -178,9 +388,12 @@ export class FleetInvalidation implements RevocationPublisher {
       logger.warn({ event: 'cache_invalidation_read_failed', kind, code: label, suppressed }, `could not read the invalidation log (${kind}): ${(err as Error)?.message ?? String(err)}`);
     }
     const now = performance.now();
+    // Up to now the subscription carried everything (a failed read shows no nudge missing): the
+    // silence counts from here, and the reads go on every second until one gets through.
+    this.missed(now);
     // The store answered after this read was sent (its refusal, or another command): it serves
     // others, who may have had a revocation acknowledged that this replica cannot read.
-    const storeAnswers = now - log.silentForMs() >= sentAt;
+    const storeAnswers = log.answeredSince(sentAt);
     const trust = this.options.trust;
     if (!trust?.trusted || !storeAnswers || now - this.caughtUpAt <= maxSilenceMs) return;
     trust.trusted = false;
@@ -248,8 +461,11 @@ export class FleetInvalidation implements RevocationPublisher {
     }
   }
 
+  /** An entry that names the one before it is held to the MAC over that too; one written by an older version, to the MAC over its place. */
   private authentic(epoch: string, entry: InvalidationEntry, revocation: Revocation): boolean {
-    return this.options.macs.verify(sealSubject({ epoch, id: entry.id }, entry.origin, revocation), entry.mac);
+    const { macs } = this.options;
+    if (entry.previous !== null) return macs.verify(chainSubject({ epoch, id: entry.id, previous: entry.previous }, entry.origin, revocation), entry.chain);
+    return macs.verify(sealSubject({ epoch, id: entry.id }, entry.origin, revocation), entry.mac);
   }
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {

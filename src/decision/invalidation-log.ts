@@ -1,28 +1,60 @@
 import type { Revocation } from '../lib/revocation-hook.js';
-import type { EntryPlace } from './invalidation-seal.js';
+import type { ChainedPlace, EntrySeal } from './invalidation-seal.js';
 
 /**
  * One revocation as the log holds it, as written by anyone who can write to the store:
  * `revocation` is null when the entry could not be read, and nothing in it is believed before its
- * `mac` verifies (see `EntryMacs`).
+ * MAC verifies (`chain` when it names its `previous`, else `mac`: see `EntryMacs`).
  */
 export interface InvalidationEntry {
   readonly position: string;
-  /** The entry's own id in the log (unique within an epoch): what its MAC binds it to. */
+  /** The entry's own id in the log (unique within an epoch): what its MACs bind it to. */
   readonly id: string;
+  /** The id of the log's last entry when this one was appended; null when it does not say (written by an older version). */
+  readonly previous: string | null;
   readonly origin: string;
   readonly revocation: Revocation | null;
-  /** The MAC written with it (null: none). */
+  /** The MAC over its place, origin, scope and user (null: none). */
   readonly mac: string | null;
+  /** The MAC that also covers `previous` (null: none). */
+  readonly chain: string | null;
 }
+
+/**
+ * What the store's pub/sub delivered after an append, unchecked: anyone who can publish on the
+ * channel can send one, and one can be lost or come twice. `entry` is null when the message carried
+ * none a reader could act on (a nudge of an older version, or anything else): it only says
+ * something may have been appended.
+ */
+export interface InvalidationNudge {
+  readonly entry: {
+    readonly id: string;
+    readonly previous: string;
+    readonly origin: string;
+    readonly revocation: Revocation;
+    /** The MAC over the entry's chained place (see `chainSubject`), under the reader's own epoch. */
+    readonly chain: string | null;
+  } | null;
+}
+
+/** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id before it. */
+export type AppendedPlace = ChainedPlace;
+
+/**
+ * How an entry of id `id` after `previous` stands to a reader's position:
+ * - a new position: it is the very next entry (its `previous` is the position's own id);
+ * - `stale`: at or before the position (already read past);
+ * - `gap`: after the position, with something in between the reader has not read.
+ */
+export type Step = { readonly next: string } | 'stale' | 'gap';
 
 /**
  * What a read of the log says, facts only: the decisions about them are `FleetInvalidation`'s.
  * Each flag says entries after the position read from are gone before they were read:
  * - `trimmed`: from the front (the reader fell behind the log's retention);
  * - `deleted`: otherwise (removed one by one, however: fewer entries after the position than were
- *   added after it, the store's own record of a deletion after it, or an entry announced to this
- *   reader that is not there);
+ *   added after it, the store's own record of a deletion after it, an entry whose `previous` is
+ *   after the position and was not read, or an entry announced to this reader that is not there);
  * - `rewound`: the log's head is before the position read from (a failover lost entries).
  */
 export interface InvalidationPage {
@@ -38,37 +70,64 @@ export interface InvalidationPage {
   readonly entries: readonly InvalidationEntry[];
 }
 
+/** What a reader adds to a read. */
+export interface ReadOptions {
+  /**
+   * Sent back on this reader's own subscription by the same atomic step that read the log (see
+   * {@link InvalidationLog.onEcho}): heard, it proves the subscription was up when the read ran,
+   * so every entry appended after the read reaches this reader as a nudge while it stays up.
+   */
+  readonly echo?: string;
+  /** The id of an entry a nudge announced (its MAC verified) that must be in what the read covers: `deleted` when it is not. */
+  readonly announced?: string | null;
+}
+
 /**
  * The shared, bounded, ordered log of revocations every replica reads from the last position it
- * saw (implemented in `src/redis/` by a stream). A nudge tells readers there is something new;
- * the log itself is what they trust to catch up after any gap. Every read method rejects when the
- * store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
+ * saw (implemented in `src/redis/` by a stream), with a nudge on a pub/sub channel that carries
+ * each entry appended, sealed, and the id before it. A reader at that id applies it without
+ * reading; the log is what every reader trusts to catch up after any gap. Every read method
+ * rejects when the store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
  *
- * A scripted stand-in needs only to keep entries in order with the MAC `seal` gave for each, report
- * each of the page's flags when it removes entries, and answer {@link silentForMs}.
+ * A scripted stand-in needs only to keep entries in order with the MACs `seal` gave for each,
+ * append only after the last entry it was told of, deliver each nudge to every subscriber it has
+ * not lost, echo a read's token, report each of the page's flags when it removes entries, and
+ * answer {@link answeredSince}.
  */
 export interface InvalidationLog {
   /**
-   * Appends and nudges readers; rejects when it is not known to be written. `seal` gives the MAC of
-   * the entry at the place it is about to take (null: written without one); it may be asked more
-   * than once, when the place it was asked for was taken first.
+   * Appends right after the log's last entry, and nudges readers with the entry; rejects when it
+   * is not known to be written. `seal` gives the MACs of the entry at the place it is about to
+   * take; it is asked again when the place was taken first (another replica appended meanwhile).
+   * `after`, a position this replica reached, is where it expects the log to end. Resolves where
+   * the entry went.
    */
-  append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void>;
+  append(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace>;
   /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
-  readAfter(position: string | null, max: number): Promise<InvalidationPage>;
+  readAfter(position: string | null, max: number, options?: ReadOptions): Promise<InvalidationPage>;
   /**
    * Entries written since `sinceMs` (epoch ms, the store's clock; at most `max`), for a reader that
    * has no position yet; `trimmed` when some written since then are gone.
    */
-  readSince(sinceMs: number, max: number): Promise<InvalidationPage>;
-  /** `nudge` runs when something was appended (best effort: a lost nudge costs latency, not a revocation). */
-  onAppended(nudge: () => void): Promise<void>;
+  readSince(sinceMs: number, max: number, options?: ReadOptions): Promise<InvalidationPage>;
+  /** How an entry stands to `position` (see {@link Step}). */
+  step(position: string, entry: { readonly id: string; readonly previous: string }): Step;
+  /** Subscribes: `listener` hears every nudge (and {@link onEcho} its echoes). Best effort: see {@link onDisturbed}. */
+  onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void>;
+  /** `listener` hears the echo tokens of this reader's reads, as its subscription delivers them. */
+  onEcho(listener: (token: string) => void): void;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
   /**
-   * Milliseconds since the store last answered anything (an error reply included), on the
-   * monotonic clock: tells a log this replica cannot read while the store answers others (it may
-   * hold revocations another replica was answered 200 for) from a store that answers nobody.
+   * `hook` runs when nudges may have been lost on the way to this reader: a connection to the
+   * store broke or moved, or the store stopped answering (a subscription that is not up misses
+   * what is published meanwhile).
    */
-  silentForMs(): number;
+  onDisturbed(hook: () => void): void;
+  /**
+   * Whether the store answered anything (an error reply included) at or after `since`
+   * (performance.now()): tells a log this replica cannot read while the store answers others (it
+   * may hold revocations another replica was answered 200 for) from a store that answers nobody.
+   */
+  answeredSince(since: number): boolean;
 }

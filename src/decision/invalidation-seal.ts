@@ -20,12 +20,42 @@ export interface EntryPlace {
   readonly id: string;
 }
 
+/** Where an entry sits and what came right before it: the id of the log's last entry when it was appended. */
+export interface ChainedPlace extends EntryPlace {
+  readonly previous: string;
+}
+
+/** The MACs an entry is written with (each null when this replica holds no key). */
+export interface EntrySeal {
+  /** Over {@link sealSubject}: what versions that know nothing of `previous` verify. */
+  readonly mac: string | null;
+  /** Over {@link chainSubject}: what the nudge carries, and what a reader verifies when the entry names its `previous`. */
+  readonly chain: string | null;
+}
+
+const subject = (fields: readonly string[]): string => fields.map((f) => `${Buffer.byteLength(f, 'utf8')}:${f}`).join('');
+const userOf = (revocation: Revocation): string => (revocation.scope === 'user' ? revocation.userReference : '');
+
 /**
  * What an entry's MAC covers: everything a reader acts on. Its place binds it to one entry (an
  * entry's sealed fields copied onto another id, or into a log of another epoch, do not verify);
  * origin, scope and user are what it says. Each field is length-prefixed, so none runs into the next.
  */
 export function sealSubject(place: EntryPlace, origin: string, revocation: Revocation): string {
-  const user = revocation.scope === 'user' ? revocation.userReference : '';
-  return ['invalidation', place.epoch, place.id, origin, revocation.scope, user].map((f) => `${Buffer.byteLength(f, 'utf8')}:${f}`).join('');
+  return subject(['invalidation', place.epoch, place.id, origin, revocation.scope, userOf(revocation)]);
+}
+
+/**
+ * {@link sealSubject} and the entry before it: a reader whose position is `previous` may take the
+ * entry as the next one without reading the log (nothing lies between), since only a replica that
+ * holds a webhook secret can have said so, and it appended there only if `previous` was the log's
+ * last id at that moment (see `InvalidationLog.append`).
+ */
+export function chainSubject(place: ChainedPlace, origin: string, revocation: Revocation): string {
+  return subject(['invalidation-chained', place.epoch, place.previous, place.id, origin, revocation.scope, userOf(revocation)]);
+}
+
+/** Both MACs of an entry at `place` (see {@link EntrySeal}). */
+export function sealEntry(macs: EntryMacs, place: ChainedPlace, origin: string, revocation: Revocation): EntrySeal {
+  return { mac: macs.sign(sealSubject(place, origin, revocation)), chain: macs.sign(chainSubject(place, origin, revocation)) };
 }

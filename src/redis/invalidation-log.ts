@@ -1,29 +1,36 @@
 import { randomUUID } from 'node:crypto';
-import type { EntryPlace, InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/index.js';
+import { performance } from 'node:perf_hooks';
+import type { AppendedPlace, ChainedPlace, EntrySeal, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from '../decision/index.js';
 import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
+import { HEALTH_KEY_TTL_MS } from './health-probe.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { APPEND, READ } from './invalidation-scripts.js';
 import { compareStreamIds, isStreamId, nextStreamId } from './stream-ids.js';
 
-/** Channel (under the tag) nudged with the new entry's id after each append. */
+/** Channel (under the tag) on which each append publishes its entry (see {@link nudgeMessage}). */
 export const INVALIDATE_CHANNEL = 'invalidate';
+/** Channel prefix (under the tag) of each reader's own echoes: `invalidate-echo:<random>`. */
+export const INVALIDATE_ECHO_CHANNEL = 'invalidate-echo';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
- * Tries an append makes at places another took first (another replica's entry, a store whose clock
- * is ahead of ours) before it rejects: each try learns the store's last id and epoch.
+ * Tries an append makes at places another took first (another replica appended since the last
+ * id this one saw, a store whose clock is ahead of ours) before it rejects: each try learns the
+ * store's last id and epoch. All of them run within one call's deadline.
  */
-const APPEND_TRIES = 4;
+const APPEND_TRIES = 16;
 /** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
 const APPEND_CLOCK_SLACK_MS = 1000;
 /**
  * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
- * 1,024 characters, a MAC): a larger one is nobody's revocation, and only its id is read into the process.
+ * 1,024 characters, two ids, two MACs): a larger one is nobody's revocation, and only its id is read into the process.
  */
 export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
+/** The first element of a nudge that carries its entry (a bare stream id is a nudge of an older version). */
+const NUDGE_VERSION = 'e1';
 
 /**
  * A reader's position: the stream id it read last and that entry's rank among all entries ever
@@ -44,28 +51,63 @@ function decode(position: string): Position {
 }
 
 /**
+ * What an append publishes: the entry as a reader needs it to apply it without reading, as a JSON
+ * array `["e1", id, previous, origin, scope, user, chained MAC]` (the epoch is the reader's own: a
+ * nudge of another epoch does not verify). Readers of an older version take any message as "read
+ * the log".
+ */
+export function nudgeMessage(place: ChainedPlace, origin: string, revocation: Revocation, chain: string | null): string {
+  return JSON.stringify([NUDGE_VERSION, place.id, place.previous, origin, revocation.scope, revocation.scope === 'user' ? revocation.userReference : '', chain ?? '']);
+}
+
+/** A nudge as published, unchecked; `entry` null for anything that is not one of {@link nudgeMessage}'s. */
+export function parseNudge(message: string): InvalidationNudge {
+  if (message.length > INVALIDATION_ENTRY_MAX_BYTES || !message.startsWith(`["${NUDGE_VERSION}"`)) return { entry: null };
+  let fields: unknown;
+  try {
+    fields = JSON.parse(message);
+  } catch {
+    return { entry: null };
+  }
+  if (!Array.isArray(fields) || fields.length !== 7 || !fields.every((f) => typeof f === 'string')) return { entry: null };
+  const [, id, previous, origin, scope, user, chain] = fields as string[];
+  if (!isStreamId(id!) || !isStreamId(previous!)) return { entry: null };
+  const revocation: Revocation | null = scope === 'all' ? { scope: 'all' } : scope === 'user' && user ? { scope: 'user', userReference: user } : null;
+  if (!revocation) return { entry: null };
+  return { entry: { id: id!, previous: previous!, origin: origin!, revocation, chain: chain === '' ? null : chain! } };
+}
+
+/**
  * {@link InvalidationLog} on a Redis stream (`invalidations`, bounded to
- * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, and a pub/sub nudge naming each new entry.
+ * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, a pub/sub channel on which each append
+ * publishes its entry, and a channel of this reader's own on which each read echoes a token.
  * Scripts and parsing only: what a reader does about a gap is not decided here. What Redis hands
  * back is checked: an entry it cannot read (or larger than {@link INVALIDATION_ENTRY_MAX_BYTES})
  * comes out with a null revocation, a reply of the wrong shape is an error.
  *
  * Every entry removed after a reader's position is reported (`deleted`), however it was removed,
- * by three independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
- * fewer entries after the position than `entries-added` says were added after it; and an entry a
- * nudge announced before the read that the read does not find. A writer who deletes an entry and
- * rewrites the stream's counters (XSETID) still trips the third while the reader's subscription
- * is up.
+ * by four independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
+ * fewer entries after the position than `entries-added` says were added after it; an entry read
+ * whose `previous` is after the position but was not read before it; and an entry a nudge
+ * announced before the read that the read does not find. A writer who deletes an entry and
+ * rewrites the stream's counters (XSETID) still trips the third when any entry follows it, and
+ * the fourth while the reader's subscription is up.
+ *
+ * Every read also writes the health probe's key: a read that passes is a passed health check
+ * (`RedisConnection.call` with `probe`), so an idle replica checks Redis with its log poll alone.
  */
 export class RedisInvalidationLog implements InvalidationLog {
   private readonly keys: [string, string];
+  private readonly healthKey: string;
   private readonly channel: string;
-  /** The newest entry id a nudge named (null: none, or already found missing). */
-  private announced: string | null = null;
-  /** The log's epoch and last id as last seen (where the next append is sealed for). */
+  private readonly echoChannel: string;
+  private readonly echoListeners: ((token: string) => void)[] = [];
+  /** The log's epoch and last generated id as last seen (where the next append is sealed for). */
   private place: { epoch: string; last: string } = { epoch: '', last: '0-0' };
   /** The store's clock minus ours (ms), as its last append answer said: new ids are its milliseconds. */
   private clockOffsetMs = 0;
+  /** Appends run one at a time: each is sealed to follow the last id, which the one before changes. */
+  private appends: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly connection: RedisConnection,
@@ -78,43 +120,86 @@ export class RedisInvalidationLog implements InvalidationLog {
     private readonly options: ReplicaWait & { readonly maxEntries?: number } = {},
   ) {
     this.keys = [keyspace.key('invalidations'), keyspace.key('invalidations-epoch')];
+    this.healthKey = keyspace.key('health');
     this.channel = keyspace.channel(INVALIDATE_CHANNEL);
+    this.echoChannel = keyspace.channel(`${INVALIDATE_ECHO_CHANNEL}:${randomUUID()}`);
   }
 
   /**
-   * Adds the entry at a place chosen here (the epoch and an id after the last one seen), sealed by
-   * `seal` for exactly that place, so its MAC binds it there; a place taken meanwhile is sealed for
-   * again, at most {@link APPEND_TRIES} times.
+   * Adds the entry right after the log's last id as last seen (or `after`, a position the reader
+   * reached, when that is newer), at an id chosen here, sealed by `seal` for exactly that place, so
+   * its MACs bind it there; a place taken meanwhile is sealed for again, at most {@link APPEND_TRIES} times.
    */
-  async append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void> {
+  append(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace> {
+    const askedAt = performance.now();
+    const run = this.appends.then(() => {
+      // Waiting behind this replica's earlier appends counts against the deadline, as a call's wait would.
+      if (performance.now() - askedAt > this.connection.commandTimeoutMs) {
+        throw new RedisError('ERR_REDIS_TIMEOUT', `not sent: this replica's earlier appends took longer than the deadline (${this.connection.commandTimeoutMs} ms)`);
+      }
+      return this.appendNow(origin, revocation, seal, after);
+    });
+    this.appends = run.catch(() => undefined);
+    return run;
+  }
+
+  private async appendNow(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
     const max = String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES);
-    await this.connection.call('invalidate_publish', async (c) => {
+    if (after !== null) {
+      const { id } = decode(after);
+      if (compareStreamIds(id, this.place.last) > 0) this.place = { ...this.place, last: id };
+    }
+    return this.connection.call('invalidate_publish', async (c) => {
       await replicasInSync(c, this.options);
       for (let tries = 1; ; tries++) {
-        const place = { epoch: this.place.epoch, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
-        // Reserved here: an append of this replica sent meanwhile seals for the next id, not this one.
-        this.place = { epoch: place.epoch, last: place.id };
-        const mac = place.epoch === '' ? '' : (seal(place) ?? '');
+        const place = { epoch: this.place.epoch, previous: this.place.last, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
+        const sealed = place.epoch === '' ? { mac: null, chain: null } : seal(place);
         const sentAt = Date.now();
-        const reply = await APPEND.run(c, this.keys, [place.epoch, place.id, origin, revocation.scope, user, mac, max, this.channel, randomUUID(), String(APPEND_CLOCK_SLACK_MS)]);
+        const reply = await APPEND.run(c, this.keys, [
+          place.epoch,
+          place.id,
+          place.previous,
+          origin,
+          revocation.scope,
+          user,
+          sealed.mac ?? '',
+          sealed.chain ?? '',
+          max,
+          this.channel,
+          nudgeMessage(place, origin, revocation, sealed.chain),
+          randomUUID(),
+          String(APPEND_CLOCK_SLACK_MS),
+        ]);
         if (!Array.isArray(reply) || reply.length !== 4) throw malformed();
         const [added, epoch, last, storeMs] = reply as unknown[];
         if ((added !== 0 && added !== 1) || typeof epoch !== 'string' || typeof last !== 'string' || !isStreamId(last) || !Number.isSafeInteger(storeMs)) throw malformed();
-        this.learn(epoch, last);
+        this.place = { epoch, last };
         this.clockOffsetMs = (storeMs as number) - sentAt;
-        if (added === 1) break;
+        if (added === 1) {
+          if (last !== place.id || epoch !== place.epoch) throw malformed();
+          await waitForReplicas(c, this.options);
+          return place;
+        }
         if (tries >= APPEND_TRIES) throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
       }
-      await waitForReplicas(c, this.options);
     });
   }
 
-  async readAfter(position: string | null, max: number): Promise<InvalidationPage> {
-    const from = position === null ? null : decode(position);
-    // Only what was announced before the read was sent must be in what it reads.
-    const announced = this.announced;
-    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, this.keys, [from?.id ?? '', String(max), randomUUID(), String(INVALIDATION_ENTRY_MAX_BYTES)]));
+  readAfter(position: string | null, max: number, options: ReadOptions = {}): Promise<InvalidationPage> {
+    return this.read(position === null ? null : decode(position), max, options, true);
+  }
+
+  readSince(sinceMs: number, max: number, options: ReadOptions = {}): Promise<InvalidationPage> {
+    // Entries are stream ids, the store's milliseconds: those after `<since>-0`. Their ranks are
+    // unknown from here; the reader moves to the head after this page.
+    return this.read({ id: `${Math.max(0, Math.floor(sinceMs))}-0`, rank: -1 }, max, { echo: options.echo }, false);
+  }
+
+  /** Entries after `from`: a position a reader reached (`reached`), or a time it reads since. */
+  private async read(from: Position | null, max: number, options: ReadOptions, reached: boolean): Promise<InvalidationPage> {
+    const args = [from?.id ?? '', String(max), randomUUID(), String(INVALIDATION_ENTRY_MAX_BYTES), options.echo === undefined ? '' : this.echoChannel, options.echo ?? '', String(HEALTH_KEY_TTL_MS)];
+    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, [...this.keys, this.healthKey], args), { probe: true });
     if (!Array.isArray(reply) || reply.length !== 7) throw malformed();
     const [epoch, head, added, length, first, maxDeleted, list] = reply as unknown[];
     if (
@@ -149,52 +234,75 @@ export class RedisInvalidationLog implements InvalidationLog {
       epochBornMs: epochBornMs(epoch),
       head: encode({ id: head, rank: counted ? (added as number) : -1 }),
       trimmed: gaps.trimmed,
-      deleted: gaps.deleted || (from !== null && this.announcedMissing(announced, from.id, ids, complete)),
+      deleted: gaps.deleted || (from !== null && reached && (skippedOver(from.id, entries) || announcedMissing(options.announced ?? null, from.id, ids, complete))),
       rewound: gaps.rewound,
       entries,
     };
   }
 
-  async readSince(sinceMs: number, max: number): Promise<InvalidationPage> {
-    // Entries are stream ids, the store's milliseconds: those after `<since>-0`. Their ranks are
-    // unknown from here; the reader moves to the head after this page.
-    return this.readAfter(encode({ id: `${Math.max(0, Math.floor(sinceMs))}-0`, rank: -1 }), max);
+  step(position: string, entry: { readonly id: string; readonly previous: string }): Step {
+    const at = decode(position);
+    if (!isStreamId(entry.id) || compareStreamIds(entry.id, at.id) <= 0) return 'stale';
+    // Its rank is the next one: nothing was added between (the append took the place only while
+    // `previous` was the stream's last generated id).
+    if (entry.previous === at.id) return { next: encode({ id: entry.id, rank: at.rank >= 0 ? at.rank + 1 : -1 }) };
+    return 'gap';
   }
 
-  async onAppended(nudge: () => void): Promise<void> {
-    await this.connection.subscribe(this.channel, (id) => {
-      // The nudge names the entry appended: a read sent after it must find it, whoever deleted
-      // it or rewrote the stream's counters since. (A forged nudge costs one purge, no more.)
-      if (isStreamId(id) && (this.announced === null || compareStreamIds(id, this.announced) > 0)) this.announced = id;
-      nudge();
-    });
+  async onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void> {
+    await Promise.all([
+      this.connection.subscribe(this.channel, (message) => listener(parseNudge(message))),
+      this.connection.subscribe(this.echoChannel, (token) => {
+        for (const l of this.echoListeners) l(token);
+      }),
+    ]);
+  }
+
+  onEcho(listener: (token: string) => void): void {
+    this.echoListeners.push(listener);
   }
 
   onRestored(hook: () => void): void {
     this.connection.onRestored(hook);
   }
 
-  silentForMs(): number {
-    return this.connection.silentForMs();
+  onDisturbed(hook: () => void): void {
+    this.connection.onDisturbed(hook);
   }
 
-  /** Where the next append goes: after `last`, or after an id this replica reserved since (in the same epoch). */
+  answeredSince(since: number): boolean {
+    return this.connection.answeredSince(since);
+  }
+
+  /** Where the next append goes: after `last` (in the same epoch), as a read of the head saw it. */
   private learn(epoch: string, last: string): void {
     if (epoch !== this.place.epoch || compareStreamIds(last, this.place.last) > 0) this.place = { epoch, last };
   }
+}
 
-  /**
-   * Whether the newest entry announced before this read (after `from`, and within what it covers)
-   * is missing from it. Said once: a missing entry is forgotten, as the reader purges for it.
-   */
-  private announcedMissing(announced: string | null, from: string, ids: readonly string[], complete: boolean): boolean {
-    if (announced === null || compareStreamIds(announced, from) <= 0) return false;
-    const last = ids.at(-1);
-    if (!complete && (last === undefined || compareStreamIds(announced, last) > 0)) return false;
-    if (ids.includes(announced)) return false;
-    if (this.announced === announced) this.announced = null;
-    return true;
+/**
+ * Whether an entry read names as its `previous` an id after `from` that the read did not find
+ * before it: an entry between was removed. (An entry naming one before `from` is a log rewound
+ * by a failover, told by the counters; one that names none was written by an older version.)
+ */
+function skippedOver(from: string, entries: readonly InvalidationEntry[]): boolean {
+  let expected = from;
+  for (const e of entries) {
+    if (e.previous !== null && isStreamId(e.previous) && compareStreamIds(e.previous, expected) > 0) return true;
+    expected = e.id;
   }
+  return false;
+}
+
+/**
+ * Whether the newest entry announced before this read (after `from`, and within what it covers)
+ * is missing from it.
+ */
+function announcedMissing(announced: string | null, from: string, ids: readonly string[], complete: boolean): boolean {
+  if (announced === null || !isStreamId(announced) || compareStreamIds(announced, from) <= 0) return false;
+  const last = ids.at(-1);
+  if (!complete && (last === undefined || compareStreamIds(announced, last) > 0)) return false;
+  return !ids.includes(announced);
 }
 
 /** What one read of the stream says about it, beside its entries. */
@@ -247,15 +355,18 @@ function malformed(): RedisError {
   return new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the invalidation log');
 }
 
-/** What an entry says, unchecked: the reader believes none of it before its MAC (`m`) verifies. */
-function decodeEntry(fields: unknown): { origin: string; revocation: Revocation | null; mac: string | null } {
+/** What an entry says, unchecked: the reader believes none of it before its MAC (`c`, or `m` for an entry without `p`) verifies. */
+function decodeEntry(fields: unknown): Omit<InvalidationEntry, 'position' | 'id'> {
   const f = new Map<string, string>();
   if (Array.isArray(fields)) for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
   const origin = f.get('o') ?? '';
   const scope = f.get('s');
   const user = f.get('u');
+  const previous = f.get('p') ?? null;
   const mac = f.get('m') ?? null;
-  if (scope === 'all') return { origin, revocation: { scope: 'all' }, mac };
-  if (scope === 'user' && user) return { origin, revocation: { scope: 'user', userReference: user }, mac };
-  return { origin, revocation: null, mac };
+  const chain = f.get('c') ?? null;
+  const said = { origin, previous, mac, chain };
+  if (scope === 'all') return { ...said, revocation: { scope: 'all' } };
+  if (scope === 'user' && user) return { ...said, revocation: { scope: 'user', userReference: user } };
+  return { ...said, revocation: null };
 }

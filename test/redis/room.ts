@@ -142,6 +142,8 @@ export interface InvalidationReplicaOptions {
   readonly maxEntries?: number;
   readonly maxSilenceMs?: number;
   readonly pollIntervalMs?: number;
+  /** The read while the subscription is proven up (the default's 30 s unless a test finds entries written without a nudge). */
+  readonly quietPollIntervalMs?: number;
   /** False for a Redis the test is about to stop or cannot reach yet: do not wait for its health check. */
   readonly waitUp?: boolean;
   readonly clockSlackMs?: number;
@@ -176,12 +178,13 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
     maxSilenceMs: o.maxSilenceMs ?? 5000,
     trust,
     pollIntervalMs: o.pollIntervalMs ?? 200,
+    ...(o.quietPollIntervalMs !== undefined ? { quietPollIntervalMs: o.quietPollIntervalMs } : {}),
     ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
     ...(o.replicaId !== undefined ? { replicaId: o.replicaId } : {}),
   });
   await fleet.start();
   o.opened.push({ close: async () => fleet.close() });
-  return { fleet, rec: { calls }, metrics, trust, conn: c.conn, stream: c.keyspace.key('invalidations') };
+  return { fleet, rec: { calls }, metrics, trust, conn: c.conn, stream: c.keyspace.key('invalidations'), channel: c.keyspace.channel('invalidate') };
 }
 
 /**

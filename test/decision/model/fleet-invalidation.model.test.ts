@@ -21,6 +21,8 @@ import { Wire, type Fate, type Link } from '../../helpers/stand-ins/wire.js';
 
 const USERS = ['u1', 'u2', 'u3'] as const;
 const MAX_SILENCE_MS = 3000;
+/** The quiet poll, shorter than the default so a run ends sooner; a nudge lost in silence is found by it at the latest. */
+const QUIET_POLL_MS = 5000;
 
 interface Replica {
   readonly link: Link;
@@ -86,7 +88,17 @@ class Fleet {
       },
     };
     const trust = new CacheTrust();
-    const fleet = new FleetInvalidation({ log: this.log.connect(link), local, macs: standInMacs, metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })), logger: silentLogger(), maxSilenceMs: MAX_SILENCE_MS, trust, now: Date.now });
+    const fleet = new FleetInvalidation({
+      log: this.log.connect(link),
+      local,
+      macs: standInMacs,
+      metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })),
+      logger: silentLogger(),
+      maxSilenceMs: MAX_SILENCE_MS,
+      trust,
+      quietPollIntervalMs: QUIET_POLL_MS,
+      now: Date.now,
+    });
     const r: Replica = { link, cache, trust, fleet, known: new Set() };
     this.replicas.push(r);
     await fleet.start();

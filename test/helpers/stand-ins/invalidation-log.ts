@@ -1,16 +1,22 @@
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../../../src/decision/invalidation-log.js';
+import { performance } from 'node:perf_hooks';
+import type { InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from '../../../src/decision/invalidation-log.js';
 import type { EntryMacs } from '../../../src/decision/invalidation-seal.js';
 import type { Revocation } from '../../../src/lib/revocation-hook.js';
 import type { Link, Wire } from './wire.js';
 
-const APPENDED = 'invalidation-appended';
+/** The channel nudges are published on (a test may drop, reorder or forge them: `Link.dropNext`, `Link.swapNext`, `Wire.publish`). */
+export const APPENDED = 'invalidation-appended';
+const echoChannel = (link: Link): string => `invalidation-echo:${link.name}`;
 
 interface Kept {
   readonly seq: number;
+  /** The sequence that was the log's last when this one was appended. */
+  readonly previous: number;
   readonly at: number;
   readonly origin: string;
   readonly revocation: Revocation;
   readonly mac: string | null;
+  readonly chain: string | null;
 }
 
 /**
@@ -27,7 +33,9 @@ export const standInMacs: EntryMacs = {
  * behind the fault script of {@link Wire}, that can lose entries the ways a Redis stream does and
  * says so in each page's flags: {@link trim} (from the front: `trimmed`), {@link remove} (one entry:
  * `deleted`), {@link restartEmpty} (a new epoch); and an entry rewritten in place, which no flag
- * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings.
+ * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings. Each append
+ * publishes its entry as a nudge (to every link, which the test may drop or reorder per link), and
+ * each read echoes its token to the reading link alone, when its effect runs.
  *
  * For the model, `seen(link, revoked)` hears, for each page a reader was answered, the revocations
  * appended (in any epoch) before that read ran: the ones that reader now knows of.
@@ -48,7 +56,7 @@ export class StandInInvalidationLog {
     private readonly seen: (link: Link, revoked: readonly Revocation[]) => void,
   ) {}
 
-  connect(link: Link): InvalidationLog & { silentForMs(): number } {
+  connect(link: Link): InvalidationLog {
     const read = (op: string, page: () => InvalidationPage): Promise<InvalidationPage> => {
       let known: Revocation[] = [];
       return link.call(
@@ -60,23 +68,43 @@ export class StandInInvalidationLog {
         () => this.seen(link, known),
       );
     };
+    const echo = (token: string | undefined): void => {
+      if (token !== undefined) this.wire.publish(echoChannel(link), token);
+    };
     return {
       append: (origin, revocation, seal) =>
         link.call('append', () => {
+          // Always right after the last entry: the effect runs at once, as a script does.
+          const previous = this.head;
           const seq = ++this.head;
-          this.kept.push({ seq, at: Date.now(), origin, revocation, mac: seal({ epoch: String(this.epoch), id: String(seq) }) });
+          const place = { epoch: String(this.epoch), id: String(seq), previous: String(previous) };
+          const sealed = seal(place);
+          this.kept.push({ seq, previous, at: Date.now(), origin, revocation, mac: sealed.mac, chain: sealed.chain });
           this.appended.push(revocation);
-          this.wire.publish(APPENDED, null);
+          this.wire.publish(APPENDED, { entry: { id: place.id, previous: place.previous, origin, revocation, chain: sealed.chain } } satisfies InvalidationNudge);
+          return place;
         }),
-      readAfter: (position, max) => read('readAfter', () => (position === null ? this.page([], false, false) : this.after(Number(position), max))),
-      readSince: (sinceMs, max) =>
+      readAfter: (position, max, options = {}) =>
+        read('readAfter', () => {
+          echo(options.echo);
+          return position === null ? this.page([], false, false) : this.after(Number(position), max);
+        }),
+      readSince: (sinceMs, max, options = {}) =>
         read('readSince', () => {
+          echo(options.echo);
           const since = this.kept.filter((k) => k.at >= sinceMs);
           return this.page(since.slice(0, max), this.trimmedAt !== null && this.trimmedAt >= sinceMs, false);
         }),
-      onAppended: (nudge) => link.subscribe(APPENDED, () => nudge()),
+      step: (position, entry) => {
+        const at = Number(position);
+        if (Number(entry.id) <= at) return 'stale';
+        return Number(entry.previous) === at ? { next: entry.id } : 'gap';
+      },
+      onAppended: (listener) => link.subscribe(APPENDED, (nudge: InvalidationNudge) => listener(nudge)),
+      onEcho: (listener) => void link.subscribe(echoChannel(link), (token: string) => listener(token)),
       onRestored: (hook) => link.onRestored(hook),
-      silentForMs: () => link.silentForMs(),
+      onDisturbed: (hook) => link.onDisturbed(hook),
+      answeredSince: (since) => performance.now() - link.silentForMs() >= since,
     };
   }
 
@@ -129,7 +157,7 @@ export class StandInInvalidationLog {
   }
 
   private page(kept: readonly Kept[], trimmed: boolean, deleted: boolean): InvalidationPage {
-    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), id: String(k.seq), origin: k.origin, revocation: k.revocation, mac: k.mac }));
+    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), id: String(k.seq), previous: String(k.previous), origin: k.origin, revocation: k.revocation, mac: k.mac, chain: k.chain }));
     return { epoch: String(this.epoch), epochBornMs: this.bornAt, head: String(this.head), trimmed, deleted, rewound: false, entries };
   }
 }
