@@ -7,7 +7,7 @@ import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { CacheTrust } from './cache-trust.js';
 import type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from './invalidation-log.js';
 import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
-import { chainSubject, sealEntry, sealSubject, type ChainedPlace, type EntryMacs } from './invalidation-seal.js';
+import { chainSubject, entrySealer, sealSubject, type EntryMacs } from './invalidation-seal.js';
 
 /**
  * How often a replica reads the log while its subscription is not proven up, or it missed
@@ -23,6 +23,13 @@ export const INVALIDATION_POLL_INTERVAL_MS = 1000;
 export const INVALIDATION_QUIET_POLL_INTERVAL_MS = 30_000;
 /** How long a read's echo may take to come back on the subscription (ms) before the subscription is no longer taken as up. */
 export const INVALIDATION_ECHO_WAIT_MS = 2000;
+/**
+ * How long a nudge that came before the one of an entry it follows waits for it (ms) before the
+ * log is read: each appender publishes once its append is answered, so two appends close together
+ * may be announced in the opposite order; one never announced (its appender failed between the two
+ * steps, and answered the service 503) is read.
+ */
+export const INVALIDATION_REORDER_GRACE_MS = 250;
 /** Entries read per call; also the most nudges held while a read is in flight (beyond, they are dropped and the log read again). */
 const READ_BATCH = 500;
 /**
@@ -60,6 +67,8 @@ export interface FleetInvalidationOptions {
   readonly quietPollIntervalMs?: number;
   /** Default {@link INVALIDATION_ECHO_WAIT_MS}. */
   readonly echoWaitMs?: number;
+  /** Default {@link INVALIDATION_REORDER_GRACE_MS}. */
+  readonly reorderGraceMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
   readonly now?: () => number;
   /** How far the store's clock may be behind ours (ms); {@link START_CLOCK_SLACK_MS} by default. */
@@ -68,15 +77,19 @@ export interface FleetInvalidationOptions {
 
 /** What waits while a read is in flight: a nudge, or where this replica's own append went. */
 type Held = { readonly nudge: InvalidationNudge } | { readonly own: AppendedPlace };
+type VerifiedEntry = NonNullable<InvalidationNudge['entry']>;
+/** What came ahead of an entry this replica has not got yet (held for {@link INVALIDATION_REORDER_GRACE_MS}). */
+type Ahead = { readonly entry: VerifiedEntry } | { readonly own: AppendedPlace };
 
 /**
  * Keeps this replica's cache as true as the fleet's (contract, Several replicas): a revocation is
- * purged here at once and appended to the shared log right after its last entry; the nudge
- * published with it carries the entry, sealed with the id before it. A replica whose position is
- * that id applies it with no read; one that missed something (the nudge names an entry it has not
- * read as the one before) reads the log from its position, as it does when the nudge does not
- * verify: a forged or reordered nudge costs a read, never an entry skipped. This replica's own
- * entry moves it on from the append's answer (or its own nudge), unread.
+ * purged here at once and appended to the shared log; the nudge published after it carries the
+ * entry, sealed with the id that was the log's last before it. A replica whose position is that
+ * id applies it with no read. One that has not got that id yet holds the nudge for
+ * {@link INVALIDATION_REORDER_GRACE_MS} (two appends close together may be announced in the
+ * opposite order), then reads the log from its position, as it does at once when the nudge does
+ * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. This
+ * replica's own entry moves it on from the append's answer, unread.
  *
  * While the subscription is proven up (a read that reached the head was echoed back on it, and
  * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
@@ -128,6 +141,9 @@ export class FleetInvalidation implements RevocationPublisher {
   private lastEcho: string | null = null;
   /** The newest entry a verified nudge announced that this replica has not read: the next read must find it. */
   private announced: string | null = null;
+  /** Nudges (verified) and own appends that came ahead of an entry this replica has not got, by id. */
+  private readonly ahead = new Map<string, Ahead>();
+  private graceTimer: NodeJS.Timeout | undefined;
   private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly options: FleetInvalidationOptions) {
@@ -159,8 +175,7 @@ export class FleetInvalidation implements RevocationPublisher {
 
   publish(revocation: Revocation): Promise<void> {
     applyTo(this.options.local, revocation);
-    const seal = (place: ChainedPlace) => sealEntry(this.options.macs, place, this.replicaId, revocation);
-    const appended = this.options.log.append(this.replicaId, revocation, seal, this.synced ? this.position : null);
+    const appended = this.options.log.append(this.replicaId, revocation, entrySealer(this.options.macs, this.replicaId, revocation), this.synced ? this.position : null);
     this.appending.add(appended);
     return appended.then(
       (place) => {
@@ -180,6 +195,7 @@ export class FleetInvalidation implements RevocationPublisher {
     this.closed = true;
     clearTimeout(this.timer);
     clearTimeout(this.awaited?.timer);
+    clearTimeout(this.graceTimer);
   }
 
   /** Reads what is new; calls that come while a read runs make one more read after it (and share its promise). */
@@ -232,6 +248,7 @@ export class FleetInvalidation implements RevocationPublisher {
       }
       this.reading = false;
       const more = this.apply(page);
+      this.settleAhead();
       if (!more) this.reachedHead(sentAt, echo, disturbances);
       this.drain();
       if (!more && !this.again) return;
@@ -258,60 +275,91 @@ export class FleetInvalidation implements RevocationPublisher {
 
   private handle(item: Held): void {
     if ('own' in item) return this.ownAppended(item.own);
-    const { metrics, log, macs } = this.options;
+    const { metrics, macs } = this.options;
     const entry = item.nudge.entry;
     if (!this.synced || this.position === null || this.epoch === null) {
-      void this.catchUp();
-      return;
-    }
-    if (!entry) {
-      metrics.nudges.inc({ outcome: 'unverified' });
       void this.catchUp();
       return;
     }
     // Nothing a nudge says is believed before its MAC verifies (anyone who can publish can send one),
     // not even where it stands: ids are compared only within this replica's epoch, which the MAC
     // covers. One that does not verify only makes this replica read (the log tells a new epoch).
-    if (!macs.verify(chainSubject({ epoch: this.epoch, id: entry.id, previous: entry.previous }, entry.origin, entry.revocation), entry.chain)) {
+    if (!entry || !macs.verify(chainSubject({ epoch: this.epoch, id: entry.id, previous: entry.previous }, entry.origin, entry.revocation), entry.chain)) {
       metrics.nudges.inc({ outcome: 'unverified' });
       void this.catchUp();
       return;
     }
-    const step = log.step(this.position, entry);
+    this.place({ entry });
+  }
+
+  /** A verified entry, or where an own append went: applied if it is the next, dropped if read past, held if ahead. */
+  private place(item: Ahead): void {
+    const { log, metrics } = this.options;
+    const at = 'own' in item ? item.own : item.entry;
+    const step = log.step(this.position!, at);
     if (step === 'stale') {
-      metrics.nudges.inc({ outcome: 'stale' });
+      if ('entry' in item) metrics.nudges.inc({ outcome: item.entry.origin === this.replicaId ? 'own' : 'stale' });
       return;
     }
     if (step === 'gap') {
-      // A genuine entry whose previous this replica never saw: a nudge was lost. The read must find it.
-      metrics.nudges.inc({ outcome: 'gap' });
-      this.announced = entry.id;
-      this.missed(this.lastHeardAt);
-      void this.catchUp();
+      this.ahead.set(at.id, item);
+      if ('entry' in item) this.announced = item.entry.id;
+      if (this.graceTimer === undefined) {
+        this.graceTimer = setTimeout(() => this.graceEnded(), this.options.reorderGraceMs ?? INVALIDATION_REORDER_GRACE_MS);
+        this.graceTimer.unref();
+      }
       return;
     }
     this.position = step.next;
-    this.lastHeardAt = performance.now();
-    if (entry.origin === this.replicaId) {
-      metrics.nudges.inc({ outcome: 'own' });
-      return;
+    if ('entry' in item) {
+      this.lastHeardAt = performance.now();
+      if (item.entry.origin === this.replicaId) metrics.nudges.inc({ outcome: 'own' });
+      else {
+        applyTo(this.options.local, item.entry.revocation);
+        metrics.received.inc({ scope: item.entry.revocation.scope });
+        metrics.nudges.inc({ outcome: 'applied' });
+      }
     }
-    applyTo(this.options.local, entry.revocation);
-    metrics.received.inc({ scope: entry.revocation.scope });
-    metrics.nudges.inc({ outcome: 'applied' });
+    this.settleAhead();
   }
 
-  /**
-   * This replica's own entry, as the append's answer placed it: the next one moves it on unread.
-   * After a gap it waits for the nudges (its own among them), which say what it missed.
-   */
+  /** What was held ahead and now follows the position (or was read past). */
+  private settleAhead(): void {
+    for (let moved = true; moved && this.ahead.size > 0; ) {
+      moved = false;
+      for (const [id, item] of this.ahead) {
+        const step = this.options.log.step(this.position!, 'own' in item ? item.own : item.entry);
+        if (step === 'gap') continue;
+        this.ahead.delete(id);
+        if (step === 'stale') continue;
+        this.place(item);
+        moved = true;
+        break;
+      }
+    }
+    if (this.ahead.size === 0) {
+      clearTimeout(this.graceTimer);
+      this.graceTimer = undefined;
+    }
+  }
+
+  /** The entry the held ones follow never came: a nudge was lost (or never published). The read must find the newest announced. */
+  private graceEnded(): void {
+    this.graceTimer = undefined;
+    if (this.ahead.size === 0) return;
+    for (const item of this.ahead.values()) if ('entry' in item) this.options.metrics.nudges.inc({ outcome: 'gap' });
+    this.ahead.clear();
+    this.missed(this.lastHeardAt);
+    void this.catchUp();
+  }
+
+  /** This replica's own entry, as the append's answer placed it: the next one moves it on unread. */
   private ownAppended(place: AppendedPlace): void {
     if (!this.synced || this.position === null || place.epoch !== this.epoch) {
       void this.catchUp();
       return;
     }
-    const step = this.options.log.step(this.position, place);
-    if (typeof step === 'object') this.position = step.next;
+    this.place({ own: place });
   }
 
   /** A connection broke or moved: what was published meanwhile may be lost. */
@@ -335,7 +383,7 @@ export class FleetInvalidation implements RevocationPublisher {
   /** A read reached the head: everything written before `sentAt` is applied; its echo will say whether the subscription carries the rest. */
   private reachedHead(sentAt: number, token: string, disturbances: number): void {
     this.caughtUp(sentAt);
-    this.announced = null;
+    if (this.ahead.size === 0) this.announced = null;
     clearTimeout(this.awaited?.timer);
     this.awaited = null;
     if (disturbances !== this.disturbances) return;
@@ -461,15 +509,14 @@ export class FleetInvalidation implements RevocationPublisher {
     }
   }
 
-  /** An entry that names the one before it is held to the MAC over that too; one written by an older version, to the MAC over its place. */
   private authentic(epoch: string, entry: InvalidationEntry, revocation: Revocation): boolean {
-    const { macs } = this.options;
-    if (entry.previous !== null) return macs.verify(chainSubject({ epoch, id: entry.id, previous: entry.previous }, entry.origin, revocation), entry.chain);
-    return macs.verify(sealSubject({ epoch, id: entry.id }, entry.origin, revocation), entry.mac);
+    return this.options.macs.verify(sealSubject({ epoch, id: entry.id }, entry.origin, revocation), entry.mac);
   }
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {
     this.purgeAll(cause);
+    // What was held ahead was placed in the log this replica no longer follows.
+    this.ahead.clear();
     this.epoch = page.epoch;
     this.position = page.head;
     return false;

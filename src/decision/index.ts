@@ -16,5 +16,5 @@ export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export { CacheTrust } from './cache-trust.js';
 export { FleetInvalidation, INVALIDATION_ECHO_WAIT_MS, INVALIDATION_POLL_INTERVAL_MS, INVALIDATION_QUIET_POLL_INTERVAL_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
 export type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from './invalidation-log.js';
-export { chainSubject, sealEntry, sealSubject, type ChainedPlace, type EntryMacs, type EntryPlace, type EntrySeal } from './invalidation-seal.js';
+export { chainSubject, entrySealer, sealSubject, type ChainedPlace, type EntryMacs, type EntryPlace, type EntrySealer } from './invalidation-seal.js';
 export { CATCH_UP_PURGE_CAUSES, createInvalidationMetrics, NUDGE_OUTCOMES, type CatchUpPurgeCause, type InvalidationMetrics, type LogReadFailure, type NudgeOutcome } from './invalidation-metrics.js';

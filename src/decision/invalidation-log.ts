@@ -1,30 +1,27 @@
 import type { Revocation } from '../lib/revocation-hook.js';
-import type { ChainedPlace, EntrySeal } from './invalidation-seal.js';
+import type { ChainedPlace, EntrySealer } from './invalidation-seal.js';
 
 /**
  * One revocation as the log holds it, as written by anyone who can write to the store:
  * `revocation` is null when the entry could not be read, and nothing in it is believed before its
- * MAC verifies (`chain` when it names its `previous`, else `mac`: see `EntryMacs`).
+ * `mac` verifies (see `EntryMacs`).
  */
 export interface InvalidationEntry {
   readonly position: string;
-  /** The entry's own id in the log (unique within an epoch): what its MACs bind it to. */
+  /** The entry's own id in the log (unique within an epoch): what its MAC binds it to. */
   readonly id: string;
-  /** The id of the log's last entry when this one was appended; null when it does not say (written by an older version). */
-  readonly previous: string | null;
   readonly origin: string;
   readonly revocation: Revocation | null;
-  /** The MAC over its place, origin, scope and user (null: none). */
+  /** The MAC written with it (null: none). */
   readonly mac: string | null;
-  /** The MAC that also covers `previous` (null: none). */
-  readonly chain: string | null;
 }
 
 /**
  * What the store's pub/sub delivered after an append, unchecked: anyone who can publish on the
- * channel can send one, and one can be lost or come twice. `entry` is null when the message carried
- * none a reader could act on (a nudge of an older version, or anything else): it only says
- * something may have been appended.
+ * channel can send one, and one can be lost, come twice, or come after the nudge of a later
+ * entry (each appender publishes once its append is answered). `entry` is null when the message
+ * carried none a reader could act on (a nudge of an older version, or anything else): it only
+ * says something may have been appended.
  */
 export interface InvalidationNudge {
   readonly entry: {
@@ -37,7 +34,7 @@ export interface InvalidationNudge {
   } | null;
 }
 
-/** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id before it. */
+/** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id that was the log's last before it. */
 export type AppendedPlace = ChainedPlace;
 
 /**
@@ -53,8 +50,8 @@ export type Step = { readonly next: string } | 'stale' | 'gap';
  * Each flag says entries after the position read from are gone before they were read:
  * - `trimmed`: from the front (the reader fell behind the log's retention);
  * - `deleted`: otherwise (removed one by one, however: fewer entries after the position than were
- *   added after it, the store's own record of a deletion after it, an entry whose `previous` is
- *   after the position and was not read, or an entry announced to this reader that is not there);
+ *   added after it, the store's own record of a deletion after it, or an entry announced to this
+ *   reader that is not there);
  * - `rewound`: the log's head is before the position read from (a failover lost entries).
  */
 export interface InvalidationPage {
@@ -85,24 +82,24 @@ export interface ReadOptions {
 /**
  * The shared, bounded, ordered log of revocations every replica reads from the last position it
  * saw (implemented in `src/redis/` by a stream), with a nudge on a pub/sub channel that carries
- * each entry appended, sealed, and the id before it. A reader at that id applies it without
+ * each entry appended, sealed with the id before it. A reader at that id applies it without
  * reading; the log is what every reader trusts to catch up after any gap. Every read method
  * rejects when the store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
  *
- * A scripted stand-in needs only to keep entries in order with the MACs `seal` gave for each,
- * append only after the last entry it was told of, deliver each nudge to every subscriber it has
- * not lost, echo a read's token, report each of the page's flags when it removes entries, and
- * answer {@link answeredSince}.
+ * A scripted stand-in needs only to keep entries in order with the MAC `seal` gave for each, say
+ * which entry came before each one appended, deliver each nudge to every subscriber it has not
+ * lost, echo a read's token, report each of the page's flags when it removes entries, and answer
+ * {@link answeredSince}.
  */
 export interface InvalidationLog {
   /**
-   * Appends right after the log's last entry, and nudges readers with the entry; rejects when it
-   * is not known to be written. `seal` gives the MACs of the entry at the place it is about to
-   * take; it is asked again when the place was taken first (another replica appended meanwhile).
-   * `after`, a position this replica reached, is where it expects the log to end. Resolves where
-   * the entry went.
+   * Appends, then nudges readers with the entry and the id that was the log's last before it,
+   * sealed (`seal.chain`); rejects when either is not known to be done. `seal.entry` gives the MAC
+   * of the entry at the place it is about to take; it may be asked more than once, when the place
+   * it was asked for was taken first. `after`, a position this replica reached, is no earlier
+   * than where the log ends. Resolves where the entry went.
    */
-  append(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace>;
+  append(origin: string, revocation: Revocation, seal: EntrySealer, after: string | null): Promise<AppendedPlace>;
   /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
   readAfter(position: string | null, max: number, options?: ReadOptions): Promise<InvalidationPage>;
   /**

@@ -25,12 +25,15 @@ export interface ChainedPlace extends EntryPlace {
   readonly previous: string;
 }
 
-/** The MACs an entry is written with (each null when this replica holds no key). */
-export interface EntrySeal {
-  /** Over {@link sealSubject}: what versions that know nothing of `previous` verify. */
-  readonly mac: string | null;
-  /** Over {@link chainSubject}: what the nudge carries, and what a reader verifies when the entry names its `previous`. */
-  readonly chain: string | null;
+/**
+ * What an appender seals, at two moments: the entry before it is written, for the place it is
+ * about to take; the nudge once the append said which id came before it.
+ */
+export interface EntrySealer {
+  /** The MAC written with the entry (over {@link sealSubject}); null without a key. */
+  entry(place: EntryPlace): string | null;
+  /** The MAC the nudge carries (over {@link chainSubject}); null without a key. */
+  chain(place: ChainedPlace): string | null;
 }
 
 const subject = (fields: readonly string[]): string => fields.map((f) => `${Buffer.byteLength(f, 'utf8')}:${f}`).join('');
@@ -48,14 +51,14 @@ export function sealSubject(place: EntryPlace, origin: string, revocation: Revoc
 /**
  * {@link sealSubject} and the entry before it: a reader whose position is `previous` may take the
  * entry as the next one without reading the log (nothing lies between), since only a replica that
- * holds a webhook secret can have said so, and it appended there only if `previous` was the log's
- * last id at that moment (see `InvalidationLog.append`).
+ * holds a webhook secret can have said so, and it says so only of what the append told it: the
+ * stream's last id when its entry was added.
  */
 export function chainSubject(place: ChainedPlace, origin: string, revocation: Revocation): string {
   return subject(['invalidation-chained', place.epoch, place.previous, place.id, origin, revocation.scope, userOf(revocation)]);
 }
 
-/** Both MACs of an entry at `place` (see {@link EntrySeal}). */
-export function sealEntry(macs: EntryMacs, place: ChainedPlace, origin: string, revocation: Revocation): EntrySeal {
-  return { mac: macs.sign(sealSubject(place, origin, revocation)), chain: macs.sign(chainSubject(place, origin, revocation)) };
+/** How `origin` seals its entry of `revocation` (see {@link EntrySealer}). */
+export function entrySealer(macs: EntryMacs, origin: string, revocation: Revocation): EntrySealer {
+  return { entry: (place) => macs.sign(sealSubject(place, origin, revocation)), chain: (place) => macs.sign(chainSubject(place, origin, revocation)) };
 }

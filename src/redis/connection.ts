@@ -178,11 +178,6 @@ export class RedisConnection {
     return this.lastAnswerAt >= since;
   }
 
-  /** The deadline of every call (ms), `--redis-command-timeout-ms`. */
-  get commandTimeoutMs(): number {
-    return this.options.commandTimeoutMs;
-  }
-
   /**
    * Runs `work` with the deadline. `op` labels the duration histogram (a closed set chosen by the
    * caller, never data). With `probe`, `work` writes the health probe's key the way `probeWrite`

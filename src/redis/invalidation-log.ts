@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
-import type { AppendedPlace, ChainedPlace, EntrySeal, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from '../decision/index.js';
+import type { AppendedPlace, ChainedPlace, EntrySealer, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from '../decision/index.js';
 import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
@@ -17,16 +16,16 @@ export const INVALIDATE_ECHO_CHANNEL = 'invalidate-echo';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
- * Tries an append makes at places another took first (another replica appended since the last
- * id this one saw, a store whose clock is ahead of ours) before it rejects: each try learns the
- * store's last id and epoch. All of them run within one call's deadline.
+ * Tries an append makes at places another took first (another replica's entry, a store whose clock
+ * is ahead of ours) before it rejects: each try learns the store's last id and epoch.
  */
-const APPEND_TRIES = 16;
+const APPEND_TRIES = 4;
 /** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
 const APPEND_CLOCK_SLACK_MS = 1000;
 /**
  * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
- * 1,024 characters, two ids, two MACs): a larger one is nobody's revocation, and only its id is read into the process.
+ * 1,024 characters, a MAC), and a nudge (the same and two ids): a larger one is nobody's
+ * revocation, and only its id is read into the process.
  */
 export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
 /** The first element of a nudge that carries its entry (a bare stream id is a nudge of an older version). */
@@ -86,12 +85,11 @@ export function parseNudge(message: string): InvalidationNudge {
  * comes out with a null revocation, a reply of the wrong shape is an error.
  *
  * Every entry removed after a reader's position is reported (`deleted`), however it was removed,
- * by four independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
- * fewer entries after the position than `entries-added` says were added after it; an entry read
- * whose `previous` is after the position but was not read before it; and an entry a nudge
- * announced before the read that the read does not find. A writer who deletes an entry and
- * rewrites the stream's counters (XSETID) still trips the third when any entry follows it, and
- * the fourth while the reader's subscription is up.
+ * by three independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
+ * fewer entries after the position than `entries-added` says were added after it; and an entry a
+ * nudge announced (the reader verified it) that the read does not find. A writer who deletes an
+ * entry and rewrites the stream's counters (XSETID) still trips the third while the reader's
+ * subscription is up; and a reader that heard an entry's nudge has it whatever becomes of the log.
  *
  * Every read also writes the health probe's key: a read that passes is a passed health check
  * (`RedisConnection.call` with `probe`), so an idle replica checks Redis with its log poll alone.
@@ -106,8 +104,6 @@ export class RedisInvalidationLog implements InvalidationLog {
   private place: { epoch: string; last: string } = { epoch: '', last: '0-0' };
   /** The store's clock minus ours (ms), as its last append answer said: new ids are its milliseconds. */
   private clockOffsetMs = 0;
-  /** Appends run one at a time: each is sealed to follow the last id, which the one before changes. */
-  private appends: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly connection: RedisConnection,
@@ -126,63 +122,42 @@ export class RedisInvalidationLog implements InvalidationLog {
   }
 
   /**
-   * Adds the entry right after the log's last id as last seen (or `after`, a position the reader
-   * reached, when that is newer), at an id chosen here, sealed by `seal` for exactly that place, so
-   * its MACs bind it there; a place taken meanwhile is sealed for again, at most {@link APPEND_TRIES} times.
+   * Adds the entry at a place chosen here (the epoch and an id after the last one seen, or after
+   * `after`, a position the reader reached), sealed by `seal.entry` for exactly that place, so its
+   * MAC binds it there (a place taken meanwhile is sealed for again, at most {@link APPEND_TRIES}
+   * times); then, once it is written (and replicated, with `--redis-wait-replicas`: a reader that
+   * applies it unread then holds nothing a failover can take back), publishes the nudge: the entry
+   * and the id the append found last before it, sealed by `seal.chain`.
    */
-  append(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace> {
-    const askedAt = performance.now();
-    const run = this.appends.then(() => {
-      // Waiting behind this replica's earlier appends counts against the deadline, as a call's wait would.
-      if (performance.now() - askedAt > this.connection.commandTimeoutMs) {
-        throw new RedisError('ERR_REDIS_TIMEOUT', `not sent: this replica's earlier appends took longer than the deadline (${this.connection.commandTimeoutMs} ms)`);
-      }
-      return this.appendNow(origin, revocation, seal, after);
-    });
-    this.appends = run.catch(() => undefined);
-    return run;
-  }
-
-  private async appendNow(origin: string, revocation: Revocation, seal: (place: ChainedPlace) => EntrySeal, after: string | null): Promise<AppendedPlace> {
+  append(origin: string, revocation: Revocation, seal: EntrySealer, after: string | null): Promise<AppendedPlace> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
     const max = String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES);
-    if (after !== null) {
-      const { id } = decode(after);
-      if (compareStreamIds(id, this.place.last) > 0) this.place = { ...this.place, last: id };
-    }
+    if (after !== null) this.learn(this.place.epoch, decode(after).id);
     return this.connection.call('invalidate_publish', async (c) => {
       await replicasInSync(c, this.options);
-      for (let tries = 1; ; tries++) {
-        const place = { epoch: this.place.epoch, previous: this.place.last, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
-        const sealed = place.epoch === '' ? { mac: null, chain: null } : seal(place);
+      let placed: AppendedPlace | null = null;
+      for (let tries = 1; placed === null; tries++) {
+        const place = { epoch: this.place.epoch, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
+        // Reserved here: an append of this replica sent meanwhile seals for the next id, not this one.
+        this.place = { epoch: place.epoch, last: place.id };
+        const mac = place.epoch === '' ? '' : (seal.entry(place) ?? '');
         const sentAt = Date.now();
-        const reply = await APPEND.run(c, this.keys, [
-          place.epoch,
-          place.id,
-          place.previous,
-          origin,
-          revocation.scope,
-          user,
-          sealed.mac ?? '',
-          sealed.chain ?? '',
-          max,
-          this.channel,
-          nudgeMessage(place, origin, revocation, sealed.chain),
-          randomUUID(),
-          String(APPEND_CLOCK_SLACK_MS),
-        ]);
-        if (!Array.isArray(reply) || reply.length !== 4) throw malformed();
-        const [added, epoch, last, storeMs] = reply as unknown[];
+        const reply = await APPEND.run(c, this.keys, [place.epoch, place.id, origin, revocation.scope, user, mac, max, randomUUID(), String(APPEND_CLOCK_SLACK_MS)]);
+        if (!Array.isArray(reply) || reply.length < 4) throw malformed();
+        const [added, epoch, last, storeMs, previous] = reply as unknown[];
         if ((added !== 0 && added !== 1) || typeof epoch !== 'string' || typeof last !== 'string' || !isStreamId(last) || !Number.isSafeInteger(storeMs)) throw malformed();
-        this.place = { epoch, last };
+        this.learn(epoch, last);
         this.clockOffsetMs = (storeMs as number) - sentAt;
         if (added === 1) {
-          if (last !== place.id || epoch !== place.epoch) throw malformed();
-          await waitForReplicas(c, this.options);
-          return place;
+          if (last !== place.id || epoch !== place.epoch || typeof previous !== 'string' || !isStreamId(previous)) throw malformed();
+          placed = { ...place, previous };
+        } else if (tries >= APPEND_TRIES) {
+          throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
         }
-        if (tries >= APPEND_TRIES) throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
       }
+      await waitForReplicas(c, this.options);
+      await c.sendCommand(['PUBLISH', this.channel, nudgeMessage(placed, origin, revocation, seal.chain(placed))]);
+      return placed;
     });
   }
 
@@ -234,7 +209,7 @@ export class RedisInvalidationLog implements InvalidationLog {
       epochBornMs: epochBornMs(epoch),
       head: encode({ id: head, rank: counted ? (added as number) : -1 }),
       trimmed: gaps.trimmed,
-      deleted: gaps.deleted || (from !== null && reached && (skippedOver(from.id, entries) || announcedMissing(options.announced ?? null, from.id, ids, complete))),
+      deleted: gaps.deleted || (from !== null && reached && announcedMissing(options.announced ?? null, from.id, ids, complete)),
       rewound: gaps.rewound,
       entries,
     };
@@ -278,20 +253,6 @@ export class RedisInvalidationLog implements InvalidationLog {
   private learn(epoch: string, last: string): void {
     if (epoch !== this.place.epoch || compareStreamIds(last, this.place.last) > 0) this.place = { epoch, last };
   }
-}
-
-/**
- * Whether an entry read names as its `previous` an id after `from` that the read did not find
- * before it: an entry between was removed. (An entry naming one before `from` is a log rewound
- * by a failover, told by the counters; one that names none was written by an older version.)
- */
-function skippedOver(from: string, entries: readonly InvalidationEntry[]): boolean {
-  let expected = from;
-  for (const e of entries) {
-    if (e.previous !== null && isStreamId(e.previous) && compareStreamIds(e.previous, expected) > 0) return true;
-    expected = e.id;
-  }
-  return false;
 }
 
 /**
@@ -355,18 +316,15 @@ function malformed(): RedisError {
   return new RedisError('ERR_REDIS_REPLY', 'unexpected reply from the invalidation log');
 }
 
-/** What an entry says, unchecked: the reader believes none of it before its MAC (`c`, or `m` for an entry without `p`) verifies. */
-function decodeEntry(fields: unknown): Omit<InvalidationEntry, 'position' | 'id'> {
+/** What an entry says, unchecked: the reader believes none of it before its MAC (`m`) verifies. */
+function decodeEntry(fields: unknown): { origin: string; revocation: Revocation | null; mac: string | null } {
   const f = new Map<string, string>();
   if (Array.isArray(fields)) for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
   const origin = f.get('o') ?? '';
   const scope = f.get('s');
   const user = f.get('u');
-  const previous = f.get('p') ?? null;
   const mac = f.get('m') ?? null;
-  const chain = f.get('c') ?? null;
-  const said = { origin, previous, mac, chain };
-  if (scope === 'all') return { ...said, revocation: { scope: 'all' } };
-  if (scope === 'user' && user) return { ...said, revocation: { scope: 'user', userReference: user } };
-  return { ...said, revocation: null };
+  if (scope === 'all') return { origin, revocation: { scope: 'all' }, mac };
+  if (scope === 'user' && user) return { origin, revocation: { scope: 'user', userReference: user }, mac };
+  return { origin, revocation: null, mac };
 }

@@ -16,28 +16,25 @@ end
 `;
 
 /**
- * KEYS: stream, epoch. ARGV: the epoch the entry was sealed for, its id, the id it was sealed to
- * follow (the stream's last generated id as the appender saw it), origin, scope, user reference,
- * MAC ('' for none), chained MAC ('' for none), max entries, channel, the nudge to publish, new
- * epoch, how far (ms) the id may be behind the store's clock.
- *
- * Adds the entry under exactly that id and epoch, right after exactly that previous id, as its
- * MACs say (a reader verifies them over all three), and publishes the nudge (the entry itself) in
- * the same step: returns {1, epoch, id, the store's clock in ms}. When the epoch is another, the
- * stream's last generated id is not the previous one (another replica appended first), or the id
- * is further behind the store's clock than allowed (ids stay the store's milliseconds, which a
- * reader without a position reads from), adds nothing and returns {0, epoch, last generated id,
- * clock}: the caller seals again for the new place. The epoch is created with the first entry; a
- * store that lost it (restarted empty) gets a new one, which every reader sees as a reset. An
- * epoch is `<the store's clock, ms>.<random>`: when it was born tells a reader that never saw the
- * old one whether the log restarted after it started.
+ * KEYS: stream, epoch. ARGV: the epoch the entry was sealed for, its id, origin, scope, user
+ * reference, MAC ('' for none), max entries, new epoch, how far (ms) the id may be behind the
+ * store's clock. Adds the entry under exactly that id and epoch, as its MAC says (a reader
+ * verifies the MAC over both): returns {1, epoch, id, the store's clock in ms, the stream's last
+ * generated id before it ('0-0' for none)}, which the appender seals into the nudge it publishes
+ * next. When the epoch is another, the id is not after the stream's last, or it is further behind
+ * the store's clock than allowed (ids stay the store's milliseconds, which a reader without a
+ * position reads from), adds nothing and returns {0, epoch, last generated id, clock}: the caller
+ * seals again for a new place. The epoch is created with the first entry; a store that lost it
+ * (restarted empty) gets a new one, which every reader sees as a reset. An epoch is `<the store's
+ * clock, ms>.<random>`: when it was born tells a reader that never saw the old one whether the
+ * log restarted after it started.
  */
 export const APPEND = new RedisScript(`${STREAM_INFO}
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
-  epoch = now .. '.' .. ARGV[12]
+  epoch = now .. '.' .. ARGV[8]
   redis.call('SET', KEYS[2], epoch)
 end
 local last = '0-0'
@@ -48,20 +45,15 @@ if info then
   end
 end
 local ms = tonumber(string.match(ARGV[2], '^(%d+)-'))
-if epoch ~= ARGV[1] or last ~= ARGV[3] or not ms or ms < now - tonumber(ARGV[13]) then return {0, epoch, last, now} end
-local fields = {'o', ARGV[4], 's', ARGV[5], 'u', ARGV[6], 'p', ARGV[3]}
-if ARGV[7] ~= '' then
-  fields[#fields + 1] = 'm'
-  fields[#fields + 1] = ARGV[7]
+if epoch ~= ARGV[1] or not ms or ms < now - tonumber(ARGV[9]) then return {0, epoch, last, now} end
+local fields = {'o', ARGV[3], 's', ARGV[4], 'u', ARGV[5]}
+if ARGV[6] ~= '' then
+  fields[7] = 'm'
+  fields[8] = ARGV[6]
 end
-if ARGV[8] ~= '' then
-  fields[#fields + 1] = 'c'
-  fields[#fields + 1] = ARGV[8]
-end
-local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[9], ARGV[2], unpack(fields))
+local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], ARGV[2], unpack(fields))
 if type(id) == 'table' and id.err then return {0, epoch, last, now} end
-redis.call('PUBLISH', ARGV[10], ARGV[11])
-return {1, epoch, id, now}
+return {1, epoch, id, now, last}
 `);
 
 /**

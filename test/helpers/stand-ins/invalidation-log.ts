@@ -10,13 +10,10 @@ const echoChannel = (link: Link): string => `invalidation-echo:${link.name}`;
 
 interface Kept {
   readonly seq: number;
-  /** The sequence that was the log's last when this one was appended. */
-  readonly previous: number;
   readonly at: number;
   readonly origin: string;
   readonly revocation: Revocation;
   readonly mac: string | null;
-  readonly chain: string | null;
 }
 
 /**
@@ -33,9 +30,10 @@ export const standInMacs: EntryMacs = {
  * behind the fault script of {@link Wire}, that can lose entries the ways a Redis stream does and
  * says so in each page's flags: {@link trim} (from the front: `trimmed`), {@link remove} (one entry:
  * `deleted`), {@link restartEmpty} (a new epoch); and an entry rewritten in place, which no flag
- * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings. Each append
- * publishes its entry as a nudge (to every link, which the test may drop or reorder per link), and
- * each read echoes its token to the reading link alone, when its effect runs.
+ * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings. An append is
+ * two calls, as on Redis: the entry (`append`), then its nudge (`publish`, to every link, which the
+ * test may drop or reorder per link); each read echoes its token to the reading link alone, when
+ * its effect runs.
  *
  * For the model, `seen(link, revoked)` hears, for each page a reader was answered, the revocations
  * appended (in any epoch) before that read ran: the ones that reader now knows of.
@@ -50,6 +48,8 @@ export class StandInInvalidationLog {
   private readonly deletedSeqs = new Set<number>();
   /** Every revocation ever appended, in order. */
   readonly appended: Revocation[] = [];
+  /** Every nudge published, in order (a writer may publish any of them again). */
+  readonly published: InvalidationNudge[] = [];
 
   constructor(
     private readonly wire: Wire,
@@ -72,18 +72,22 @@ export class StandInInvalidationLog {
       if (token !== undefined) this.wire.publish(echoChannel(link), token);
     };
     return {
-      append: (origin, revocation, seal) =>
-        link.call('append', () => {
-          // Always right after the last entry: the effect runs at once, as a script does.
+      append: async (origin, revocation, seal) => {
+        const place = await link.call('append', () => {
           const previous = this.head;
           const seq = ++this.head;
-          const place = { epoch: String(this.epoch), id: String(seq), previous: String(previous) };
-          const sealed = seal(place);
-          this.kept.push({ seq, previous, at: Date.now(), origin, revocation, mac: sealed.mac, chain: sealed.chain });
+          const at = { epoch: String(this.epoch), id: String(seq) };
+          this.kept.push({ seq, at: Date.now(), origin, revocation, mac: seal.entry(at) });
           this.appended.push(revocation);
-          this.wire.publish(APPENDED, { entry: { id: place.id, previous: place.previous, origin, revocation, chain: sealed.chain } } satisfies InvalidationNudge);
-          return place;
-        }),
+          return { ...at, previous: String(previous) };
+        });
+        const nudge: InvalidationNudge = { entry: { id: place.id, previous: place.previous, origin, revocation, chain: seal.chain(place) } };
+        await link.call('publish', () => {
+          this.published.push(nudge);
+          this.wire.publish(APPENDED, nudge);
+        });
+        return place;
+      },
       readAfter: (position, max, options = {}) =>
         read('readAfter', () => {
           echo(options.echo);
@@ -157,7 +161,7 @@ export class StandInInvalidationLog {
   }
 
   private page(kept: readonly Kept[], trimmed: boolean, deleted: boolean): InvalidationPage {
-    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), id: String(k.seq), previous: String(k.previous), origin: k.origin, revocation: k.revocation, mac: k.mac, chain: k.chain }));
+    const entries = kept.map((k): InvalidationEntry => ({ position: String(k.seq), id: String(k.seq), origin: k.origin, revocation: k.revocation, mac: k.mac }));
     return { epoch: String(this.epoch), epochBornMs: this.bornAt, head: String(this.head), trimmed, deleted, rewound: false, entries };
   }
 }
