@@ -11,12 +11,17 @@
  * - per revocation: commands, bytes out and Redis CPU for BENCH_FLEET_EVENTS (default 100)
  *   revocation webhooks sent at BENCH_FLEET_RATE a second (default 10) to the real replicas in
  *   turn, less what the idle fleet costs over the same time;
+ * - per revocation in a storm: the same for BENCH_FLEET_STORM_EVENTS (default 300) sent in bursts
+ *   of BENCH_FLEET_STORM_BURST (default 20) at once, BENCH_FLEET_STORM_RATE a second (default 100),
+ *   as a bulk revocation job arrives: Redis then handles several appends per turn of its event
+ *   loop and writes each subscriber once for all of them, which a busy Redis always does;
  * - per webhook: the same for events that revoke nothing (deduplication alone);
  * and, at the real N alone, how long a revocation takes to reach every replica (BENCH_FLEET_SAMPLES,
  * default 100): each replica has the user's ALLOW cached, the revocation is delivered to one of
  * them, and every replica is asked again and again until none answers from its cache.
  * Then the line a linear fit of those sizes gives for N = 1,000, and the revocation rate at which
- * one Redis core would be busy all the time.
+ * one Redis core would be busy all the time: from the storm's CPU per revocation (a Redis that
+ * busy batches at least as much), and, for comparison, from the evenly spaced one.
  *
  * The load generator and the prober are processes of their own (this file with `--drive`), as are
  * the emulated readers (`--emulate`), Redis, the upstream and the app; this process only starts
@@ -44,6 +49,9 @@ const EMULATED = (process.env.BENCH_FLEET_EMULATED ?? '0,100,300').split(',').ma
 const IDLE_S = Number(process.env.BENCH_FLEET_IDLE_S ?? 60);
 const EVENTS = Number(process.env.BENCH_FLEET_EVENTS ?? 100);
 const RATE = Number(process.env.BENCH_FLEET_RATE ?? 10);
+const STORM_EVENTS = Number(process.env.BENCH_FLEET_STORM_EVENTS ?? 300);
+const STORM_BURST = Number(process.env.BENCH_FLEET_STORM_BURST ?? 20);
+const STORM_RATE = Number(process.env.BENCH_FLEET_STORM_RATE ?? 100);
 const SAMPLES = Number(process.env.BENCH_FLEET_SAMPLES ?? 100);
 /** Emulated readers per process. */
 const PER_EMULATOR = 100;
@@ -101,6 +109,7 @@ export interface FleetPoint {
   readonly real: number;
   readonly idle: { readonly commandsPerS: number; readonly scriptsPerS: number; readonly cpuPct: number; readonly byCommandPerS: Record<string, number> };
   readonly revocation: PerEvent;
+  readonly storm: PerEvent;
   readonly webhook: PerEvent;
 }
 
@@ -137,10 +146,15 @@ export interface FleetModel {
   readonly revocationCommands: number;
   readonly revocationBytesOut: number;
   readonly revocationCpuUs: number;
+  readonly stormCommands: number;
+  readonly stormCpuUs: number;
   readonly webhookCommands: number;
   readonly webhookBytesOut: number;
-  /** Revocations a second at which one Redis core is busy all the time (idle load included). */
+  readonly webhookCpuUs: number;
+  /** Revocations a second at which one Redis core is busy all the time (idle load included), from the storm's CPU per revocation. */
   readonly saturatingRevocationsPerS: number;
+  /** The same from the evenly spaced revocations' CPU (no two appends in one turn of Redis' loop). */
+  readonly saturatingSpacedRevocationsPerS: number;
 }
 
 export interface FleetBench {
@@ -183,7 +197,9 @@ interface EventsJob {
   readonly webhookUrls: readonly string[];
   readonly revoke: boolean;
   readonly count: number;
+  /** Events a second, sent `burst` at once. */
   readonly rate: number;
+  readonly burst: number;
   readonly tag: string;
 }
 
@@ -219,13 +235,13 @@ async function deliver(pool: Pool, id: string, revokeUser: string | null): Promi
   return res.statusCode;
 }
 
-/** Events at a fixed rate to the replicas in turn; prints how many were answered 200. */
+/** Events at a fixed rate (`burst` at a time) to the replicas in turn; prints how many were answered 200. */
 async function runEvents(job: EventsJob): Promise<{ sent: number; acknowledged: number }> {
-  const pools = job.webhookUrls.map((u) => new Pool(u, { connections: 4 }));
+  const pools = job.webhookUrls.map((u) => new Pool(u, { connections: Math.max(4, job.burst) }));
   const start = clock();
   const pending: Promise<number>[] = [];
   for (let k = 0; k < job.count; k++) {
-    const wait = start + (k * 1000) / job.rate - clock();
+    const wait = start + (Math.floor(k / job.burst) * job.burst * 1000) / job.rate - clock();
     if (wait > 0) await sleep(wait);
     const id = `evt_${job.tag}_${k}`;
     pending.push(deliver(pools[k % pools.length]!, id, job.revoke ? `user-${job.tag}-${k}` : null).catch(() => 0));
@@ -411,13 +427,15 @@ export async function benchFleet(): Promise<FleetBench> {
       const i1 = await counters(admin);
       const idle = delta(i0, i1);
       const idlePerS = (x: number): number => x / idle.s;
-      const perEvent = async (revoke: boolean): Promise<PerEvent> => {
+      const perEvent = async (revoke: boolean, count: number, rate: number, burst: number, tag: string): Promise<PerEvent> => {
         const a = await counters(admin);
-        const sent = await child<{ sent: number; acknowledged: number }>([
-          '--drive',
-          JSON.stringify({ kind: 'events', webhookUrls, revoke, count: EVENTS, rate: RATE, tag: `${revoke ? 'rev' : 'hook'}${step}` } satisfies EventsJob),
-        ]);
-        await sleep(2000); // every replica's reads after the last nudge are done
+        const sent = await child<{ sent: number; acknowledged: number }>(['--drive', JSON.stringify({ kind: 'events', webhookUrls, revoke, count, rate, burst, tag: `${tag}${step}` } satisfies EventsJob)]);
+        // Every replica's reads after the last nudge are done: Redis is back to its idle pace.
+        for (let deadline = clock() + 60_000; clock() < deadline; ) {
+          const before = await counters(admin);
+          await sleep(1000);
+          if (delta(before, await counters(admin)).commands <= idlePerS(idle.commands) * 1.5 + 5) break;
+        }
         const d = delta(a, await counters(admin));
         const less = (x: number, idleX: number): number => (x - idlePerS(idleX) * d.s) / sent.sent;
         const byCommand: Record<string, number> = {};
@@ -432,17 +450,19 @@ export async function benchFleet(): Promise<FleetBench> {
           byCommand,
         };
       };
-      const revocation = await perEvent(true);
-      const webhook = await perEvent(false);
+      const revocation = await perEvent(true, EVENTS, RATE, 1, 'rev');
+      const storm = await perEvent(true, STORM_EVENTS, STORM_RATE, STORM_BURST, 'storm');
+      const webhook = await perEvent(false, EVENTS, RATE, 1, 'hook');
       const byCommandPerS: Record<string, number> = {};
       for (const [k, v] of Object.entries(idle.byCommand)) byCommandPerS[k] = v / idle.s;
-      points.push({ n, real: REAL, idle: { commandsPerS: idlePerS(idle.commands), scriptsPerS: idlePerS(idle.scripts), cpuPct: idlePerS(idle.cpuS) * 100, byCommandPerS }, revocation, webhook });
+      points.push({ n, real: REAL, idle: { commandsPerS: idlePerS(idle.commands), scriptsPerS: idlePerS(idle.scripts), cpuPct: idlePerS(idle.cpuS) * 100, byCommandPerS }, revocation, storm, webhook });
       console.log(`  measured N = ${n}: ${pointLine(points.at(-1)!)}`);
     }
 
     const at = (f: (p: FleetPoint) => number): number => fit(points.map((p) => [p.n, f(p)] as const))(MODEL_N);
     const idleCpuPct = Math.max(0, at((p) => p.idle.cpuPct));
     const revocationCpuUs = at((p) => p.revocation.cpuUs);
+    const stormCpuUs = at((p) => p.storm.cpuUs);
     const model: FleetModel = {
       n: MODEL_N,
       idleCommandsPerS: at((p) => p.idle.commandsPerS),
@@ -450,9 +470,13 @@ export async function benchFleet(): Promise<FleetBench> {
       revocationCommands: at((p) => p.revocation.commands),
       revocationBytesOut: at((p) => p.revocation.bytesOut),
       revocationCpuUs,
+      stormCommands: at((p) => p.storm.commands),
+      stormCpuUs,
       webhookCommands: at((p) => p.webhook.commands),
       webhookBytesOut: at((p) => p.webhook.bytesOut),
-      saturatingRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / revocationCpuUs,
+      webhookCpuUs: at((p) => p.webhook.cpuUs),
+      saturatingRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / stormCpuUs,
+      saturatingSpacedRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / revocationCpuUs,
     };
     return { machine, machineAfter: machineLine(), redisVersion, points, propagation, model };
   } finally {
@@ -464,6 +488,7 @@ function pointLine(p: FleetPoint): string {
   return [
     `idle ${fmt(p.idle.commandsPerS, 1)} cmd/s (${fmt(p.idle.scriptsPerS, 1)} scripts/s, ${fmt(p.idle.commandsPerS / p.n, 3)} per replica, Redis CPU ${fmt(p.idle.cpuPct, 1)} %)`,
     `revocation ${fmt(p.revocation.commands, 1)} cmd (${fmt(p.revocation.scripts, 1)} scripts), ${fmt(p.revocation.bytesOut / 1024, 1)} kB out, ${fmt(p.revocation.cpuUs)} µs CPU (${p.revocation.acknowledged}/${p.revocation.sent} 200)`,
+    `in a storm ${fmt(p.storm.commands, 1)} cmd, ${fmt(p.storm.cpuUs)} µs CPU (${p.storm.acknowledged}/${p.storm.sent} 200)`,
     `webhook ${fmt(p.webhook.commands, 1)} cmd, ${fmt(p.webhook.bytesOut / 1024, 1)} kB out, ${fmt(p.webhook.cpuUs)} µs CPU (${p.webhook.acknowledged}/${p.webhook.sent} 200)`,
   ].join('; ');
 }
@@ -471,11 +496,11 @@ function pointLine(p: FleetPoint): string {
 export function fleetLines(r: FleetBench): string[] {
   const row = (cells: string[]): string => `| ${cells.join(' | ')} |`;
   const lines = [
-    `Fleet on one Redis (redis-server ${r.redisVersion}; ${r.points[0]?.real ?? 0} real replicas, the rest emulated; idle over ${IDLE_S} s; ${EVENTS} events per row at ${RATE}/s)`,
+    `Fleet on one Redis (redis-server ${r.redisVersion}; ${r.points[0]?.real ?? 0} real replicas, the rest emulated; idle over ${IDLE_S} s; ${EVENTS} events per row at ${RATE}/s; the storm ${STORM_EVENTS} revocations, ${STORM_BURST} at once, ${STORM_RATE}/s)`,
     `  before: ${r.machine}`,
     `  after:  ${r.machineAfter}`,
-    row(['N', 'idle commands/s (scripts/s)', 'per idle replica', 'commands per revocation', 'bytes out per revocation', 'Redis CPU per revocation', 'commands per webhook', 'bytes out per webhook']),
-    row(['---', '---', '---', '---', '---', '---', '---', '---']),
+    row(['N', 'idle commands/s (scripts/s)', 'per idle replica', 'commands per revocation', 'bytes out per revocation', 'Redis CPU per revocation', 'in a storm: commands, CPU', 'commands per webhook', 'bytes out per webhook', 'Redis CPU per webhook']),
+    row(['---', '---', '---', '---', '---', '---', '---', '---', '---', '---']),
   ];
   for (const p of r.points) {
     lines.push(
@@ -486,8 +511,10 @@ export function fleetLines(r: FleetBench): string[] {
         fmt(p.revocation.commands, 1),
         `${fmt(p.revocation.bytesOut / 1024, 1)} k`,
         `${fmt(p.revocation.cpuUs)} µs`,
+        `${fmt(p.storm.commands, 1)}, ${fmt(p.storm.cpuUs)} µs`,
         fmt(p.webhook.commands, 1),
         `${fmt(p.webhook.bytesOut / 1024, 1)} k`,
+        `${fmt(p.webhook.cpuUs)} µs`,
       ]),
     );
   }
@@ -500,13 +527,15 @@ export function fleetLines(r: FleetBench): string[] {
       fmt(m.revocationCommands, 0),
       `${fmt(m.revocationBytesOut / 1024, 0)} k`,
       `${fmt(m.revocationCpuUs)} µs`,
+      `${fmt(m.stormCommands, 0)}, ${fmt(m.stormCpuUs)} µs`,
       fmt(m.webhookCommands, 0),
       `${fmt(m.webhookBytesOut / 1024, 0)} k`,
+      `${fmt(m.webhookCpuUs)} µs`,
     ]),
   );
   const p = r.propagation;
   lines.push(
-    `  model, N = ${fmt(m.n)}: idle Redis CPU ${fmt(m.idleCpuPct, 1)} % of a core; one Redis core saturates at ${fmt(m.saturatingRevocationsPerS)} revocations/s`,
+    `  model, N = ${fmt(m.n)}: idle Redis CPU ${fmt(m.idleCpuPct, 1)} % of a core; one Redis core saturates at ${fmt(m.saturatingRevocationsPerS)} revocations/s (from the storm's CPU; ${fmt(m.saturatingSpacedRevocationsPerS)}/s if no two came together)`,
     `  propagation to all ${p.replicas} real replicas (${p.samples} revocations${p.unfinished ? `, ${p.unfinished} NOT everywhere within 10 s` : ''}): from the 200 p50 ${fmt(p.p50Ms, 1)} ms, p99 ${fmt(p.p99Ms, 1)} ms, max ${fmt(p.maxMs, 1)} ms; from the delivery sent p50 ${fmt(p.fromSentP50Ms, 1)} ms, p99 ${fmt(p.fromSentP99Ms, 1)} ms`,
   );
   return lines;
