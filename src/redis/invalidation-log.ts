@@ -23,6 +23,14 @@ const APPEND_TRIES = 4;
 /** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
 const APPEND_CLOCK_SLACK_MS = 1000;
 /**
+ * The places one append offers (see the APPEND script): this many milliseconds from the first one,
+ * each with this many sequence numbers. Appends that reach Redis in the same turn all find one as
+ * long as their clocks (the store's, as each estimates it when it seals) are within about 15 ms
+ * and there are no more than 32 of them; each place is one more MAC to compute, a microsecond or two.
+ */
+const APPEND_PLACE_MS = 16;
+const APPEND_PLACE_SEQS = 2;
+/**
  * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
  * 1,024 characters, a MAC), and a nudge (the same and two ids): a larger one is nobody's
  * revocation, and only its id is read into the process.
@@ -122,10 +130,10 @@ export class RedisInvalidationLog implements InvalidationLog {
   }
 
   /**
-   * Adds the entry at a place chosen here (the epoch and an id after the last one seen, or after
-   * `after`, a position the reader reached), sealed by `seal.entry` for exactly that place, so its
-   * MAC binds it there (a place taken meanwhile is sealed for again, at most {@link APPEND_TRIES}
-   * times); then, once it is written (and replicated, with `--redis-wait-replicas`: a reader that
+   * Adds the entry at one of the places offered here (the epoch and ids after the last one seen, or
+   * after `after`, a position the reader reached), each sealed by `seal.entry`, so the MAC binds it
+   * where it lands (when every place was taken first, new ones are sealed for, at most
+   * {@link APPEND_TRIES} times); then, once it is written (and replicated, with `--redis-wait-replicas`: a reader that
    * applies it unread then holds nothing a failover can take back), publishes the nudge: the entry
    * and the id the append found last before it, sealed by `seal.chain`.
    */
@@ -137,20 +145,20 @@ export class RedisInvalidationLog implements InvalidationLog {
       await replicasInSync(c, this.options);
       let placed: AppendedPlace | null = null;
       for (let tries = 1; placed === null; tries++) {
-        const place = { epoch: this.place.epoch, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
-        // Reserved here: an append of this replica sent meanwhile seals for the next id, not this one.
-        this.place = { epoch: place.epoch, last: place.id };
-        const mac = place.epoch === '' ? '' : (seal.entry(place) ?? '');
+        const epochSealed = this.place.epoch;
+        // The same places as any append sent meanwhile (this replica's or another's): each takes the first left.
+        const ids = placesAfter(this.place.last, Date.now() + this.clockOffsetMs);
+        const places = ids.flatMap((id) => [id, epochSealed === '' ? '' : (seal.entry({ epoch: epochSealed, id }) ?? '')]);
         const sentAt = Date.now();
-        const reply = await APPEND.run(c, this.keys, [place.epoch, place.id, origin, revocation.scope, user, mac, max, randomUUID(), String(APPEND_CLOCK_SLACK_MS)]);
+        const reply = await APPEND.run(c, this.keys, [epochSealed, origin, revocation.scope, user, max, randomUUID(), String(APPEND_CLOCK_SLACK_MS), ...places]);
         if (!Array.isArray(reply) || reply.length < 4) throw malformed();
         const [added, epoch, last, storeMs, previous] = reply as unknown[];
         if ((added !== 0 && added !== 1) || typeof epoch !== 'string' || typeof last !== 'string' || !isStreamId(last) || !Number.isSafeInteger(storeMs)) throw malformed();
         this.learn(epoch, last);
         this.clockOffsetMs = (storeMs as number) - sentAt;
         if (added === 1) {
-          if (last !== place.id || epoch !== place.epoch || typeof previous !== 'string' || !isStreamId(previous)) throw malformed();
-          placed = { ...place, previous };
+          if (!ids.includes(last) || epoch !== epochSealed || typeof previous !== 'string' || !isStreamId(previous)) throw malformed();
+          placed = { epoch, id: last, previous };
         } else if (tries >= APPEND_TRIES) {
           throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
         }
@@ -304,6 +312,19 @@ function gapsAfter(from: Position, f: StreamFacts): { trimmed: boolean; deleted:
   }
   const trimmed = gone && frontPast && !deletedAfter;
   return { trimmed, deleted: deletedAfter || (gone && !trimmed), rewound };
+}
+
+/**
+ * The places an append offers after `last` at `nowMs`, ascending: the first is the next id after
+ * `last` (or `<now>-0`), then the next sequence numbers of its millisecond and of the few after it.
+ */
+function placesAfter(last: string, nowMs: number): string[] {
+  const [ms, seq] = nextStreamId(last, nowMs).split('-').map(BigInt) as [bigint, bigint];
+  const ids: string[] = [];
+  for (let d = 0n; d < BigInt(APPEND_PLACE_MS); d++) {
+    for (let j = 0n; j < BigInt(APPEND_PLACE_SEQS); j++) ids.push(`${ms + d}-${(d === 0n ? seq : 0n) + j}`);
+  }
+  return ids;
 }
 
 /** When the epoch was made (the store's clock, ms), or null when it does not say (written by an older version or by something else). */

@@ -16,25 +16,30 @@ end
 `;
 
 /**
- * KEYS: stream, epoch. ARGV: the epoch the entry was sealed for, its id, origin, scope, user
- * reference, MAC ('' for none), max entries, new epoch, how far (ms) the id may be behind the
- * store's clock. Adds the entry under exactly that id and epoch, as its MAC says (a reader
- * verifies the MAC over both): returns {1, epoch, id, the store's clock in ms, the stream's last
- * generated id before it ('0-0' for none)}, which the appender seals into the nudge it publishes
- * next. When the epoch is another, the id is not after the stream's last, or it is further behind
- * the store's clock than allowed (ids stay the store's milliseconds, which a reader without a
- * position reads from), adds nothing and returns {0, epoch, last generated id, clock}: the caller
- * seals again for a new place. The epoch is created with the first entry; a store that lost it
- * (restarted empty) gets a new one, which every reader sees as a reset. An epoch is `<the store's
- * clock, ms>.<random>`: when it was born tells a reader that never saw the old one whether the
- * log restarted after it started.
+ * KEYS: stream, epoch. ARGV: the epoch the entry was sealed for, origin, scope, user reference, max
+ * entries, new epoch, how far (ms) an id may be behind the store's clock, then the places it may
+ * take, in ascending order, each an id and the entry's MAC sealed for it ('' for none).
+ *
+ * Adds the entry under the first of those ids after the stream's last generated id, with that
+ * id's MAC (a reader verifies the MAC over the id and the epoch): returns {1, epoch, id, the
+ * store's clock in ms, the stream's last generated id before it ('0-0' for none)}, which the
+ * appender seals into the nudge it publishes next. Several places let appends that reach Redis
+ * together (a bulk revocation, delivered to many replicas at once, sealed for the same
+ * millisecond) each take one in the same turn, where with one id each all but one failed and tried
+ * again. When the epoch is another, no place is after the stream's last, or the one after it is
+ * further behind the store's clock than allowed (ids stay the store's milliseconds, which a reader
+ * without a position reads from), adds nothing and returns {0, epoch, last generated id, clock}:
+ * the caller seals again for new places. The epoch is created with the first entry; a store that
+ * lost it (restarted empty) gets a new one, which every reader sees as a reset. An epoch is `<the
+ * store's clock, ms>.<random>`: when it was born tells a reader that never saw the old one whether
+ * the log restarted after it started.
  */
 export const APPEND = new RedisScript(`${STREAM_INFO}
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
-  epoch = now .. '.' .. ARGV[8]
+  epoch = now .. '.' .. ARGV[6]
   redis.call('SET', KEYS[2], epoch)
 end
 local last = '0-0'
@@ -44,16 +49,25 @@ if info then
     if info[i] == 'last-generated-id' then last = info[i + 1] end
   end
 end
-local ms = tonumber(string.match(ARGV[2], '^(%d+)-'))
-if epoch ~= ARGV[1] or not ms or ms < now - tonumber(ARGV[9]) then return {0, epoch, last, now} end
-local fields = {'o', ARGV[3], 's', ARGV[4], 'u', ARGV[5]}
-if ARGV[6] ~= '' then
-  fields[7] = 'm'
-  fields[8] = ARGV[6]
+if epoch ~= ARGV[1] then return {0, epoch, last, now} end
+local lms, lseq = string.match(last, '^(%d+)-(%d+)$')
+lms, lseq = tonumber(lms), tonumber(lseq)
+for i = 8, #ARGV - 1, 2 do
+  local ms, seq = string.match(ARGV[i], '^(%d+)-(%d+)$')
+  ms, seq = tonumber(ms), tonumber(seq)
+  if ms and seq and (ms > lms or (ms == lms and seq > lseq)) then
+    if ms < now - tonumber(ARGV[7]) then return {0, epoch, last, now} end
+    local fields = {'o', ARGV[2], 's', ARGV[3], 'u', ARGV[4]}
+    if ARGV[i + 1] ~= '' then
+      fields[7] = 'm'
+      fields[8] = ARGV[i + 1]
+    end
+    local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], ARGV[i], unpack(fields))
+    if type(id) == 'table' and id.err then return {0, epoch, last, now} end
+    return {1, epoch, id, now, last}
+  end
 end
-local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], ARGV[2], unpack(fields))
-if type(id) == 'table' and id.err then return {0, epoch, last, now} end
-return {1, epoch, id, now, last}
+return {0, epoch, last, now}
 `);
 
 /**

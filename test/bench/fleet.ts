@@ -378,16 +378,23 @@ export async function benchFleet(): Promise<FleetBench> {
     for (let i = 0; i < REAL; i += 5) {
       const batch = await Promise.all(
         Array.from({ length: Math.min(5, REAL - i) }, async () => {
-          const [d, w, a] = [await freePort(), await freePort(), await freePort()];
-          const c = await startChild(
-            process.execPath,
-            [CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', API_KEY, '--listen', `127.0.0.1:${d}`, '--webhook-listen', `127.0.0.1:${w}`,
-              '--admin-listen', `127.0.0.1:${a}`, '--app-webhook-url', `http://127.0.0.1:${appPort}/hooks`, '--webhook-secret', SECRET,
-              '--redis-url', redis.url, '--redis-key-prefix', PREFIX, '--log-level', 'warn'],
-            `http://127.0.0.1:${a}/readyz`,
-          );
-          stops.push(() => stopChild(c));
-          return { decision: `http://127.0.0.1:${d}`, webhook: `http://127.0.0.1:${w}` };
+          // A free port can be taken by another process before the replica binds it: new ports, again.
+          for (let attempt = 1; ; attempt++) {
+            const [d, w, a] = [await freePort(), await freePort(), await freePort()];
+            try {
+              const c = await startChild(
+                process.execPath,
+                [CLI, 'serve', '--upstream-url', `http://127.0.0.1:${upPort}`, '--api-key', API_KEY, '--listen', `127.0.0.1:${d}`, '--webhook-listen', `127.0.0.1:${w}`,
+                  '--admin-listen', `127.0.0.1:${a}`, '--app-webhook-url', `http://127.0.0.1:${appPort}/hooks`, '--webhook-secret', SECRET,
+                  '--redis-url', redis.url, '--redis-key-prefix', PREFIX, '--log-level', 'warn'],
+                `http://127.0.0.1:${a}/readyz`,
+              );
+              stops.push(() => stopChild(c));
+              return { decision: `http://127.0.0.1:${d}`, webhook: `http://127.0.0.1:${w}` };
+            } catch (err) {
+              if (attempt >= 3) throw err;
+            }
+          }
         }),
       );
       replicas.push(...batch);

@@ -97,6 +97,29 @@ describe('a nudge carries the revocation', () => {
   });
 });
 
+describe('appends sealed for the same millisecond', () => {
+  // A bulk revocation reaches many replicas at once, and each seals its entry for the store's
+  // millisecond as it sees it. Before, an append offered one id: of those reaching Redis together
+  // one was taken per try and the rest tried again (O(k²) scripts), and most of a burst was
+  // answered 503 (the fleet bench's storm, 20 at once to 20 replicas: 199 of 300 acknowledged).
+  it('each takes one of the places it offers, in one try, and says which id it found last before it', async () => {
+    const { APPEND } = await import('../../src/redis/invalidation-scripts.js');
+    const prefix = fx.redis.prefix();
+    const r = await replica(prefix);
+    const keys = [r.stream, `{${prefix}}invalidations-epoch`];
+    const epoch = String(await fx.admin.get(keys[1]!));
+    const ms = Number(((await fx.admin.sendCommand(['TIME'])) as [string, string])[0]) * 1000 + 5;
+    // The same places for every append, as when all seal at once: each takes the first one left.
+    const places = Array.from({ length: 8 }, (_, i) => [`${ms + Math.floor(i / 2)}-${i % 2}`, `mac-${i}`]).flat();
+    const replies = [];
+    for (let k = 0; k < 8; k++) replies.push(await r.conn.call('test', (c) => APPEND.run(c, keys, [epoch, 'origin', 'user', `u${k}`, '10000', 'unused', '1000', ...places])));
+    expect(replies.map((x) => (x as unknown[]).slice(0, 3))).toStrictEqual(Array.from({ length: 8 }, (_, k) => [1, epoch, places[2 * k]]));
+    expect(replies.map((x) => (x as unknown[])[4])).toStrictEqual(['0-0', ...Array.from({ length: 7 }, (_, k) => places[2 * k])]);
+    // Every place taken: the next one says so, and where the stream ends.
+    expect(((await r.conn.call('test', (c) => APPEND.run(c, keys, [epoch, 'origin', 'user', 'u9', '10000', 'unused', '1000', ...places]))) as unknown[]).slice(0, 3)).toStrictEqual([0, epoch, places[14]]);
+  });
+});
+
 describe('the subscription up and the log unreadable are different states', () => {
   it('reads every 30 s while nothing is missed; a nudge showing a gap while reads are refused: past --fleet-invalidation-max-silence-ms the cache is bypassed; readable again, it serves again', async () => {
     const { admin, url } = await redisWithUser('b', opened);
