@@ -8,6 +8,7 @@ import type { CacheTrust } from './cache-trust.js';
 import type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from './invalidation-log.js';
 import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
 import { chainSubject, entrySealer, sealSubject, type EntryMacs } from './invalidation-seal.js';
+import { SubscriptionProof, type ProofTicket } from './subscription-proof.js';
 
 /**
  * How often a replica reads the log while its subscription is not proven up, or it missed
@@ -21,8 +22,6 @@ export const INVALIDATION_POLL_INTERVAL_MS = 1000;
  * checks Redis (see `RedisConnection`).
  */
 export const INVALIDATION_QUIET_POLL_INTERVAL_MS = 30_000;
-/** How long a read's echo may take to come back on the subscription (ms) before the subscription is no longer taken as up. */
-export const INVALIDATION_ECHO_WAIT_MS = 2000;
 /**
  * How long a nudge that came before the one of an entry it follows waits for it (ms) before the
  * log is read: each appender publishes once its append is answered, so two appends close together
@@ -65,7 +64,7 @@ export interface FleetInvalidationOptions {
   readonly pollIntervalMs?: number;
   /** Default {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}. */
   readonly quietPollIntervalMs?: number;
-  /** Default {@link INVALIDATION_ECHO_WAIT_MS}. */
+  /** Default `INVALIDATION_ECHO_WAIT_MS` (see {@link SubscriptionProof}). */
   readonly echoWaitMs?: number;
   /** Default {@link INVALIDATION_REORDER_GRACE_MS}. */
   readonly reorderGraceMs?: number;
@@ -130,15 +129,8 @@ export class FleetInvalidation implements RevocationPublisher {
    * subscription is not proven up; while it is, that is now.
    */
   private caughtUpAt = performance.now();
-  /** The subscription is proven up and nothing was missed since: nudges are the whole log. */
-  private live = false;
-  /** performance.now() when the subscription last delivered something in order (a nudge applied, an echo). */
-  private lastHeardAt = performance.now();
-  /** Connections broken or moved so far: an echo proves only the subscription it was sent on. */
-  private disturbances = 0;
-  /** The echo of the last read that reached the head, still to come. */
-  private awaited: { readonly token: string; readonly disturbances: number; timer?: NodeJS.Timeout } | null = null;
-  private lastEcho: string | null = null;
+  /** Whether nudges are the whole log: the subscription proven up, nothing missed since. */
+  private readonly proof: SubscriptionProof;
   /** The newest entry a verified nudge announced that this replica has not read: the next read must find it. */
   private announced: string | null = null;
   /** Nudges (verified) and own appends that came ahead of an entry this replica has not got, by id. */
@@ -152,6 +144,14 @@ export class FleetInvalidation implements RevocationPublisher {
     this.startedAtMs = (options.now ?? Date.now)();
     options.metrics.bypassed.set(0);
     options.metrics.subscribed.set(0);
+    this.proof = new SubscriptionProof({
+      ...(options.echoWaitMs !== undefined ? { echoWaitMs: options.echoWaitMs } : {}),
+      changed: (live, since) => {
+        if (!live) this.caughtUpAt = Math.max(this.caughtUpAt, since);
+        options.metrics.subscribed.set(live ? 1 : 0);
+        this.schedule();
+      },
+    });
   }
 
   /**
@@ -164,7 +164,7 @@ export class FleetInvalidation implements RevocationPublisher {
     try {
       log.onRestored(() => void this.catchUp());
       log.onDisturbed(() => this.disturbed());
-      log.onEcho((token) => this.echoed(token));
+      log.onEcho((token) => this.proof.echoed(token));
       await log.onAppended((nudge) => this.take({ nudge }));
       await this.catchUp();
     } finally {
@@ -194,8 +194,8 @@ export class FleetInvalidation implements RevocationPublisher {
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
-    clearTimeout(this.awaited?.timer);
     clearTimeout(this.graceTimer);
+    this.proof.close();
   }
 
   /** Reads what is new; calls that come while a read runs make one more read after it (and share its promise). */
@@ -216,7 +216,7 @@ export class FleetInvalidation implements RevocationPublisher {
   private schedule(): void {
     if (this.closed || this.inStart) return;
     clearTimeout(this.timer);
-    const ms = this.live ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
+    const ms = this.proof.isLive ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
     this.timer = setTimeout(() => void this.catchUp(), ms);
     this.timer.unref();
   }
@@ -228,9 +228,8 @@ export class FleetInvalidation implements RevocationPublisher {
     for (;;) {
       this.again = false;
       const { log } = this.options;
-      const sentAt = performance.now();
-      const disturbances = this.disturbances;
-      const echo = randomUUID();
+      const ticket = this.proof.ticket(randomUUID());
+      const echo = ticket.token;
       let page: InvalidationPage;
       this.reading = true;
       try {
@@ -242,14 +241,14 @@ export class FleetInvalidation implements RevocationPublisher {
       } catch (err) {
         // The next nudge, poll or restore reads again from the same position.
         this.reading = false;
-        this.readFailed(err, sentAt);
+        this.readFailed(err, ticket.sentAt);
         this.drain();
         return;
       }
       this.reading = false;
       const more = this.apply(page);
       this.settleAhead();
-      if (!more) this.reachedHead(sentAt, echo, disturbances);
+      if (!more) this.reachedHead(ticket);
       this.drain();
       if (!more && !this.again) return;
     }
@@ -312,7 +311,7 @@ export class FleetInvalidation implements RevocationPublisher {
     }
     this.position = step.next;
     if ('entry' in item) {
-      this.lastHeardAt = performance.now();
+      this.proof.heard();
       if (item.entry.origin === this.replicaId) metrics.nudges.inc({ outcome: 'own' });
       else {
         applyTo(this.options.local, item.entry.revocation);
@@ -349,7 +348,7 @@ export class FleetInvalidation implements RevocationPublisher {
     if (this.ahead.size === 0) return;
     for (const item of this.ahead.values()) if ('entry' in item) this.options.metrics.nudges.inc({ outcome: 'gap' });
     this.ahead.clear();
-    this.missed(this.lastHeardAt);
+    this.proof.missing();
     void this.catchUp();
   }
 
@@ -364,55 +363,15 @@ export class FleetInvalidation implements RevocationPublisher {
 
   /** A connection broke or moved: what was published meanwhile may be lost. */
   private disturbed(): void {
-    this.disturbances++;
-    clearTimeout(this.awaited?.timer);
-    this.awaited = null;
-    this.missed(this.lastHeardAt);
+    this.proof.disturbed();
     void this.catchUp();
   }
 
-  /** Nudges may have been missed since `since`: the subscription is no proof of anything until an echo says it is up. */
-  private missed(since: number): void {
-    if (!this.live) return;
-    this.live = false;
-    this.caughtUpAt = Math.max(this.caughtUpAt, since);
-    this.options.metrics.subscribed.set(0);
-    this.schedule();
-  }
-
-  /** A read reached the head: everything written before `sentAt` is applied; its echo will say whether the subscription carries the rest. */
-  private reachedHead(sentAt: number, token: string, disturbances: number): void {
-    this.caughtUp(sentAt);
+  /** A read reached the head: everything written before it was sent is applied; its echo will say whether the subscription carries the rest. */
+  private reachedHead(ticket: ProofTicket): void {
+    this.caughtUp(ticket.sentAt);
     if (this.ahead.size === 0) this.announced = null;
-    clearTimeout(this.awaited?.timer);
-    this.awaited = null;
-    if (disturbances !== this.disturbances) return;
-    const awaited: { token: string; disturbances: number; timer?: NodeJS.Timeout } = { token, disturbances };
-    if (this.lastEcho === token) return this.proven(awaited);
-    this.awaited = awaited;
-    awaited.timer = setTimeout(() => {
-      if (this.awaited !== awaited) return;
-      this.awaited = null;
-      this.missed(sentAt);
-    }, this.options.echoWaitMs ?? INVALIDATION_ECHO_WAIT_MS);
-    awaited.timer.unref();
-  }
-
-  private echoed(token: string): void {
-    this.lastEcho = token;
-    if (this.awaited?.token === token) this.proven(this.awaited);
-  }
-
-  /** The echo of a read that reached the head came back on a subscription nothing disturbed since. */
-  private proven(awaited: { readonly disturbances: number; timer?: NodeJS.Timeout }): void {
-    clearTimeout(awaited.timer);
-    if (this.awaited === awaited) this.awaited = null;
-    if (awaited.disturbances !== this.disturbances || this.closed) return;
-    this.lastHeardAt = performance.now();
-    if (this.live) return;
-    this.live = true;
-    this.options.metrics.subscribed.set(1);
-    this.schedule();
+    this.proof.readReachedHead(ticket);
   }
 
   /** Everything written before `sentAt` has been applied (or purged for). */
@@ -438,7 +397,7 @@ export class FleetInvalidation implements RevocationPublisher {
     const now = performance.now();
     // Up to now the subscription carried everything (a failed read shows no nudge missing): the
     // silence counts from here, and the reads go on every second until one gets through.
-    this.missed(now);
+    this.proof.lost(now);
     // The store answered after this read was sent (its refusal, or another command): it serves
     // others, who may have had a revocation acknowledged that this replica cannot read.
     const storeAnswers = log.answeredSince(sentAt);

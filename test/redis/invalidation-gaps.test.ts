@@ -64,15 +64,21 @@ describe('every entry removed after a replica position makes it purge (counted a
     expect(await info(admin, stream)).toStrictEqual({ ...before, 'max-deleted-entry-id': '0-1' });
   };
 
-  // Before: the nudge named the entry only, and a replica that could not read the log in time
-  // depended on the log for it (it could only purge everything once the entry was gone).
-  it("a revocation whose nudge reached a replica is applied there with no read: deleting it from the log and rewriting the stream's counters (XSETID) hides nothing from it", async () => {
+  /** Replicas a and b, b as a user whose permissions the test changes, b having applied one revocation. */
+  const twoReplicas = async () => {
     const { admin, urlB, own } = await redisWithUserB();
     const prefix = fx.redis.prefix();
     const a = await replica(prefix, single(own.url));
     const b = await replica(prefix, single(urlB));
     await a.fleet.publish({ scope: 'user', userReference: 'seen' });
     await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen']), { timeout: 10_000 });
+    return { admin, a, b };
+  };
+
+  // Before: the nudge named the entry only, and a replica that could not read the log in time
+  // depended on the log for it (it could only purge everything once the entry was gone).
+  it("a revocation whose nudge reached a replica is applied there with no read: deleting it from the log and rewriting the stream's counters (XSETID) hides nothing from it", async () => {
+    const { admin, a, b } = await twoReplicas();
     const before = await info(admin, a.stream);
 
     // b cannot read the log at all; its subscription is up.
@@ -86,12 +92,7 @@ describe('every entry removed after a replica position makes it purge (counted a
   });
 
   it("the newest entry deleted and the stream's counters rewritten (XSETID) so nothing looks removed: a replica that heard it announced, but had missed the one before, purges", async () => {
-    const { admin, urlB, own } = await redisWithUserB();
-    const prefix = fx.redis.prefix();
-    const a = await replica(prefix, single(own.url));
-    const b = await replica(prefix, single(urlB));
-    await a.fleet.publish({ scope: 'user', userReference: 'seen' });
-    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen']), { timeout: 10_000 });
+    const { admin, a, b } = await twoReplicas();
     const subscribers = async (): Promise<number> => ((await admin.sendCommand(['PUBSUB', 'NUMSUB', a.channel])) as [string, number])[1];
 
     // b's subscription is cut (Redis disconnects a subscriber whose channels are revoked) and it
