@@ -19,9 +19,15 @@
  * and, at the real N alone, how long a revocation takes to reach every replica (BENCH_FLEET_SAMPLES,
  * default 100): each replica has the user's ALLOW cached, the revocation is delivered to one of
  * them, and every replica is asked again and again until none answers from its cache.
- * Then the line a linear fit of those sizes gives for N = 1,000, and the revocation rate at which
- * one Redis core would be busy all the time: from the storm's CPU per revocation (a Redis that
- * busy batches at least as much), and, for comparison, from the evenly spaced one.
+ * And what a publish to 1,000 subscribers costs Redis (BENCH_FLEET_FANOUT subscribers, default
+ * 1,000, of a process of their own, a nudge-sized message), alone in a turn of Redis' event loop
+ * and 50 to a turn: Redis writes each subscriber once per turn, whatever it holds for it, so a busy
+ * Redis pays the second. Then the line a linear fit of those sizes gives for N = 1,000, and the
+ * revocation rate at which one Redis core would be busy all the time: the revocation's own cost
+ * (the fit's intercept: its scripts) plus its fan-outs at the batched price, and, for comparison,
+ * the evenly spaced revocations' cost as measured (where each subscriber is written once per
+ * revocation, and where the code before this one read the log once per replica, which no turn
+ * batches).
  *
  * The load generator and the prober are processes of their own (this file with `--drive`), as are
  * the emulated readers (`--emulate`), Redis, the upstream and the app; this process only starts
@@ -53,6 +59,9 @@ const STORM_EVENTS = Number(process.env.BENCH_FLEET_STORM_EVENTS ?? 300);
 const STORM_BURST = Number(process.env.BENCH_FLEET_STORM_BURST ?? 20);
 const STORM_RATE = Number(process.env.BENCH_FLEET_STORM_RATE ?? 100);
 const SAMPLES = Number(process.env.BENCH_FLEET_SAMPLES ?? 100);
+const FANOUT = Number(process.env.BENCH_FLEET_FANOUT ?? 1000);
+/** Publishes per turn of Redis' loop in the batched fan-out measurement. */
+const FANOUT_BATCH = 50;
 /** Emulated readers per process. */
 const PER_EMULATOR = 100;
 /** The size the model speaks for. */
@@ -116,6 +125,8 @@ export interface FleetPoint {
 interface PerEvent {
   readonly sent: number;
   readonly acknowledged: number;
+  /** Those not answered 200, by status and error. */
+  readonly refused: Record<string, number>;
   readonly commands: number;
   readonly scripts: number;
   readonly bytesOut: number;
@@ -139,8 +150,17 @@ export interface Propagation {
   readonly unfinished: number;
 }
 
+/** What one publish costs Redis with `subscribers` listening (µs of its CPU), alone in its turn and `FANOUT_BATCH` to a turn. */
+export interface Fanout {
+  readonly subscribers: number;
+  readonly aloneUs: number;
+  readonly batchedUs: number;
+}
+
 export interface FleetModel {
   readonly n: number;
+  /** The fit's intercept: what a revocation costs Redis besides its fan-outs (µs). */
+  readonly fixedUs: number;
   readonly idleCommandsPerS: number;
   readonly idleCpuPct: number;
   readonly revocationCommands: number;
@@ -151,10 +171,18 @@ export interface FleetModel {
   readonly webhookCommands: number;
   readonly webhookBytesOut: number;
   readonly webhookCpuUs: number;
-  /** Revocations a second at which one Redis core is busy all the time (idle load included), from the storm's CPU per revocation. */
+  /**
+   * Revocations a second at which one Redis core is busy all the time (idle load included): the
+   * fixed cost and two fan-outs at the batched price (the nudge, and the settlement every webhook
+   * announces to every replica).
+   */
   readonly saturatingRevocationsPerS: number;
-  /** The same from the evenly spaced revocations' CPU (no two appends in one turn of Redis' loop). */
+  /** The same with one fan-out: settlements announced only to a replica that waits (branch `dedup`). */
+  readonly saturatingOneFanoutPerS: number;
+  /** The same from the evenly spaced revocations' CPU as measured (no two in one turn of Redis' loop). */
   readonly saturatingSpacedRevocationsPerS: number;
+  /** How long a turn of Redis' loop takes at 500 revocations a second, by the same figures (ms). */
+  readonly turnAt500Ms: number;
 }
 
 export interface FleetBench {
@@ -163,6 +191,7 @@ export interface FleetBench {
   readonly redisVersion: string;
   readonly points: readonly FleetPoint[];
   readonly propagation: Propagation;
+  readonly fanout: Fanout;
   readonly model: FleetModel;
 }
 
@@ -203,6 +232,12 @@ interface EventsJob {
   readonly tag: string;
 }
 
+interface FanoutJob {
+  readonly kind: 'fanout';
+  readonly redisUrl: string;
+  readonly subscribers: number;
+}
+
 interface PropagationJob {
   readonly kind: 'propagation';
   readonly webhookUrls: readonly string[];
@@ -226,29 +261,46 @@ function signed(id: string, type: string, data: Record<string, unknown>): { head
   };
 }
 
-async function deliver(pool: Pool, id: string, revokeUser: string | null): Promise<number> {
+/** The answer's status, and for one that is not 200 its `error` (what the service would see). */
+async function deliver(pool: Pool, id: string, revokeUser: string | null): Promise<{ status: number; error?: string }> {
   const { headers, body } = revokeUser
     ? signed(id, 'consent_action.created', { action: 'revoke', userReference: revokeUser, configKey: CONFIG_KEY })
     : signed(id, 'redec.access.occurred', { customer_tenant_id: 'nobody' });
   const res = await pool.request({ method: 'POST', path: '/webhooks', headers, body });
-  await res.body.dump();
-  return res.statusCode;
+  const text = await res.body.text();
+  if (res.statusCode === 200) return { status: 200 };
+  let error = 'unreadable';
+  try {
+    error = String((JSON.parse(text) as { error?: unknown }).error);
+  } catch {
+    // not JSON
+  }
+  return { status: res.statusCode, error };
 }
 
-/** Events at a fixed rate (`burst` at a time) to the replicas in turn; prints how many were answered 200. */
-async function runEvents(job: EventsJob): Promise<{ sent: number; acknowledged: number }> {
+/** What an events job got: how many were answered 200, and the others by status and error. */
+interface EventsReport {
+  readonly sent: number;
+  readonly acknowledged: number;
+  readonly refused: Record<string, number>;
+}
+
+/** Events at a fixed rate (`burst` at a time) to the replicas in turn; prints how they were answered. */
+async function runEvents(job: EventsJob): Promise<EventsReport> {
   const pools = job.webhookUrls.map((u) => new Pool(u, { connections: Math.max(4, job.burst) }));
   const start = clock();
-  const pending: Promise<number>[] = [];
+  const pending: Promise<{ status: number; error?: string }>[] = [];
   for (let k = 0; k < job.count; k++) {
     const wait = start + (Math.floor(k / job.burst) * job.burst * 1000) / job.rate - clock();
     if (wait > 0) await sleep(wait);
     const id = `evt_${job.tag}_${k}`;
-    pending.push(deliver(pools[k % pools.length]!, id, job.revoke ? `user-${job.tag}-${k}` : null).catch(() => 0));
+    pending.push(deliver(pools[k % pools.length]!, id, job.revoke ? `user-${job.tag}-${k}` : null).catch((err: unknown) => ({ status: 0, error: (err as Error).message })));
   }
-  const codes = await Promise.all(pending);
+  const answers = await Promise.all(pending);
   await Promise.all(pools.map((p) => p.close()));
-  return { sent: job.count, acknowledged: codes.filter((c) => c === 200).length };
+  const refused: Record<string, number> = {};
+  for (const a of answers) if (a.status !== 200) refused[`${a.status} ${a.error}`] = (refused[`${a.status} ${a.error}`] ?? 0) + 1;
+  return { sent: job.count, acknowledged: answers.filter((a) => a.status === 200).length, refused };
 }
 
 async function check(pool: Pool, user: string): Promise<string> {
@@ -280,8 +332,8 @@ async function runPropagation(job: PropagationJob): Promise<{ fromAck: number[];
     const purgedAt: (number | undefined)[] = decisions.map(() => undefined);
     const sentAt = clock();
     let ackAt: number | undefined;
-    const acked = deliver(hooks[k % hooks.length]!, `evt_prop_${user}`, user).then((code) => {
-      if (code !== 200) throw new Error(`the revocation was answered ${code}`);
+    const acked = deliver(hooks[k % hooks.length]!, `evt_prop_${user}`, user).then((a) => {
+      if (a.status !== 200) throw new Error(`the revocation was answered ${a.status} ${a.error}`);
       ackAt = clock();
     });
     const deadline = sentAt + 10_000;
@@ -305,6 +357,52 @@ async function runPropagation(job: PropagationJob): Promise<{ fromAck: number[];
   }
   await Promise.all([...decisions, ...hooks].map((p) => p.close()));
   return { fromAck, fromSent, unfinished };
+}
+
+/**
+ * `subscribers` connections listening on a channel of their own, and a publisher: Redis' CPU per
+ * publish of a nudge-sized message, one per turn of its loop, then `FANOUT_BATCH` to a turn (one
+ * MULTI), each batch published once the one before reached every subscriber.
+ */
+async function runFanout(job: FanoutJob): Promise<Omit<Fanout, 'subscribers'>> {
+  const channel = `{${PREFIX}}fanout`;
+  let got = 0;
+  const clients: { destroy(): void }[] = [];
+  for (let i = 0; i < job.subscribers; i++) {
+    const c = createClient({ url: job.redisUrl });
+    c.on('error', () => undefined);
+    await c.connect();
+    await c.subscribe(channel, () => void got++);
+    clients.push(c);
+  }
+  const pub = createClient({ url: job.redisUrl });
+  pub.on('error', () => undefined);
+  await pub.connect();
+  const cpu = async (): Promise<number> => {
+    const text = String(await pub.sendCommand(['INFO', 'cpu']));
+    const n = (k: string): number => Number(new RegExp(`^${k}:([\\d.]+)`, 'm').exec(text)?.[1]);
+    return n('used_cpu_user') + n('used_cpu_sys');
+  };
+  const message = JSON.stringify(['e1', '1767225600000-12', '1767225600000-11', randomBytes(18).toString('base64url'), 'user', 'user-0123456789', randomBytes(16).toString('hex')]);
+  const usPerPublish = async (batch: number, rounds: number): Promise<number> => {
+    const c0 = await cpu();
+    for (let r = 0; r < rounds; r++) {
+      const multi = pub.multi();
+      for (let j = 0; j < batch; j++) multi.addCommand(['PUBLISH', channel, message]);
+      await multi.exec();
+      const want = (r + 1) * batch * job.subscribers;
+      while (got < want) await sleep(1);
+    }
+    const used = (await cpu()) - c0;
+    got = 0;
+    return (used * 1e6) / (batch * rounds);
+  };
+  await usPerPublish(1, 5);
+  const aloneUs = await usPerPublish(1, 100);
+  const batchedUs = await usPerPublish(FANOUT_BATCH, 10);
+  pub.destroy();
+  for (const c of clients) c.destroy();
+  return { aloneUs, batchedUs };
 }
 
 /** Runs this file as a child with `args`; resolves its last stdout line as JSON. */
@@ -418,6 +516,9 @@ export async function benchFleet(): Promise<FleetBench> {
       unfinished: prop.unfinished,
     };
 
+    const fanout: Fanout = { subscribers: FANOUT, ...(await child<Omit<Fanout, 'subscribers'>>(['--drive', JSON.stringify({ kind: 'fanout', redisUrl: redis.url, subscribers: FANOUT } satisfies FanoutJob)])) };
+    console.log(`  a publish to ${fmt(FANOUT)} subscribers: ${fmt(fanout.aloneUs)} µs of Redis CPU alone in its turn, ${fmt(fanout.batchedUs)} µs ${FANOUT_BATCH} to a turn`);
+
     const points: FleetPoint[] = [];
     let emulated = 0;
     for (const [step, target] of EMULATED.entries()) {
@@ -436,7 +537,7 @@ export async function benchFleet(): Promise<FleetBench> {
       const idlePerS = (x: number): number => x / idle.s;
       const perEvent = async (revoke: boolean, count: number, rate: number, burst: number, tag: string): Promise<PerEvent> => {
         const a = await counters(admin);
-        const sent = await child<{ sent: number; acknowledged: number }>(['--drive', JSON.stringify({ kind: 'events', webhookUrls, revoke, count, rate, burst, tag: `${tag}${step}` } satisfies EventsJob)]);
+        const sent = await child<EventsReport>(['--drive', JSON.stringify({ kind: 'events', webhookUrls, revoke, count, rate, burst, tag: `${tag}${step}` } satisfies EventsJob)]);
         // Every replica's reads after the last nudge are done: Redis is back to its idle pace.
         for (let deadline = clock() + 60_000; clock() < deadline; ) {
           const before = await counters(admin);
@@ -466,12 +567,19 @@ export async function benchFleet(): Promise<FleetBench> {
       console.log(`  measured N = ${n}: ${pointLine(points.at(-1)!)}`);
     }
 
-    const at = (f: (p: FleetPoint) => number): number => fit(points.map((p) => [p.n, f(p)] as const))(MODEL_N);
+    const at = (f: (p: FleetPoint) => number, n = MODEL_N): number => fit(points.map((p) => [p.n, f(p)] as const))(n);
     const idleCpuPct = Math.max(0, at((p) => p.idle.cpuPct));
     const revocationCpuUs = at((p) => p.revocation.cpuUs);
     const stormCpuUs = at((p) => p.storm.cpuUs);
+    const fixedUs = Math.max(0, at((p) => p.revocation.cpuUs, 0));
+    // A publish's cost per subscriber, batched and alone, scaled to the model's N.
+    const batchedUs = (fanout.batchedUs / fanout.subscribers) * MODEL_N;
+    const aloneUs = (fanout.aloneUs / fanout.subscribers) * MODEL_N;
+    const busy = 1 - idleCpuPct / 100;
+    const perRevocationUs = fixedUs + 2 * batchedUs;
     const model: FleetModel = {
       n: MODEL_N,
+      fixedUs,
       idleCommandsPerS: at((p) => p.idle.commandsPerS),
       idleCpuPct,
       revocationCommands: at((p) => p.revocation.commands),
@@ -482,10 +590,14 @@ export async function benchFleet(): Promise<FleetBench> {
       webhookCommands: at((p) => p.webhook.commands),
       webhookBytesOut: at((p) => p.webhook.bytesOut),
       webhookCpuUs: at((p) => p.webhook.cpuUs),
-      saturatingRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / stormCpuUs,
-      saturatingSpacedRevocationsPerS: ((1 - idleCpuPct / 100) * 1e6) / revocationCpuUs,
+      saturatingRevocationsPerS: (busy * 1e6) / perRevocationUs,
+      saturatingOneFanoutPerS: (busy * 1e6) / (fixedUs + batchedUs),
+      saturatingSpacedRevocationsPerS: (busy * 1e6) / revocationCpuUs,
+      // Each turn writes every subscriber once (2 × (alone − batched)) and does the work of the
+      // revocations that arrived during the turn before: T = writes / (1 − rate × per revocation).
+      turnAt500Ms: (2 * (aloneUs - batchedUs)) / 1000 / Math.max(1e-9, busy - (500 * perRevocationUs) / 1e6),
     };
-    return { machine, machineAfter: machineLine(), redisVersion, points, propagation, model };
+    return { machine, machineAfter: machineLine(), redisVersion, points, propagation, fanout, model };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
   }
@@ -495,7 +607,7 @@ function pointLine(p: FleetPoint): string {
   return [
     `idle ${fmt(p.idle.commandsPerS, 1)} cmd/s (${fmt(p.idle.scriptsPerS, 1)} scripts/s, ${fmt(p.idle.commandsPerS / p.n, 3)} per replica, Redis CPU ${fmt(p.idle.cpuPct, 1)} %)`,
     `revocation ${fmt(p.revocation.commands, 1)} cmd (${fmt(p.revocation.scripts, 1)} scripts), ${fmt(p.revocation.bytesOut / 1024, 1)} kB out, ${fmt(p.revocation.cpuUs)} µs CPU (${p.revocation.acknowledged}/${p.revocation.sent} 200)`,
-    `in a storm ${fmt(p.storm.commands, 1)} cmd, ${fmt(p.storm.cpuUs)} µs CPU (${p.storm.acknowledged}/${p.storm.sent} 200)`,
+    `in a storm ${fmt(p.storm.commands, 1)} cmd, ${fmt(p.storm.cpuUs)} µs CPU (${p.storm.acknowledged}/${p.storm.sent} 200${Object.keys(p.storm.refused).length ? `; ${Object.entries(p.storm.refused).map(([k, v]) => `${v} ${k}`).join(', ')}` : ''})`,
     `webhook ${fmt(p.webhook.commands, 1)} cmd, ${fmt(p.webhook.bytesOut / 1024, 1)} kB out, ${fmt(p.webhook.cpuUs)} µs CPU (${p.webhook.acknowledged}/${p.webhook.sent} 200)`,
   ].join('; ');
 }
@@ -542,7 +654,8 @@ export function fleetLines(r: FleetBench): string[] {
   );
   const p = r.propagation;
   lines.push(
-    `  model, N = ${fmt(m.n)}: idle Redis CPU ${fmt(m.idleCpuPct, 1)} % of a core; one Redis core saturates at ${fmt(m.saturatingRevocationsPerS)} revocations/s (from the storm's CPU; ${fmt(m.saturatingSpacedRevocationsPerS)}/s if no two came together)`,
+    `  a publish to ${fmt(r.fanout.subscribers)} subscribers: ${fmt(r.fanout.aloneUs)} µs of Redis CPU alone in its turn of the loop, ${fmt(r.fanout.batchedUs)} µs ${FANOUT_BATCH} to a turn`,
+    `  model, N = ${fmt(m.n)}: idle Redis CPU ${fmt(m.idleCpuPct, 1)} % of a core; a revocation's own cost (the fit's intercept) ${fmt(m.fixedUs)} µs; one Redis core saturates at ${fmt(m.saturatingRevocationsPerS)} revocations/s (that and two fan-outs at the batched price: the nudge and the dedup settlement), ${fmt(m.saturatingOneFanoutPerS)}/s with one (settlements only to waiters), ${fmt(m.saturatingSpacedRevocationsPerS)}/s at the evenly spaced cost as measured; at 500/s a turn of Redis' loop takes about ${fmt(m.turnAt500Ms, 1)} ms`,
     `  propagation to all ${p.replicas} real replicas (${p.samples} revocations${p.unfinished ? `, ${p.unfinished} NOT everywhere within 10 s` : ''}): from the 200 p50 ${fmt(p.p50Ms, 1)} ms, p99 ${fmt(p.p99Ms, 1)} ms, max ${fmt(p.maxMs, 1)} ms; from the delivery sent p50 ${fmt(p.fromSentP50Ms, 1)} ms, p99 ${fmt(p.fromSentP99Ms, 1)} ms`,
   );
   return lines;
@@ -556,8 +669,8 @@ if (process.argv[1] === SELF) {
   if (mode === '--emulate') {
     await runEmulator(a!, Number(b));
   } else if (mode === '--drive') {
-    const job = JSON.parse(a!) as EventsJob | PropagationJob;
-    await print(job.kind === 'events' ? await runEvents(job) : await runPropagation(job));
+    const job = JSON.parse(a!) as EventsJob | PropagationJob | FanoutJob;
+    await print(job.kind === 'events' ? await runEvents(job) : job.kind === 'fanout' ? await runFanout(job) : await runPropagation(job));
     process.exit(0);
   } else {
     const r = await benchFleet();
