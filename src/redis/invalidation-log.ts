@@ -16,10 +16,11 @@ export const INVALIDATE_ECHO_CHANNEL = 'invalidate-echo';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
- * Tries an append makes at places another took first (another replica's entry, a store whose clock
- * is ahead of ours) before it rejects: each try learns the store's last id and epoch.
+ * Tries an append makes at places others took first (more appends than its places in one turn,
+ * another replica's clock ahead of ours, this one held up between sealing and sending) before it
+ * rejects: each try learns the store's last id and epoch, and offers the places right after it.
  */
-const APPEND_TRIES = 4;
+const APPEND_TRIES = 8;
 /** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
 const APPEND_CLOCK_SLACK_MS = 1000;
 /**
