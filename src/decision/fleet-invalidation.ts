@@ -5,13 +5,31 @@ import { storeRefused } from '../lib/store-failure.js';
 import type { Logger } from '../observability/index.js';
 import { RateLimiter } from '../observability/rate-limited-log.js';
 import type { CacheTrust } from './cache-trust.js';
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
+import type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from './invalidation-log.js';
 import type { CatchUpPurgeCause, InvalidationMetrics } from './invalidation-metrics.js';
-import { sealSubject, type EntryMacs, type EntryPlace } from './invalidation-seal.js';
+import { chainSubject, entrySealer, sealSubject, type EntryMacs } from './invalidation-seal.js';
+import { SubscriptionProof, type ProofTicket } from './subscription-proof.js';
 
-/** How often a replica reads the log even without a nudge (ms): the bound on a lost nudge. */
+/**
+ * How often a replica reads the log while its subscription is not proven up, or it missed
+ * something (ms): the bound on a revocation published meanwhile.
+ */
 export const INVALIDATION_POLL_INTERVAL_MS = 1000;
-/** Entries read per call. */
+/**
+ * How often a replica reads the log while its subscription is proven up and it missed nothing
+ * (ms): every revocation published then reaches it as a nudge (a subscriber Redis cannot keep up
+ * with is disconnected, not sent less), so this read only proves the subscription again and
+ * checks Redis (see `RedisConnection`).
+ */
+export const INVALIDATION_QUIET_POLL_INTERVAL_MS = 30_000;
+/**
+ * How long a nudge that came before the one of an entry it follows waits for it (ms) before the
+ * log is read: each appender publishes once its append is answered, so two appends close together
+ * may be announced in the opposite order; one never announced (its appender failed between the two
+ * steps, and answered the service 503) is read.
+ */
+export const INVALIDATION_REORDER_GRACE_MS = 250;
+/** Entries read per call; also the most nudges held while a read is in flight (beyond, they are dropped and the log read again). */
 const READ_BATCH = 500;
 /**
  * A replica that could not read the log at start reads, at first contact, what was written since
@@ -27,7 +45,7 @@ export interface FleetInvalidationOptions {
   readonly local: RevocationHook;
   /**
    * Seals this replica's entries and verifies everyone's (keyed from the webhook secrets): an entry
-   * that does not verify is a revocation of unknown scope.
+   * that does not verify is a revocation of unknown scope, a nudge that does not verify is a reason to read.
    */
   readonly macs: EntryMacs;
   readonly metrics: InvalidationMetrics;
@@ -42,27 +60,52 @@ export interface FleetInvalidationOptions {
   readonly trust?: CacheTrust;
   /** Tells this replica's own entries apart (a random id by default). */
   readonly replicaId?: string;
+  /** Default {@link INVALIDATION_POLL_INTERVAL_MS}. */
   readonly pollIntervalMs?: number;
+  /** Default {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}. */
+  readonly quietPollIntervalMs?: number;
+  /** Default `INVALIDATION_ECHO_WAIT_MS` (see {@link SubscriptionProof}). */
+  readonly echoWaitMs?: number;
+  /** Default {@link INVALIDATION_REORDER_GRACE_MS}. */
+  readonly reorderGraceMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
   readonly now?: () => number;
   /** How far the store's clock may be behind ours (ms); {@link START_CLOCK_SLACK_MS} by default. */
   readonly clockSlackMs?: number;
 }
 
+/** What waits while a read is in flight: a nudge, or where this replica's own append went. */
+type Held = { readonly nudge: InvalidationNudge } | { readonly own: AppendedPlace };
+type VerifiedEntry = NonNullable<InvalidationNudge['entry']>;
+/** What came ahead of an entry this replica has not got yet (held for {@link INVALIDATION_REORDER_GRACE_MS}). */
+type Ahead = { readonly entry: VerifiedEntry } | { readonly own: AppendedPlace };
+
 /**
  * Keeps this replica's cache as true as the fleet's (contract, Several replicas): a revocation is
- * purged here at once and appended to the shared log; the other replicas read the log from the
- * last position they saw, on a nudge and at least every second. A stall, a reconnect or a failover
- * that lost nothing costs no cache: the replica reads what it missed. It purges everything only when
- * it cannot tell what it missed (the log restarted empty, it fell behind the log's retention, an
- * entry after its position was removed however it was removed, a failover rewound the log, an entry
- * it cannot read, an entry whose MAC does not verify), counted by cause.
+ * purged here at once and appended to the shared log; the nudge published after it carries the
+ * entry, sealed with the id that was the log's last before it. A replica whose position is that
+ * id applies it with no read. One that has not got that id yet holds the nudge for
+ * {@link INVALIDATION_REORDER_GRACE_MS} (two appends close together may be announced in the
+ * opposite order), then reads the log from its position, as it does at once when the nudge does
+ * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. This
+ * replica's own entry moves it on from the append's answer, unread.
+ *
+ * While the subscription is proven up (a read that reached the head was echoed back on it, and
+ * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
+ * reads the log only every {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}; otherwise every
+ * {@link INVALIDATION_POLL_INTERVAL_MS}, as on every nudge that shows a gap, every reconnect and
+ * every restore. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
+ * reads what it missed. It purges everything only when it cannot tell what it missed (the log
+ * restarted empty, it fell behind the log's retention, an entry after its position was removed
+ * however it was removed, a failover rewound the log, an entry it cannot read, an entry whose MAC
+ * does not verify), counted by cause.
  *
  * A read that fails is counted and logged (rate-limited). When reads have failed for longer than
  * `maxSilenceMs` while the store kept answering (an error reply, or other commands: a store that
  * answers may hold a revocation another replica was answered 200 for), the cache serves nothing
- * until a read reaches the head. A store that answers nobody leaves the cache serving: then no
- * replica can have a revocation acknowledged either.
+ * until a read reaches the head; the time counts from when this replica last knew it had
+ * everything (a read that reached the head, or the subscription while it was proven up). A store
+ * that answers nobody leaves the cache serving: then no replica can have a revocation acknowledged either.
  */
 export class FleetInvalidation implements RevocationPublisher {
   private readonly replicaId: string;
@@ -74,11 +117,25 @@ export class FleetInvalidation implements RevocationPublisher {
   private inStart = false;
   private running: Promise<void> | null = null;
   private again = false;
+  /** A read's request is in flight: nudges and own appends wait for its page ({@link held}). */
+  private reading = false;
+  private held: Held[] = [];
+  private readonly appending = new Set<Promise<AppendedPlace>>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly startedAtMs: number;
-  /** performance.now() when the last read that reached the head was sent. */
+  /**
+   * performance.now() up to which everything written was applied (or purged for), while the
+   * subscription is not proven up; while it is, that is now.
+   */
   private caughtUpAt = performance.now();
+  /** Whether nudges are the whole log: the subscription proven up, nothing missed since. */
+  private readonly proof: SubscriptionProof;
+  /** The newest entry a verified nudge announced that this replica has not read: the next read must find it. */
+  private announced: string | null = null;
+  /** Nudges (verified) and own appends that came ahead of an entry this replica has not got, by id. */
+  private readonly ahead = new Map<string, Ahead>();
+  private graceTimer: NodeJS.Timeout | undefined;
   private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly options: FleetInvalidationOptions) {
@@ -86,6 +143,15 @@ export class FleetInvalidation implements RevocationPublisher {
     this.replicaId = options.replicaId ?? randomUUID();
     this.startedAtMs = (options.now ?? Date.now)();
     options.metrics.bypassed.set(0);
+    options.metrics.subscribed.set(0);
+    this.proof = new SubscriptionProof({
+      ...(options.echoWaitMs !== undefined ? { echoWaitMs: options.echoWaitMs } : {}),
+      changed: (live, since) => {
+        if (!live) this.caughtUpAt = Math.max(this.caughtUpAt, since);
+        options.metrics.subscribed.set(live ? 1 : 0);
+        this.schedule();
+      },
+    });
   }
 
   /**
@@ -97,21 +163,28 @@ export class FleetInvalidation implements RevocationPublisher {
     this.inStart = true;
     try {
       log.onRestored(() => void this.catchUp());
-      await log.onAppended(() => void this.catchUp());
+      log.onDisturbed(() => this.disturbed());
+      log.onEcho((token) => this.proof.echoed(token));
+      await log.onAppended((nudge) => this.take({ nudge }));
       await this.catchUp();
     } finally {
       this.inStart = false;
     }
-    this.timer = setInterval(() => void this.catchUp(), this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
-    this.timer.unref();
+    this.schedule();
   }
 
   publish(revocation: Revocation): Promise<void> {
     applyTo(this.options.local, revocation);
-    const seal = (place: EntryPlace): string | null => this.options.macs.sign(sealSubject(place, this.replicaId, revocation));
-    return this.options.log.append(this.replicaId, revocation, seal).then(
-      () => void this.options.metrics.published.inc({ outcome: 'ok' }),
+    const appended = this.options.log.append(this.replicaId, revocation, entrySealer(this.options.macs, this.replicaId, revocation), this.synced ? this.position : null);
+    this.appending.add(appended);
+    return appended.then(
+      (place) => {
+        this.appending.delete(appended);
+        this.options.metrics.published.inc({ outcome: 'ok' });
+        this.take({ own: place });
+      },
       (err: unknown) => {
+        this.appending.delete(appended);
         this.options.metrics.published.inc({ outcome: 'failed' });
         throw err;
       },
@@ -120,7 +193,9 @@ export class FleetInvalidation implements RevocationPublisher {
 
   close(): void {
     this.closed = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
+    clearTimeout(this.graceTimer);
+    this.proof.close();
   }
 
   /** Reads what is new; calls that come while a read runs make one more read after it (and share its promise). */
@@ -130,36 +205,178 @@ export class FleetInvalidation implements RevocationPublisher {
       this.again = true;
       return this.running;
     }
-    this.running = this.read().finally(() => (this.running = null));
+    this.running = this.read().finally(() => {
+      this.running = null;
+      this.schedule();
+    });
     return this.running;
   }
 
+  /** The next read: soon while anything may have been missed, at the quiet pace while the subscription carries everything. */
+  private schedule(): void {
+    if (this.closed || this.inStart) return;
+    clearTimeout(this.timer);
+    const ms = this.proof.isLive ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
+    this.timer = setTimeout(() => void this.catchUp(), ms);
+    this.timer.unref();
+  }
+
   private async read(): Promise<void> {
+    // This replica's own appends first: each answer says where its entry went, so the read goes on
+    // after it (a replica without a key could not verify it, and would purge everything for it).
+    if (this.appending.size > 0) await Promise.allSettled([...this.appending]);
     for (;;) {
       this.again = false;
       const { log } = this.options;
-      const sentAt = performance.now();
+      const ticket = this.proof.ticket(randomUUID());
+      const echo = ticket.token;
       let page: InvalidationPage;
+      this.reading = true;
       try {
         page = this.synced
-          ? await log.readAfter(this.position, READ_BATCH)
+          ? await log.readAfter(this.position, READ_BATCH, { echo, announced: this.announced })
           : this.inStart
-            ? await log.readAfter(null, READ_BATCH)
-            : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH);
+            ? await log.readAfter(null, READ_BATCH, { echo })
+            : await log.readSince(this.startedAtMs - this.clockSlackMs, READ_BATCH, { echo });
       } catch (err) {
         // The next nudge, poll or restore reads again from the same position.
-        this.readFailed(err, sentAt);
+        this.reading = false;
+        this.readFailed(err, ticket.sentAt);
+        this.drain();
         return;
       }
+      this.reading = false;
       const more = this.apply(page);
-      if (!more) this.caughtUp(sentAt);
+      this.settleAhead();
+      if (!more) this.reachedHead(ticket);
+      this.drain();
       if (!more && !this.again) return;
     }
   }
 
+  /** A nudge, or where an own append went: now, or after the page of the read in flight. */
+  private take(item: Held): void {
+    if (this.closed) return;
+    if (!this.reading) return this.handle(item);
+    if (this.held.length >= READ_BATCH) {
+      // A flood while a read waits: what they said is in the log; read it once more instead.
+      this.held = [];
+      this.again = true;
+    }
+    this.held.push(item);
+  }
+
+  private drain(): void {
+    const held = this.held;
+    this.held = [];
+    for (const item of held) this.handle(item);
+  }
+
+  private handle(item: Held): void {
+    if ('own' in item) return this.ownAppended(item.own);
+    const { metrics, macs } = this.options;
+    const entry = item.nudge.entry;
+    if (!this.synced || this.position === null || this.epoch === null) {
+      void this.catchUp();
+      return;
+    }
+    // Nothing a nudge says is believed before its MAC verifies (anyone who can publish can send one),
+    // not even where it stands: ids are compared only within this replica's epoch, which the MAC
+    // covers. One that does not verify only makes this replica read (the log tells a new epoch).
+    if (!entry || !macs.verify(chainSubject({ epoch: this.epoch, id: entry.id, previous: entry.previous }, entry.origin, entry.revocation), entry.chain)) {
+      metrics.nudges.inc({ outcome: 'unverified' });
+      void this.catchUp();
+      return;
+    }
+    this.place({ entry });
+  }
+
+  /** A verified entry, or where an own append went: applied if it is the next, dropped if read past, held if ahead. */
+  private place(item: Ahead): void {
+    const { log, metrics } = this.options;
+    const at = 'own' in item ? item.own : item.entry;
+    const step = log.step(this.position!, at);
+    if (step === 'stale') {
+      if ('entry' in item) metrics.nudges.inc({ outcome: item.entry.origin === this.replicaId ? 'own' : 'stale' });
+      return;
+    }
+    if (step === 'gap') {
+      this.ahead.set(at.id, item);
+      if ('entry' in item) this.announced = item.entry.id;
+      if (this.graceTimer === undefined) {
+        this.graceTimer = setTimeout(() => this.graceEnded(), this.options.reorderGraceMs ?? INVALIDATION_REORDER_GRACE_MS);
+        this.graceTimer.unref();
+      }
+      return;
+    }
+    this.position = step.next;
+    if ('entry' in item) {
+      this.proof.heard();
+      if (item.entry.origin === this.replicaId) metrics.nudges.inc({ outcome: 'own' });
+      else {
+        applyTo(this.options.local, item.entry.revocation);
+        metrics.received.inc({ scope: item.entry.revocation.scope });
+        metrics.nudges.inc({ outcome: 'applied' });
+      }
+    }
+    this.settleAhead();
+  }
+
+  /** What was held ahead and now follows the position (or was read past). */
+  private settleAhead(): void {
+    for (let moved = true; moved && this.ahead.size > 0; ) {
+      moved = false;
+      for (const [id, item] of this.ahead) {
+        const step = this.options.log.step(this.position!, 'own' in item ? item.own : item.entry);
+        if (step === 'gap') continue;
+        this.ahead.delete(id);
+        if (step === 'stale') continue;
+        this.place(item);
+        moved = true;
+        break;
+      }
+    }
+    if (this.ahead.size === 0) {
+      clearTimeout(this.graceTimer);
+      this.graceTimer = undefined;
+    }
+  }
+
+  /** The entry the held ones follow never came: a nudge was lost (or never published). The read must find the newest announced. */
+  private graceEnded(): void {
+    this.graceTimer = undefined;
+    if (this.ahead.size === 0) return;
+    for (const item of this.ahead.values()) if ('entry' in item) this.options.metrics.nudges.inc({ outcome: 'gap' });
+    this.ahead.clear();
+    this.proof.missing();
+    void this.catchUp();
+  }
+
+  /** This replica's own entry, as the append's answer placed it: the next one moves it on unread. */
+  private ownAppended(place: AppendedPlace): void {
+    if (!this.synced || this.position === null || place.epoch !== this.epoch) {
+      void this.catchUp();
+      return;
+    }
+    this.place({ own: place });
+  }
+
+  /** A connection broke or moved: what was published meanwhile may be lost. */
+  private disturbed(): void {
+    this.proof.disturbed();
+    void this.catchUp();
+  }
+
+  /** A read reached the head: everything written before it was sent is applied; its echo will say whether the subscription carries the rest. */
+  private reachedHead(ticket: ProofTicket): void {
+    this.caughtUp(ticket.sentAt);
+    if (this.ahead.size === 0) this.announced = null;
+    this.proof.readReachedHead(ticket);
+  }
+
   /** Everything written before `sentAt` has been applied (or purged for). */
   private caughtUp(sentAt: number): void {
-    this.caughtUpAt = sentAt;
+    this.caughtUpAt = Math.max(this.caughtUpAt, sentAt);
     const trust = this.options.trust;
     if (!trust || trust.trusted) return;
     trust.trusted = true;
@@ -178,9 +395,12 @@ export class FleetInvalidation implements RevocationPublisher {
       logger.warn({ event: 'cache_invalidation_read_failed', kind, code: label, suppressed }, `could not read the invalidation log (${kind}): ${(err as Error)?.message ?? String(err)}`);
     }
     const now = performance.now();
+    // Up to now the subscription carried everything (a failed read shows no nudge missing): the
+    // silence counts from here, and the reads go on every second until one gets through.
+    this.proof.lost(now);
     // The store answered after this read was sent (its refusal, or another command): it serves
     // others, who may have had a revocation acknowledged that this replica cannot read.
-    const storeAnswers = now - log.silentForMs() >= sentAt;
+    const storeAnswers = log.answeredSince(sentAt);
     const trust = this.options.trust;
     if (!trust?.trusted || !storeAnswers || now - this.caughtUpAt <= maxSilenceMs) return;
     trust.trusted = false;
@@ -254,6 +474,8 @@ export class FleetInvalidation implements RevocationPublisher {
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {
     this.purgeAll(cause);
+    // What was held ahead was placed in the log this replica no longer follows.
+    this.ahead.clear();
     this.epoch = page.epoch;
     this.position = page.head;
     return false;

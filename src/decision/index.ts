@@ -16,7 +16,8 @@ export { DecisionService, type CheckTransport, type DecideOptions, type Decision
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type DenyAnswer, type DenyBody } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export { CacheTrust } from './cache-trust.js';
-export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
-export type { InvalidationEntry, InvalidationLog, InvalidationPage } from './invalidation-log.js';
-export { sealSubject, type EntryMacs, type EntryPlace } from './invalidation-seal.js';
-export { CATCH_UP_PURGE_CAUSES, createInvalidationMetrics, type CatchUpPurgeCause, type InvalidationMetrics, type LogReadFailure } from './invalidation-metrics.js';
+export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, INVALIDATION_QUIET_POLL_INTERVAL_MS, INVALIDATION_REORDER_GRACE_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
+export { INVALIDATION_ECHO_WAIT_MS } from './subscription-proof.js';
+export type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from './invalidation-log.js';
+export { chainSubject, entrySealer, sealSubject, type ChainedPlace, type EntryMacs, type EntryPlace, type EntrySealer } from './invalidation-seal.js';
+export { CATCH_UP_PURGE_CAUSES, createInvalidationMetrics, NUDGE_OUTCOMES, type CatchUpPurgeCause, type InvalidationMetrics, type LogReadFailure, type NudgeOutcome } from './invalidation-metrics.js';

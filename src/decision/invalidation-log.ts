@@ -1,5 +1,5 @@
 import type { Revocation } from '../lib/revocation-hook.js';
-import type { EntryPlace } from './invalidation-seal.js';
+import type { ChainedPlace, EntrySealer } from './invalidation-seal.js';
 
 /**
  * One revocation as the log holds it, as written by anyone who can write to the store:
@@ -15,6 +15,35 @@ export interface InvalidationEntry {
   /** The MAC written with it (null: none). */
   readonly mac: string | null;
 }
+
+/**
+ * What the store's pub/sub delivered after an append, unchecked: anyone who can publish on the
+ * channel can send one, and one can be lost, come twice, or come after the nudge of a later
+ * entry (each appender publishes once its append is answered). `entry` is null when the message
+ * carried none a reader could act on (a nudge of an older version, or anything else): it only
+ * says something may have been appended.
+ */
+export interface InvalidationNudge {
+  readonly entry: {
+    readonly id: string;
+    readonly previous: string;
+    readonly origin: string;
+    readonly revocation: Revocation;
+    /** The MAC over the entry's chained place (see `chainSubject`), under the reader's own epoch. */
+    readonly chain: string | null;
+  } | null;
+}
+
+/** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id that was the log's last before it. */
+export type AppendedPlace = ChainedPlace;
+
+/**
+ * How an entry of id `id` after `previous` stands to a reader's position:
+ * - a new position: it is the very next entry (its `previous` is the position's own id);
+ * - `stale`: at or before the position (already read past);
+ * - `gap`: after the position, with something in between the reader has not read.
+ */
+export type Step = { readonly next: string } | 'stale' | 'gap';
 
 /**
  * What a read of the log says, facts only: the decisions about them are `FleetInvalidation`'s.
@@ -38,37 +67,64 @@ export interface InvalidationPage {
   readonly entries: readonly InvalidationEntry[];
 }
 
+/** What a reader adds to a read. */
+export interface ReadOptions {
+  /**
+   * Sent back on this reader's own subscription by the same atomic step that read the log (see
+   * {@link InvalidationLog.onEcho}): heard, it proves the subscription was up when the read ran,
+   * so every entry appended after the read reaches this reader as a nudge while it stays up.
+   */
+  readonly echo?: string;
+  /** The id of an entry a nudge announced (its MAC verified) that must be in what the read covers: `deleted` when it is not. */
+  readonly announced?: string | null;
+}
+
 /**
  * The shared, bounded, ordered log of revocations every replica reads from the last position it
- * saw (implemented in `src/redis/` by a stream). A nudge tells readers there is something new;
- * the log itself is what they trust to catch up after any gap. Every read method rejects when the
- * store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
+ * saw (implemented in `src/redis/` by a stream), with a nudge on a pub/sub channel that carries
+ * each entry appended, sealed with the id before it. A reader at that id applies it without
+ * reading; the log is what every reader trusts to catch up after any gap. Every read method
+ * rejects when the store gave no page (an error that may carry `refused`, see src/lib/store-failure.ts).
  *
- * A scripted stand-in needs only to keep entries in order with the MAC `seal` gave for each, report
- * each of the page's flags when it removes entries, and answer {@link silentForMs}.
+ * A scripted stand-in needs only to keep entries in order with the MAC `seal` gave for each, say
+ * which entry came before each one appended, deliver each nudge to every subscriber it has not
+ * lost, echo a read's token, report each of the page's flags when it removes entries, and answer
+ * {@link answeredSince}.
  */
 export interface InvalidationLog {
   /**
-   * Appends and nudges readers; rejects when it is not known to be written. `seal` gives the MAC of
-   * the entry at the place it is about to take (null: written without one); it may be asked more
-   * than once, when the place it was asked for was taken first.
+   * Appends, then nudges readers with the entry and the id that was the log's last before it,
+   * sealed (`seal.chain`); rejects when either is not known to be done. `seal.entry` gives the MAC
+   * of the entry at the place it is about to take; it may be asked more than once, when the place
+   * it was asked for was taken first. `after`, a position this replica reached, is no earlier
+   * than where the log ends. Resolves where the entry went.
    */
-  append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void>;
+  append(origin: string, revocation: Revocation, seal: EntrySealer, after: string | null): Promise<AppendedPlace>;
   /** Entries after `position` (at most `max`), or none and the head when `position` is null. */
-  readAfter(position: string | null, max: number): Promise<InvalidationPage>;
+  readAfter(position: string | null, max: number, options?: ReadOptions): Promise<InvalidationPage>;
   /**
    * Entries written since `sinceMs` (epoch ms, the store's clock; at most `max`), for a reader that
    * has no position yet; `trimmed` when some written since then are gone.
    */
-  readSince(sinceMs: number, max: number): Promise<InvalidationPage>;
-  /** `nudge` runs when something was appended (best effort: a lost nudge costs latency, not a revocation). */
-  onAppended(nudge: () => void): Promise<void>;
+  readSince(sinceMs: number, max: number, options?: ReadOptions): Promise<InvalidationPage>;
+  /** How an entry stands to `position` (see {@link Step}). */
+  step(position: string, entry: { readonly id: string; readonly previous: string }): Step;
+  /** Subscribes: `listener` hears every nudge (and {@link onEcho} its echoes). Best effort: see {@link onDisturbed}. */
+  onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void>;
+  /** `listener` hears the echo tokens of this reader's reads, as its subscription delivers them. */
+  onEcho(listener: (token: string) => void): void;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
   /**
-   * Milliseconds since the store last answered anything (an error reply included), on the
-   * monotonic clock: tells a log this replica cannot read while the store answers others (it may
-   * hold revocations another replica was answered 200 for) from a store that answers nobody.
+   * `hook` runs when nudges may have been lost on the way to this reader: a connection to the
+   * store broke or moved, or the store stopped answering (a subscription that is not up misses
+   * what is published meanwhile).
    */
-  silentForMs(): number;
+  onDisturbed(hook: () => void): void;
+  /**
+   * Whether the store answered anything (an error reply included) at or after `since`
+   * (performance.now()): tells a log this replica cannot read while the store answers others (it
+   * may hold revocations another replica was answered 200 for) from a store that answers nobody.
+   */
+  answeredSince(since: number): boolean;
 }

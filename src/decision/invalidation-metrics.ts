@@ -11,6 +11,15 @@ export const CATCH_UP_PURGE_CAUSES: readonly CatchUpPurgeCause[] = ['reset', 'tr
 /** A read of the log that gave no page: the store answered with an error, or did not answer (`kind` label). */
 export type LogReadFailure = 'refused' | 'no_answer';
 
+/**
+ * What a nudge came to (`outcome` label): `applied` (another replica's revocation, the next entry:
+ * applied with no read), `own` (this replica's own entry, the next one: nothing to do), `stale`
+ * (at or before the position: already read past), `gap` (something before it was missed: the log
+ * is read), `unverified` (no entry, or one whose MAC does not verify: the log is read).
+ */
+export type NudgeOutcome = 'applied' | 'own' | 'stale' | 'gap' | 'unverified';
+export const NUDGE_OUTCOMES: readonly NudgeOutcome[] = ['applied', 'own', 'stale', 'gap', 'unverified'];
+
 export interface InvalidationMetrics {
   readonly published: Counter<'outcome'>;
   readonly received: Counter<'scope'>;
@@ -20,6 +29,10 @@ export interface InvalidationMetrics {
   readonly readFailures: Counter<'kind'>;
   /** 1 while this replica serves nothing from its cache: it could not read the log for too long while the store answered. */
   readonly bypassed: Gauge;
+  /** Nudges heard, by what they came to. */
+  readonly nudges: Counter<'outcome'>;
+  /** 1 while this replica's subscription is proven up and it has missed nothing: it reads the log only every quiet poll. */
+  readonly subscribed: Gauge;
 }
 
 /** Declares the fan-out's metrics against an injected registry. */
@@ -39,6 +52,13 @@ export function createInvalidationMetrics(registry: Registry): InvalidationMetri
     registers,
   });
   for (const kind of ['refused', 'no_answer'] satisfies LogReadFailure[]) readFailures.labels(kind);
+  const nudges = new Counter({
+    name: `${METRIC_PREFIX}cache_invalidation_nudges_total`,
+    help: 'Nudges (revocations announced on the pub/sub channel) heard, by outcome (applied: applied with no read; own: this replica\'s own; stale: already read past; gap: something before it missed, the log is read; unverified: no entry or a MAC that does not verify, the log is read).',
+    labelNames: ['outcome'],
+    registers,
+  });
+  for (const outcome of NUDGE_OUTCOMES) nudges.labels(outcome);
   return {
     published: new Counter({
       name: `${METRIC_PREFIX}cache_invalidations_published_total`,
@@ -57,6 +77,12 @@ export function createInvalidationMetrics(registry: Registry): InvalidationMetri
     bypassed: new Gauge({
       name: `${METRIC_PREFIX}cache_bypassed`,
       help: '1 while this replica serves nothing from its ALLOW cache (every check goes to the service): it could not read the invalidation log for longer than --fleet-invalidation-max-silence-ms while Redis answered other commands.',
+      registers,
+    }),
+    nudges,
+    subscribed: new Gauge({
+      name: `${METRIC_PREFIX}cache_invalidation_subscribed`,
+      help: '1 while this replica\'s subscription to revocations is proven up (a read of the invalidation log was echoed back on it) and it has missed none: it then reads the log every 30 s instead of every second.',
       registers,
     }),
   };

@@ -28,6 +28,9 @@ export class ClusterLink implements RedisLink {
     });
     this.cluster.on('error', (err: unknown) => options.events.error('command', err));
     this.cluster.on('node-error', (err: unknown) => options.events.error('command', err));
+    // A node's client that reconnects or goes (a failover, slots moved: its subscriber with it,
+    // replaced on another node) may have missed what was published meanwhile.
+    for (const event of ['node-reconnecting', 'node-disconnect', 'node-ready']) this.cluster.on(event, () => options.events.disturbed());
   }
 
   get connected(): boolean {

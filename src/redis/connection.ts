@@ -12,7 +12,7 @@ import { Subscriptions, type ChannelListener } from './subscriptions.js';
 
 export { REPLICA_CHECK_INTERVAL_MS } from './replica-check.js';
 
-/** How often the connection is checked (ms); `consent_sidecar_redis_up` follows it. */
+/** How often the connection is checked (ms) while anything is in doubt; `consent_sidecar_redis_up` follows it. */
 export const REDIS_HEALTH_INTERVAL_MS = 1000;
 /** At most one log line per kind of connection error per this interval (ms). */
 const ERROR_LOG_INTERVAL_MS = 30_000;
@@ -26,6 +26,13 @@ export interface RedisConnectionOptions {
   readonly metrics: RedisMetrics;
   /** Health check interval (ms); default {@link REDIS_HEALTH_INTERVAL_MS}. */
   readonly healthIntervalMs?: number;
+  /**
+   * While every call since the last passed check was answered and nothing broke a connection,
+   * the check is made only when none passed for this long (ms), a call made with `probe` (a read of
+   * the invalidation log, which writes the probe's key) counting as one. Default: the health check
+   * interval (a check every interval, whatever else passed).
+   */
+  readonly quietHealthIntervalMs?: number;
   /**
    * `--redis-wait-replicas`: when above 0, the replicas the master has (one server or Sentinel) are
    * read every {@link replicaCheckIntervalMs} and a difference is logged (see {@link ReplicaCheck}).
@@ -43,11 +50,16 @@ export interface RedisConnectionOptions {
  *   says whether the command may have run (`outcomeUnknown`): a call refused before it was sent
  *   had no effect, one that timed out or lost its connection may have. Slow is not down;
  * - there is no offline queue: while Redis is away calls fail at once instead of piling up;
- * - a health check each second writes under the hash tag (see `probeWrite`), and
- *   `consent_sidecar_redis_up` is 1 only while it passes; why it fails is logged once per reason;
- * - {@link onRestored} hooks run when Redis answers again after it did not;
- * - {@link silentForMs} says how long nothing has been heard from Redis, which tells a stall
- *   (short) from an outage (longer than a lease).
+ * - a health check writes under the hash tag (see `probeWrite`), and `consent_sidecar_redis_up`
+ *   is 1 only while it passes; why it fails is logged once per reason. It runs each second while
+ *   anything is in doubt (a call that failed, a connection that broke, a check that failed) and
+ *   otherwise once per `quietHealthIntervalMs`, a call made with `probe` counting as one: so a
+ *   replica whose log poll writes the probe's key checks Redis with that poll alone;
+ * - {@link onRestored} hooks run when Redis answers again after it did not; {@link onDisturbed}
+ *   hooks when a connection broke or moved (a subscription may have missed messages);
+ * - {@link silentForMs} says how long Redis has not answered since the first call it did not
+ *   answer (or the first broken connection), which tells a stall (short) from an outage (longer
+ *   than a lease); {@link answeredSince} whether it answered anything after a given moment.
  *
  * Nothing here ever throws out of an event handler or a timer: Redis trouble never crashes the process.
  *
@@ -61,6 +73,7 @@ export class RedisConnection {
   private currentTarget = '';
   private readonly subscriptions: Subscriptions;
   private readonly restoredHooks: (() => void)[] = [];
+  private readonly disturbedHooks: (() => void)[] = [];
   private healthTimer: NodeJS.Timeout | undefined;
   private up = false;
   /** Reasons logged since Redis was last usable. */
@@ -74,6 +87,15 @@ export class RedisConnection {
    * `READONLY`, `LOADING`, `MOVED`, `CLUSTERDOWN`…, counts as silence: see {@link RedisError.answered}).
    */
   private lastAnswerAt = performance.now();
+  /**
+   * performance.now() of the first sign of silence since the last answer (when the first call
+   * Redis did not answer was sent, or a connection broke), or null: nothing unanswered since.
+   */
+  private silentSince: number | null = null;
+  /** performance.now() when the last health check that passed (the connection's own, or a `probe` call) was sent. */
+  private lastProbeAt = Number.NEGATIVE_INFINITY;
+  /** performance.now() of the last failed call or broken connection: the next check is due at once. */
+  private doubtAt = Number.NEGATIVE_INFINITY;
   /** The single-server target is a cluster node (checked once per link). */
   private clusterNodeChecked = false;
   private readonly errorLog = new RateLimiter(ERROR_LOG_INTERVAL_MS);
@@ -99,7 +121,7 @@ export class RedisConnection {
     if (this.link || this.closed) return;
     this.connect(this.options.target());
     const interval = this.options.healthIntervalMs ?? REDIS_HEALTH_INTERVAL_MS;
-    this.healthTimer = setInterval(() => void this.checkHealth(), interval);
+    this.healthTimer = setInterval(() => this.tick(), interval);
     this.healthTimer.unref();
   }
 
@@ -131,20 +153,40 @@ export class RedisConnection {
 
   private readonly heard = (): void => {
     this.lastAnswerAt = performance.now();
+    this.silentSince = null;
   };
 
-  /** Milliseconds since Redis last answered anything, in time or late (on the monotonic clock). */
+  /** No answer to a call sent at `sentAt`, or a connection broke (then `sentAt` is now). */
+  private unheard(sentAt: number): void {
+    this.doubtAt = performance.now();
+    if (this.silentSince === null && sentAt >= this.lastAnswerAt) this.silentSince = sentAt;
+  }
+
+  /**
+   * Milliseconds Redis has not answered, counted from the first call it did not answer since its
+   * last answer (in time or late) or the first connection that broke since (on the monotonic
+   * clock); 0 while nothing sent since its last answer went unanswered. A replica that asked
+   * nothing for a while (its checks were quiet) knows nothing of the meantime, so silence counts
+   * from when it asked.
+   */
   silentForMs(): number {
-    return performance.now() - this.lastAnswerAt;
+    return this.silentSince === null ? 0 : performance.now() - this.silentSince;
+  }
+
+  /** Whether Redis answered anything (an error reply included, in time or late) at or after `since` (performance.now()). */
+  answeredSince(since: number): boolean {
+    return this.lastAnswerAt >= since;
   }
 
   /**
    * Runs `work` with the deadline. `op` labels the duration histogram (a closed set chosen by the
-   * caller, never data).
+   * caller, never data). With `probe`, `work` writes the health probe's key the way `probeWrite`
+   * does, so its success is a passed health check.
    * @throws RedisError; see {@link RedisError.outcomeUnknown}.
    */
-  async call<T>(op: string, work: (commands: RedisCommands) => Promise<T>): Promise<T> {
+  async call<T>(op: string, work: (commands: RedisCommands) => Promise<T>, o: { readonly probe?: boolean } = {}): Promise<T> {
     const end = this.options.metrics.callDuration.startTimer({ op });
+    const sentAt = performance.now();
     try {
       if (this.closed) throw new RedisError('ERR_REDIS_CLOSED', 'the Redis connection is closed');
       if (!this.link?.connected) throw new RedisError('ERR_REDIS_UNAVAILABLE', 'Redis is not connected');
@@ -154,12 +196,25 @@ export class RedisConnection {
       pending.then(this.heard, (err: unknown) => classify(err, this.closed).answered && this.heard());
       const result = await withDeadline(pending, this.options.commandTimeoutMs);
       end({ outcome: 'ok' });
+      if (o.probe) this.probePassed(sentAt);
       return result;
     } catch (err) {
       const e = classify(err, this.closed);
       end({ outcome: outcomeOf(e.code) });
+      if (e.code !== 'ERR_REDIS_CLOSED') {
+        if (e.answered) this.doubtAt = performance.now();
+        else this.unheard(sentAt);
+      }
       throw e;
     }
+  }
+
+  /** A health check sent at `sentAt` passed (see {@link call}'s `probe`). */
+  private probePassed(sentAt: number): void {
+    // A single server given may be a cluster node: only the connection's own check tells.
+    if (!this.clusterNodeChecked || this.closed) return;
+    this.lastProbeAt = Math.max(this.lastProbeAt, sentAt);
+    this.setUp(true);
   }
 
   /**
@@ -177,6 +232,15 @@ export class RedisConnection {
   /** `hook` runs each time Redis answers again after it did not. Hooks must not throw (they are guarded anyway). */
   onRestored(hook: () => void): void {
     this.restoredHooks.push(hook);
+  }
+
+  /**
+   * `hook` runs each time a connection of the link broke, or moved to another server (a failover,
+   * a slot moved), and when the health check finds Redis no longer usable: what was published
+   * meanwhile may not have reached this process's subscriptions.
+   */
+  onDisturbed(hook: () => void): void {
+    this.disturbedHooks.push(hook);
   }
 
   /** Stops health checks and closes the link; calls after this fail with `ERR_REDIS_CLOSED`. */
@@ -197,8 +261,13 @@ export class RedisConnection {
       routingKey: this.options.keyspace.key('health'),
       events: {
         error: (role, err) => {
-          if (role === 'command' && link === this.link && !link.connected) this.setUp(false, 'not connected');
           this.logError(role, err);
+          if (link !== this.link) return;
+          if (role === 'command' && !link.connected) this.setUp(false, 'not connected');
+          this.disturbed();
+        },
+        disturbed: () => {
+          if (link === this.link) this.disturbed();
         },
         ready: () => {
           for (const waiter of this.readyWaiters.splice(0)) waiter();
@@ -216,9 +285,37 @@ export class RedisConnection {
     await Promise.race([subscribed, sleep(this.options.commandTimeoutMs)]);
   }
 
+  /** A connection broke or moved: silence may have begun, a check is due, subscribers may have missed messages. */
+  private disturbed(): void {
+    if (this.closed) return;
+    this.unheard(performance.now());
+    this.runDisturbedHooks();
+  }
+
+  private runDisturbedHooks(): void {
+    for (const hook of this.disturbedHooks) {
+      try {
+        hook();
+      } catch (err) {
+        this.options.logger.error({ event: 'redis_disturbed_hook_failed', err }, 'a Redis disturbance hook threw');
+      }
+    }
+  }
+
+  /** Each tick: the check, unless every call was answered since one passed within the quiet interval. */
+  private tick(): void {
+    const interval = this.options.healthIntervalMs ?? REDIS_HEALTH_INTERVAL_MS;
+    const quiet = Math.max(interval, this.options.quietHealthIntervalMs ?? interval);
+    const now = performance.now();
+    const calm = this.up && this.doubtAt < this.lastProbeAt && now - this.lastProbeAt < quiet - interval / 2;
+    if (!calm) void this.checkHealth();
+    else void this.replicas.check(this.options.target(), () => this.call('health', (c) => c.sendCommand(['INFO', 'replication'])).then(String));
+  }
+
   private async checkHealth(): Promise<void> {
     if (this.closed || this.checking) return;
     this.checking = true;
+    const sentAt = performance.now();
     try {
       const target = this.options.target();
       if (JSON.stringify(target) !== this.currentTarget) {
@@ -238,6 +335,7 @@ export class RedisConnection {
         this.clusterNodeChecked = true;
       }
       await probeWrite(call, this.options.keyspace.key('health'));
+      this.lastProbeAt = Math.max(this.lastProbeAt, sentAt);
       this.setUp(true);
       await this.replicas.check(target, async () => String(await this.call('health', (c) => c.sendCommand(['INFO', 'replication']))));
     } catch (err) {
@@ -257,7 +355,11 @@ export class RedisConnection {
         this.downReasons.add(reason);
         this.options.logger.warn({ event: 'redis_down', reason }, `Redis is not usable (${reason}); webhook dedup falls back to this replica once it stays away, queue mode answers 503`);
       }
+      const was = this.up;
       this.up = false;
+      // A Redis that stops answering may have lost this process's subscription with it (a partition
+      // leaves the socket open): subscribers take nothing for granted until they have proof again.
+      if (was) this.runDisturbedHooks();
       return;
     }
     this.downReasons.clear();

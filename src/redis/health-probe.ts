@@ -2,7 +2,7 @@ import type { RedisCommands } from './commands.js';
 import { RedisScript } from './script.js';
 
 /** How long the health probe's key lives (ms): it only proves a write went through. */
-const HEALTH_KEY_TTL_MS = 60_000;
+export const HEALTH_KEY_TTL_MS = 60_000;
 
 /**
  * The health probe is a write of the kind every user of Redis here makes: a script on a key under

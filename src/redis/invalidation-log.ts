@@ -1,29 +1,44 @@
 import { randomUUID } from 'node:crypto';
-import type { EntryPlace, InvalidationEntry, InvalidationLog, InvalidationPage } from '../decision/index.js';
+import type { AppendedPlace, ChainedPlace, EntrySealer, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from '../decision/index.js';
 import type { Revocation } from '../lib/revocation-hook.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
+import { HEALTH_KEY_TTL_MS } from './health-probe.js';
 import type { RedisKeyspace } from './keyspace.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { APPEND, READ } from './invalidation-scripts.js';
 import { compareStreamIds, isStreamId, nextStreamId } from './stream-ids.js';
 
-/** Channel (under the tag) nudged with the new entry's id after each append. */
+/** Channel (under the tag) on which each append publishes its entry (see {@link nudgeMessage}). */
 export const INVALIDATE_CHANNEL = 'invalidate';
+/** Channel prefix (under the tag) of each reader's own echoes: `invalidate-echo:<random>`. */
+export const INVALIDATE_ECHO_CHANNEL = 'invalidate-echo';
 /** Entries the stream keeps (approximately: whole nodes are trimmed). A reader further behind purges all. */
 export const INVALIDATION_LOG_MAX_ENTRIES = 10_000;
 /**
- * Tries an append makes at places another took first (another replica's entry, a store whose clock
- * is ahead of ours) before it rejects: each try learns the store's last id and epoch.
+ * Tries an append makes at places others took first (more appends than its places in one turn,
+ * another replica's clock ahead of ours, this one held up between sealing and sending) before it
+ * rejects: each try learns the store's last id and epoch, and offers the places right after it.
  */
-const APPEND_TRIES = 4;
+const APPEND_TRIES = 8;
 /** How far (ms) an appended id may be behind the store's clock: ids stay the store's milliseconds (see `readSince`). */
 const APPEND_CLOCK_SLACK_MS = 1000;
 /**
+ * The places one append offers (see the APPEND script): this many milliseconds from the first one,
+ * each with this many sequence numbers. Appends that reach Redis in the same turn all find one as
+ * long as their clocks (the store's, as each estimates it when it seals) are within about 15 ms
+ * and there are no more than 32 of them; each place is one more MAC to compute, a microsecond or two.
+ */
+const APPEND_PLACE_MS = 16;
+const APPEND_PLACE_SEQS = 2;
+/**
  * Bytes an entry's fields may hold together (a replica id, a scope, a user reference of at most
- * 1,024 characters, a MAC): a larger one is nobody's revocation, and only its id is read into the process.
+ * 1,024 characters, a MAC), and a nudge (the same and two ids): a larger one is nobody's
+ * revocation, and only its id is read into the process.
  */
 export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
+/** The first element of a nudge that carries its entry (a bare stream id is a nudge of an older version). */
+const NUDGE_VERSION = 'e1';
 
 /**
  * A reader's position: the stream id it read last and that entry's rank among all entries ever
@@ -44,8 +59,36 @@ function decode(position: string): Position {
 }
 
 /**
+ * What an append publishes: the entry as a reader needs it to apply it without reading, as a JSON
+ * array `["e1", id, previous, origin, scope, user, chained MAC]` (the epoch is the reader's own: a
+ * nudge of another epoch does not verify). Readers of an older version take any message as "read
+ * the log".
+ */
+export function nudgeMessage(place: ChainedPlace, origin: string, revocation: Revocation, chain: string | null): string {
+  return JSON.stringify([NUDGE_VERSION, place.id, place.previous, origin, revocation.scope, revocation.scope === 'user' ? revocation.userReference : '', chain ?? '']);
+}
+
+/** A nudge as published, unchecked; `entry` null for anything that is not one of {@link nudgeMessage}'s. */
+export function parseNudge(message: string): InvalidationNudge {
+  if (message.length > INVALIDATION_ENTRY_MAX_BYTES || !message.startsWith(`["${NUDGE_VERSION}"`)) return { entry: null };
+  let fields: unknown;
+  try {
+    fields = JSON.parse(message);
+  } catch {
+    return { entry: null };
+  }
+  if (!Array.isArray(fields) || fields.length !== 7 || !fields.every((f) => typeof f === 'string')) return { entry: null };
+  const [, id, previous, origin, scope, user, chain] = fields as string[];
+  if (!isStreamId(id!) || !isStreamId(previous!)) return { entry: null };
+  const revocation: Revocation | null = scope === 'all' ? { scope: 'all' } : scope === 'user' && user ? { scope: 'user', userReference: user } : null;
+  if (!revocation) return { entry: null };
+  return { entry: { id: id!, previous: previous!, origin: origin!, revocation, chain: chain === '' ? null : chain! } };
+}
+
+/**
  * {@link InvalidationLog} on a Redis stream (`invalidations`, bounded to
- * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, and a pub/sub nudge naming each new entry.
+ * {@link INVALIDATION_LOG_MAX_ENTRIES}), an epoch key, a pub/sub channel on which each append
+ * publishes its entry, and a channel of this reader's own on which each read echoes a token.
  * Scripts and parsing only: what a reader does about a gap is not decided here. What Redis hands
  * back is checked: an entry it cannot read (or larger than {@link INVALIDATION_ENTRY_MAX_BYTES})
  * comes out with a null revocation, a reply of the wrong shape is an error.
@@ -53,16 +96,20 @@ function decode(position: string): Position {
  * Every entry removed after a reader's position is reported (`deleted`), however it was removed,
  * by three independent facts: Redis 7's `max-deleted-entry-id` (set by XDEL, not by trimming);
  * fewer entries after the position than `entries-added` says were added after it; and an entry a
- * nudge announced before the read that the read does not find. A writer who deletes an entry and
- * rewrites the stream's counters (XSETID) still trips the third while the reader's subscription
- * is up.
+ * nudge announced (the reader verified it) that the read does not find. A writer who deletes an
+ * entry and rewrites the stream's counters (XSETID) still trips the third while the reader's
+ * subscription is up; and a reader that heard an entry's nudge has it whatever becomes of the log.
+ *
+ * Every read also writes the health probe's key: a read that passes is a passed health check
+ * (`RedisConnection.call` with `probe`), so an idle replica checks Redis with its log poll alone.
  */
 export class RedisInvalidationLog implements InvalidationLog {
   private readonly keys: [string, string];
+  private readonly healthKey: string;
   private readonly channel: string;
-  /** The newest entry id a nudge named (null: none, or already found missing). */
-  private announced: string | null = null;
-  /** The log's epoch and last id as last seen (where the next append is sealed for). */
+  private readonly echoChannel: string;
+  private readonly echoListeners: ((token: string) => void)[] = [];
+  /** The log's epoch and last generated id as last seen (where the next append is sealed for). */
   private place: { epoch: string; last: string } = { epoch: '', last: '0-0' };
   /** The store's clock minus ours (ms), as its last append answer said: new ids are its milliseconds. */
   private clockOffsetMs = 0;
@@ -78,43 +125,65 @@ export class RedisInvalidationLog implements InvalidationLog {
     private readonly options: ReplicaWait & { readonly maxEntries?: number } = {},
   ) {
     this.keys = [keyspace.key('invalidations'), keyspace.key('invalidations-epoch')];
+    this.healthKey = keyspace.key('health');
     this.channel = keyspace.channel(INVALIDATE_CHANNEL);
+    this.echoChannel = keyspace.channel(`${INVALIDATE_ECHO_CHANNEL}:${randomUUID()}`);
   }
 
   /**
-   * Adds the entry at a place chosen here (the epoch and an id after the last one seen), sealed by
-   * `seal` for exactly that place, so its MAC binds it there; a place taken meanwhile is sealed for
-   * again, at most {@link APPEND_TRIES} times.
+   * Adds the entry at one of the places offered here (the epoch and ids after the last one seen, or
+   * after `after`, a position the reader reached), each sealed by `seal.entry`, so the MAC binds it
+   * where it lands (when every place was taken first, new ones are sealed for, at most
+   * {@link APPEND_TRIES} times); then, once it is written (and replicated, with `--redis-wait-replicas`: a reader that
+   * applies it unread then holds nothing a failover can take back), publishes the nudge: the entry
+   * and the id the append found last before it, sealed by `seal.chain`.
    */
-  async append(origin: string, revocation: Revocation, seal: (place: EntryPlace) => string | null): Promise<void> {
+  append(origin: string, revocation: Revocation, seal: EntrySealer, after: string | null): Promise<AppendedPlace> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
     const max = String(this.options.maxEntries ?? INVALIDATION_LOG_MAX_ENTRIES);
-    await this.connection.call('invalidate_publish', async (c) => {
+    if (after !== null) this.learn(this.place.epoch, decode(after).id);
+    return this.connection.call('invalidate_publish', async (c) => {
       await replicasInSync(c, this.options);
-      for (let tries = 1; ; tries++) {
-        const place = { epoch: this.place.epoch, id: nextStreamId(this.place.last, Date.now() + this.clockOffsetMs) };
-        // Reserved here: an append of this replica sent meanwhile seals for the next id, not this one.
-        this.place = { epoch: place.epoch, last: place.id };
-        const mac = place.epoch === '' ? '' : (seal(place) ?? '');
+      let placed: AppendedPlace | null = null;
+      for (let tries = 1; placed === null; tries++) {
+        const epochSealed = this.place.epoch;
+        // The same places as any append sent meanwhile (this replica's or another's): each takes the first left.
+        const ids = placesAfter(this.place.last, Date.now() + this.clockOffsetMs);
+        const places = ids.flatMap((id) => [id, epochSealed === '' ? '' : (seal.entry({ epoch: epochSealed, id }) ?? '')]);
         const sentAt = Date.now();
-        const reply = await APPEND.run(c, this.keys, [place.epoch, place.id, origin, revocation.scope, user, mac, max, this.channel, randomUUID(), String(APPEND_CLOCK_SLACK_MS)]);
-        if (!Array.isArray(reply) || reply.length !== 4) throw malformed();
-        const [added, epoch, last, storeMs] = reply as unknown[];
+        const reply = await APPEND.run(c, this.keys, [epochSealed, origin, revocation.scope, user, max, randomUUID(), String(APPEND_CLOCK_SLACK_MS), ...places]);
+        if (!Array.isArray(reply) || reply.length < 4) throw malformed();
+        const [added, epoch, last, storeMs, previous] = reply as unknown[];
         if ((added !== 0 && added !== 1) || typeof epoch !== 'string' || typeof last !== 'string' || !isStreamId(last) || !Number.isSafeInteger(storeMs)) throw malformed();
         this.learn(epoch, last);
         this.clockOffsetMs = (storeMs as number) - sentAt;
-        if (added === 1) break;
-        if (tries >= APPEND_TRIES) throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
+        if (added === 1) {
+          if (!ids.includes(last) || epoch !== epochSealed || typeof previous !== 'string' || !isStreamId(previous)) throw malformed();
+          placed = { epoch, id: last, previous };
+        } else if (tries >= APPEND_TRIES) {
+          throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
+        }
       }
       await waitForReplicas(c, this.options);
+      await c.sendCommand(['PUBLISH', this.channel, nudgeMessage(placed, origin, revocation, seal.chain(placed))]);
+      return placed;
     });
   }
 
-  async readAfter(position: string | null, max: number): Promise<InvalidationPage> {
-    const from = position === null ? null : decode(position);
-    // Only what was announced before the read was sent must be in what it reads.
-    const announced = this.announced;
-    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, this.keys, [from?.id ?? '', String(max), randomUUID(), String(INVALIDATION_ENTRY_MAX_BYTES)]));
+  readAfter(position: string | null, max: number, options: ReadOptions = {}): Promise<InvalidationPage> {
+    return this.read(position === null ? null : decode(position), max, options, true);
+  }
+
+  readSince(sinceMs: number, max: number, options: ReadOptions = {}): Promise<InvalidationPage> {
+    // Entries are stream ids, the store's milliseconds: those after `<since>-0`. Their ranks are
+    // unknown from here; the reader moves to the head after this page.
+    return this.read({ id: `${Math.max(0, Math.floor(sinceMs))}-0`, rank: -1 }, max, { echo: options.echo }, false);
+  }
+
+  /** Entries after `from`: a position a reader reached (`reached`), or a time it reads since. */
+  private async read(from: Position | null, max: number, options: ReadOptions, reached: boolean): Promise<InvalidationPage> {
+    const args = [from?.id ?? '', String(max), randomUUID(), String(INVALIDATION_ENTRY_MAX_BYTES), options.echo === undefined ? '' : this.echoChannel, options.echo ?? '', String(HEALTH_KEY_TTL_MS)];
+    const reply = await this.connection.call('invalidate_read', (c) => READ.run(c, [...this.keys, this.healthKey], args), { probe: true });
     if (!Array.isArray(reply) || reply.length !== 7) throw malformed();
     const [epoch, head, added, length, first, maxDeleted, list] = reply as unknown[];
     if (
@@ -149,52 +218,61 @@ export class RedisInvalidationLog implements InvalidationLog {
       epochBornMs: epochBornMs(epoch),
       head: encode({ id: head, rank: counted ? (added as number) : -1 }),
       trimmed: gaps.trimmed,
-      deleted: gaps.deleted || (from !== null && this.announcedMissing(announced, from.id, ids, complete)),
+      deleted: gaps.deleted || (from !== null && reached && announcedMissing(options.announced ?? null, from.id, ids, complete)),
       rewound: gaps.rewound,
       entries,
     };
   }
 
-  async readSince(sinceMs: number, max: number): Promise<InvalidationPage> {
-    // Entries are stream ids, the store's milliseconds: those after `<since>-0`. Their ranks are
-    // unknown from here; the reader moves to the head after this page.
-    return this.readAfter(encode({ id: `${Math.max(0, Math.floor(sinceMs))}-0`, rank: -1 }), max);
+  step(position: string, entry: { readonly id: string; readonly previous: string }): Step {
+    const at = decode(position);
+    if (!isStreamId(entry.id) || compareStreamIds(entry.id, at.id) <= 0) return 'stale';
+    // Its rank is the next one: nothing was added between (the append took the place only while
+    // `previous` was the stream's last generated id).
+    if (entry.previous === at.id) return { next: encode({ id: entry.id, rank: at.rank >= 0 ? at.rank + 1 : -1 }) };
+    return 'gap';
   }
 
-  async onAppended(nudge: () => void): Promise<void> {
-    await this.connection.subscribe(this.channel, (id) => {
-      // The nudge names the entry appended: a read sent after it must find it, whoever deleted
-      // it or rewrote the stream's counters since. (A forged nudge costs one purge, no more.)
-      if (isStreamId(id) && (this.announced === null || compareStreamIds(id, this.announced) > 0)) this.announced = id;
-      nudge();
-    });
+  async onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void> {
+    await Promise.all([
+      this.connection.subscribe(this.channel, (message) => listener(parseNudge(message))),
+      this.connection.subscribe(this.echoChannel, (token) => {
+        for (const l of this.echoListeners) l(token);
+      }),
+    ]);
+  }
+
+  onEcho(listener: (token: string) => void): void {
+    this.echoListeners.push(listener);
   }
 
   onRestored(hook: () => void): void {
     this.connection.onRestored(hook);
   }
 
-  silentForMs(): number {
-    return this.connection.silentForMs();
+  onDisturbed(hook: () => void): void {
+    this.connection.onDisturbed(hook);
   }
 
-  /** Where the next append goes: after `last`, or after an id this replica reserved since (in the same epoch). */
+  answeredSince(since: number): boolean {
+    return this.connection.answeredSince(since);
+  }
+
+  /** Where the next append goes: after `last` (in the same epoch), as a read of the head saw it. */
   private learn(epoch: string, last: string): void {
     if (epoch !== this.place.epoch || compareStreamIds(last, this.place.last) > 0) this.place = { epoch, last };
   }
+}
 
-  /**
-   * Whether the newest entry announced before this read (after `from`, and within what it covers)
-   * is missing from it. Said once: a missing entry is forgotten, as the reader purges for it.
-   */
-  private announcedMissing(announced: string | null, from: string, ids: readonly string[], complete: boolean): boolean {
-    if (announced === null || compareStreamIds(announced, from) <= 0) return false;
-    const last = ids.at(-1);
-    if (!complete && (last === undefined || compareStreamIds(announced, last) > 0)) return false;
-    if (ids.includes(announced)) return false;
-    if (this.announced === announced) this.announced = null;
-    return true;
-  }
+/**
+ * Whether the newest entry announced before this read (after `from`, and within what it covers)
+ * is missing from it.
+ */
+function announcedMissing(announced: string | null, from: string, ids: readonly string[], complete: boolean): boolean {
+  if (announced === null || !isStreamId(announced) || compareStreamIds(announced, from) <= 0) return false;
+  const last = ids.at(-1);
+  if (!complete && (last === undefined || compareStreamIds(announced, last) > 0)) return false;
+  return !ids.includes(announced);
 }
 
 /** What one read of the stream says about it, beside its entries. */
@@ -235,6 +313,19 @@ function gapsAfter(from: Position, f: StreamFacts): { trimmed: boolean; deleted:
   }
   const trimmed = gone && frontPast && !deletedAfter;
   return { trimmed, deleted: deletedAfter || (gone && !trimmed), rewound };
+}
+
+/**
+ * The places an append offers after `last` at `nowMs`, ascending: the first is the next id after
+ * `last` (or `<now>-0`), then the next sequence numbers of its millisecond and of the few after it.
+ */
+function placesAfter(last: string, nowMs: number): string[] {
+  const [ms, seq] = nextStreamId(last, nowMs).split('-').map(BigInt) as [bigint, bigint];
+  const ids: string[] = [];
+  for (let d = 0n; d < BigInt(APPEND_PLACE_MS); d++) {
+    for (let j = 0n; j < BigInt(APPEND_PLACE_SEQS); j++) ids.push(`${ms + d}-${(d === 0n ? seq : 0n) + j}`);
+  }
+  return ids;
 }
 
 /** When the epoch was made (the store's clock, ms), or null when it does not say (written by an older version or by something else). */

@@ -8,7 +8,7 @@
  * | name | owner |
  * |---|---|
  * | `dedup:<event id>`, `dedup-waiting:<event id>` (keys), `dedup-settled` (channel) | shared webhook deduplication |
- * | `invalidations`, `invalidations-epoch` (keys), `invalidate` (channel) | the cache invalidation log |
+ * | `invalidations`, `invalidations-epoch` (keys), `invalidate`, `invalidate-echo:<random>` (channels) | the cache invalidation log |
  * | `queue:*` | the durable webhook queue (streams, dead letters, delivered markers, forward claims) |
  * | `redec:*` | the REDEC reconciler's bookkeeping |
  * | `health` | the health probe's write |

@@ -18,6 +18,11 @@ export interface LinkEvents {
   error(role: 'command' | 'subscriber', err: unknown): void;
   /** The command path became ready (a health check is due). */
   ready(): void;
+  /**
+   * A client of the link (re)connected, or moved to another server (a failover, a slot moved)
+   * without an error: what was published before it was subscribed again may not have reached it.
+   */
+  disturbed(): void;
 }
 
 /**

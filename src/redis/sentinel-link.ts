@@ -28,6 +28,8 @@ export class SentinelLink implements RedisLink {
       masterPoolSize: 1,
     });
     this.sentinel.on('error', (err: unknown) => options.events.error('command', err));
+    // A new master: the subscriber moves to it, and what was published there before it is lost to it.
+    this.sentinel.on('topology-change', () => options.events.disturbed());
   }
 
   get connected(): boolean {

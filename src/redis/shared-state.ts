@@ -16,6 +16,8 @@ export interface SharedStateOptions {
   readonly queueMaxEvents?: number;
   readonly registry: Registry;
   readonly logger: Logger;
+  /** See `RedisConnectionOptions.quietHealthIntervalMs`: given when a log poll checks Redis with every read. */
+  readonly quietHealthIntervalMs?: number;
 }
 
 /**
@@ -48,6 +50,7 @@ export function startSharedState(options: SharedStateOptions): SharedState {
     logger,
     metrics: createRedisMetrics(options.registry),
     waitReplicas: redis.waitReplicas,
+    ...(options.quietHealthIntervalMs !== undefined ? { quietHealthIntervalMs: options.quietHealthIntervalMs } : {}),
   });
   const waitTimeoutMs = Math.max(1, redis.commandTimeoutMs - 100);
   const shared: SharedState = {

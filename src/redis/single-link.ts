@@ -37,6 +37,9 @@ export class SingleLink implements RedisLink {
   async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
     if (!this.subscriber) {
       this.subscriber = this.newClient('subscriber');
+      // Ready again after a reconnect: node-redis has subscribed again (it does so before 'ready').
+      let connects = 0;
+      this.subscriber.on('ready', () => void (connects++ > 0 && this.options.events.disturbed()));
       if (this.started) this.subscriber.connect().catch((err: unknown) => this.options.events.error('subscriber', err));
     }
     // The subscriber keeps an offline queue (the command client has none): a subscription asked

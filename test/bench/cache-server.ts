@@ -9,6 +9,7 @@
  * starts over without printing.
  */
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { loadServeConfig } from '../../src/config/index.js';
 import { AllowCache, cacheKey } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
@@ -18,8 +19,10 @@ import { allowedFor } from '../helpers/allowed.js';
 export const userOf = (i: number): string => `user-${String(i).padStart(10, '0')}`;
 export const configOf = (i: number): string => `cfg-${String(i % 1000).padStart(11, '0')}`;
 
+// Run as a server only when it is the program (run.ts imports it for userOf and configOf, with
+// arguments of its own: `npm run bench -- fleet`).
 const [entriesText, upstreamUrl, port, admin] = process.argv.slice(2);
-if (entriesText !== undefined) {
+if (process.argv[1] === fileURLToPath(import.meta.url) && entriesText !== undefined) {
   const entries = Number(entriesText);
   const config = loadServeConfig(
     { 'upstream-url': upstreamUrl!, 'api-key': 'bench-key', listen: `127.0.0.1:${port}`, 'admin-listen': `127.0.0.1:${admin}`, 'cache-max-entries': String(Math.max(entries, 1000)) },

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,9 +8,11 @@ import autocannon from 'autocannon';
 
 export { freePort } from '../helpers/ports.js';
 
-/** Starts a child process and waits until `readyUrl` answers 200. */
-export async function startChild(command: string, args: string[], readyUrl: string, env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'], ...(env ? { env: { ...process.env, ...env } } : {}) });
+/** Starts a child process and waits until `readyUrl` answers 200; its stdout goes to `stdoutFile` when given, else nowhere. */
+export async function startChild(command: string, args: string[], readyUrl: string, env?: NodeJS.ProcessEnv, stdoutFile?: string): Promise<ChildProcess> {
+  const out = stdoutFile === undefined ? 'ignore' : openSync(stdoutFile, 'a');
+  const child = spawn(command, args, { stdio: ['ignore', out, 'inherit'], ...(env ? { env: { ...process.env, ...env } } : {}) });
+  if (typeof out === 'number') closeSync(out);
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);

@@ -11,7 +11,8 @@
  * BENCH_CONNECTIONS (50), BENCH_RATE (fixed-rate figure, 2000 req/s), BENCH_CACHE_ENTRIES
  * (1000000), BENCH_REFRESH_S (the refresh-ahead run, 30 s each), BENCH_ONLY (comma-separated
  * section names: decision, webhooks, cache-scale, coalescing, refresh-ahead, forward-auth,
- * webhook-queue, tracing, grpc, batch, footprint, client), BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
+ * webhook-queue, tracing, grpc, batch, footprint, client, fleet; or as arguments: `npm run bench -- fleet`),
+ * BENCH_GENERATOR=autocannon, BENCH_TRACING_BEFORE_CLI (the tracing section: a
  * dist/cli.js built before issue 24, for "off" against it), BENCH_CLIENT_BEFORE (the client section: the client to compare
  * @consent-sidecar/client with, an ES module; by default the undici one, built from git).
  *
@@ -25,6 +26,7 @@ import { request } from 'undici';
 import { startNginx } from '../helpers/nginx.js';
 import { batchLines, benchBatch } from './batch.js';
 import { benchClient } from './client.js';
+import { benchFleet, fleetLines } from './fleet.js';
 import { benchFootprint, benchTiering, footprintLines, tieringLines } from './footprint.js';
 import { benchForwardAuth } from './forward-auth.js';
 import { benchGrpc } from './grpc.js';
@@ -320,7 +322,15 @@ const SECTIONS: [name: string, run: () => Promise<void>][] = [
   ['batch', batchSection],
   ['footprint', footprintSection],
   ['client', clientSection],
+  ['fleet', fleetSection],
 ];
+
+async function fleetSection(): Promise<void> {
+  // What a fleet costs one Redis: real replicas and emulated ones (its own file).
+  const f = await benchFleet();
+  console.log(`${fleetLines(f).join('\n')}\n`);
+  results.fleet = f;
+}
 
 async function batchSection(): Promise<void> {
   // The batch check against single checks on the same sidecar (its own file).
@@ -355,7 +365,11 @@ async function webhookQueueSection(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
+  // Sections by name: `npm run bench -- fleet webhooks`, or BENCH_ONLY=fleet,webhooks.
+  const named = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+  const only = named.length > 0 ? named : process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
+  const unknown = only?.filter((n) => !SECTIONS.some(([name]) => name === n)) ?? [];
+  if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(', ')} (sections: ${SECTIONS.map(([n]) => n).join(', ')})`);
   const machine = machineLine();
   console.log(`consent-sidecar bench: ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${DURATION_S} s per figure`);
   console.log(`machine: ${machine}\n`);

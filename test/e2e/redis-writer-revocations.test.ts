@@ -10,6 +10,9 @@ import { deliver, RecordingApp, replicaFlags, ServeProcess, signedEvent } from '
  * revocation reaches A (200), and B must stop serving its cached ALLOW. Before, 8 of 20 revocations
  * were lost on B when the newest stream entries were deleted as they were written, and every one
  * when B's reads failed for a moment around the deletion, or when the entry was rewritten in place.
+ * A nudge B hears carries the revocation itself (sealed), so what the writer does to the log then
+ * is nothing to B: here the writer also cuts B's subscription (ACL: no channels, which Redis
+ * enforces by disconnecting it), so B depends on the log.
  */
 describe('a Redis writer against the invalidation log', () => {
   let redis: SpawnedRedis;
@@ -69,10 +72,10 @@ describe('a Redis writer against the invalidation log', () => {
   it("the revocation's entry rewritten in place before B reads it (the stream deleted and added back, same ids, its user changed): B purges, never serves the revoked ALLOW", async () => {
     await cachedOnB('dave');
     const before = await b.metric('consent_sidecar_cache_reconnect_purges_total', { cause: 'unauthenticated' });
-    // B hears the nudge but cannot read until the entry is rewritten (a writer wins the same race
-    // with a pipelined script): the nudged id is there, and the counters agree as long as no entry
-    // was deleted before (this test runs first), so only the entry's MAC can tell.
-    await writer.sendCommand(['ACL', 'SETUSER', 'b', '-xinfo']);
+    // B does not hear the nudge and cannot read until the entry is rewritten (a writer wins the
+    // same race with a pipelined script): the counters agree as long as no entry was deleted
+    // before (this test runs first), so only the entry's MAC can tell.
+    await writer.sendCommand(['ACL', 'SETUSER', 'b', 'resetchannels', '-xinfo']);
     try {
       await revokeThroughA('dave');
       const rewrite = `
@@ -86,7 +89,7 @@ end
 return #all`;
       expect(await writer.sendCommand(['EVAL', rewrite, '1', stream])).toBeGreaterThan(1);
     } finally {
-      await writer.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
+      await writer.sendCommand(['ACL', 'SETUSER', 'b', 'allchannels', '+xinfo']);
     }
     await deniedOnB('dave');
     expect((await b.metric('consent_sidecar_cache_reconnect_purges_total', { cause: 'unauthenticated' })) - before).toBe(1);
@@ -94,15 +97,16 @@ return #all`;
 
   it("B's reads refused for a moment (ACL -xinfo) around one deletion: B purges when it reads again", async () => {
     await cachedOnB('erin');
-    await writer.sendCommand(['ACL', 'SETUSER', 'b', '-xinfo']);
+    const refused = await b.metric('consent_sidecar_cache_invalidation_read_failures_total', { kind: 'refused' });
+    await writer.sendCommand(['ACL', 'SETUSER', 'b', 'resetchannels', '-xinfo']);
     try {
-      // B has found it cannot read (its poll, each second, failed)
-      await expect.poll(() => b.metric('consent_sidecar_cache_invalidation_read_failures_total', { kind: 'refused' }), { timeout: 10_000 }).toBeGreaterThan(0);
+      // B has found it cannot read (it reads when its subscription is cut, and each second after)
+      await expect.poll(() => b.metric('consent_sidecar_cache_invalidation_read_failures_total', { kind: 'refused' }), { timeout: 10_000 }).toBeGreaterThan(refused);
       await revokeThroughA('erin');
       const [[newest]] = (await writer.sendCommand(['XREVRANGE', stream, '+', '-', 'COUNT', '1'])) as [[string]];
       expect(await writer.sendCommand(['XDEL', stream, newest])).toBe(1);
     } finally {
-      await writer.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
+      await writer.sendCommand(['ACL', 'SETUSER', 'b', 'allchannels', '+xinfo']);
     }
     await deniedOnB('erin');
   }, 60_000);
@@ -110,7 +114,7 @@ return #all`;
   it("B's reads refused for longer than --fleet-invalidation-max-silence-ms while Redis answers: B serves nothing from its cache until it reads again", async () => {
     await cachedOnB('alice');
     await cachedOnB('bob');
-    await writer.sendCommand(['ACL', 'SETUSER', 'b', '-xinfo']);
+    await writer.sendCommand(['ACL', 'SETUSER', 'b', 'resetchannels', '-xinfo']);
     try {
       await revokeThroughA('alice');
       const [[newest]] = (await writer.sendCommand(['XREVRANGE', stream, '+', '-', 'COUNT', '1'])) as [[string]];
@@ -122,7 +126,7 @@ return #all`;
       expect(await b.metric('consent_sidecar_redis_up')).toBe(1);
       expect(b.logs().some((l) => l.event === 'cache_bypassed')).toBe(true);
     } finally {
-      await writer.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
+      await writer.sendCommand(['ACL', 'SETUSER', 'b', 'allchannels', '+xinfo']);
     }
     await expect.poll(() => b.metric('consent_sidecar_cache_bypassed'), { timeout: 10_000 }).toBe(0);
     expect(await b.check('alice', 'marketing-email')).toMatchObject({ json: { decision: 'DENY' } });
@@ -149,7 +153,8 @@ return #all`;
     nudges.on('error', () => undefined);
     await nudges.connect();
     let deleted = 0;
-    await nudges.subscribe(`{${prefix}}invalidate`, (id) => void writer.sendCommand(['XDEL', stream, id]).then((n) => (deleted += Number(n))));
+    // Each nudge carries its entry: ["e1", id, …].
+    await nudges.subscribe(`{${prefix}}invalidate`, (nudge) => void writer.sendCommand(['XDEL', stream, (JSON.parse(nudge) as string[])[1]!]).then((n) => (deleted += Number(n))));
     // The writer also keeps B from hearing the nudges (ACL: no channels; its subscription is cut),
     // so B reads only on its poll and every deletion comes first. (With the nudges B read first
     // some of the time: the attack session lost 8 of 20 revocations that way.)

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,6 +60,39 @@ describe('RedisConnection', () => {
     const pending = conn.call('get', (c) => c.sendCommand(['GET', 'x'])).catch((e: unknown) => e);
     await own.kill();
     expect(await pending).toMatchObject({ code: 'ERR_REDIS_CONNECTION_LOST', outcomeUnknown: true });
+  });
+
+  // With the health check folded into the fleet's quiet poll, a connection may ask nothing for
+  // half a minute; silence counted from its last answer would then make a Redis that stalled a
+  // moment ago look silent past a lease at the first failed call (webhook dedup would fall back at
+  // once, while another replica's claim may still be in flight).
+  it('a quiet connection (its health check passed by a probing call, nothing failed since) checks nothing on its own, and silence counts from the first call Redis did not answer', async () => {
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const quiet = await up(connectionTo(single(own.url), { opened, commandTimeoutMs: 200, quietHealthIntervalMs: 600_000 }));
+    const watcher = await up(connectionTo(single(own.url), { opened, commandTimeoutMs: 200 }));
+    const probe = new RedisScript(`redis.call('SET', KEYS[1], '1', 'PX', '60000') return 1`);
+    await quiet.conn.call('probe', (c) => probe.run(c, [quiet.keyspace.key('health')], []), { probe: true });
+    const checks = await count(quiet.metrics.callDuration as never, { op: 'health' });
+    own.freeze();
+    try {
+      // A connection that checks every 100 ms sees it first: time passes with no call from the quiet one.
+      await vi.waitFor(() => expect(watcher.conn.isUp).toBe(false), { timeout: 10_000 });
+      expect(quiet.conn.isUp).toBe(true);
+      expect(quiet.conn.silentForMs()).toBe(0);
+      const sentAt = performance.now();
+      await expect(quiet.conn.call('get', (c) => c.sendCommand(['GET', 'x']))).rejects.toMatchObject({ code: 'ERR_REDIS_TIMEOUT' });
+      const silent = quiet.conn.silentForMs();
+      expect(silent).toBeGreaterThan(0);
+      expect(silent).toBeLessThanOrEqual(performance.now() - sentAt);
+      // The failed call puts the connection in doubt: it checks on its own again, and finds Redis down.
+      await vi.waitFor(() => expect(quiet.conn.isUp).toBe(false), { timeout: 10_000 });
+      expect(await count(quiet.metrics.callDuration as never, { op: 'health' })).toBeGreaterThan(checks);
+    } finally {
+      own.thaw();
+    }
+    await vi.waitFor(() => expect(quiet.conn.isUp).toBe(true), { timeout: 10_000 });
+    expect(quiet.conn.silentForMs()).toBe(0);
   });
 
   it('RedisScript loads itself again after SCRIPT FLUSH (NOSCRIPT → EVAL)', async () => {

@@ -12,7 +12,7 @@ const fx = useTestRedis();
 const { opened } = fx;
 
 /** A replica of the fleet invalidation on the real log (see {@link invalidationReplica}). */
-const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxSilenceMs?: number; pollIntervalMs?: number; waitUp?: boolean } = {}) =>
+const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxSilenceMs?: number; pollIntervalMs?: number; quietPollIntervalMs?: number; waitUp?: boolean } = {}) =>
   invalidationReplica(target, { prefix, opened, maxSilenceMs: 60_000, ...o });
 
 const redisWithUserB = async () => {
@@ -48,29 +48,66 @@ describe('every entry removed after a replica position makes it purge (counted a
     expect(await count(b.metrics.purges)).toBe(1);
   });
 
-  it("the newest entry deleted and the stream's counters rewritten (XSETID) so nothing looks removed: the replica that heard it announced purges", async () => {
+  /** The stream's counters as `XINFO STREAM` gives them. */
+  const info = async (admin: { sendCommand(args: string[]): Promise<unknown> }, stream: string): Promise<Record<string, unknown>> => {
+    const list = (await admin.sendCommand(['XINFO', 'STREAM', stream])) as unknown[];
+    const all = new Map(Array.from({ length: list.length / 2 }, (_, i) => [String(list[2 * i]), list[2 * i + 1]]));
+    return Object.fromEntries(['length', 'last-generated-id', 'entries-added', 'max-deleted-entry-id'].map((k) => [k, all.get(k)]));
+  };
+
+  /** The newest entry deleted and every trace of it: the counters as they were in `before`. */
+  const deleteNewestWithoutTrace = async (admin: { sendCommand(args: string[]): Promise<unknown> }, stream: string, before: Record<string, unknown>): Promise<void> => {
+    const [[newest]] = (await admin.sendCommand(['XREVRANGE', stream, '+', '-', 'COUNT', '1'])) as [[string]];
+    await admin.sendCommand(['XDEL', stream, newest]);
+    await admin.sendCommand(['XSETID', stream, String(before['last-generated-id']), 'ENTRIESADDED', String(before['entries-added']), 'MAXDELETEDID', '0-1']);
+    // as if the entry had never been added (0-0 cannot be given back: 0-1 says as little)
+    expect(await info(admin, stream)).toStrictEqual({ ...before, 'max-deleted-entry-id': '0-1' });
+  };
+
+  /** Replicas a and b, b as a user whose permissions the test changes, b having applied one revocation. */
+  const twoReplicas = async () => {
     const { admin, urlB, own } = await redisWithUserB();
     const prefix = fx.redis.prefix();
     const a = await replica(prefix, single(own.url));
     const b = await replica(prefix, single(urlB));
     await a.fleet.publish({ scope: 'user', userReference: 'seen' });
     await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen']), { timeout: 10_000 });
-    const info = async (): Promise<Record<string, unknown>> => {
-      const list = (await admin.sendCommand(['XINFO', 'STREAM', a.stream])) as unknown[];
-      const all = new Map(Array.from({ length: list.length / 2 }, (_, i) => [String(list[2 * i]), list[2 * i + 1]]));
-      return Object.fromEntries(['length', 'last-generated-id', 'entries-added', 'max-deleted-entry-id'].map((k) => [k, all.get(k)]));
-    };
-    const before = await info();
+    return { admin, a, b };
+  };
 
-    // b cannot read for a moment (its nudges still arrive); the entry goes, and so does every trace.
+  // Before: the nudge named the entry only, and a replica that could not read the log in time
+  // depended on the log for it (it could only purge everything once the entry was gone).
+  it("a revocation whose nudge reached a replica is applied there with no read: deleting it from the log and rewriting the stream's counters (XSETID) hides nothing from it", async () => {
+    const { admin, a, b } = await twoReplicas();
+    const before = await info(admin, a.stream);
+
+    // b cannot read the log at all; its subscription is up.
     await admin.sendCommand(['ACL', 'SETUSER', 'b', '-xinfo']);
     await a.fleet.publish({ scope: 'user', userReference: 'erin' });
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen', 'user:erin']), { timeout: 10_000 });
+    await deleteNewestWithoutTrace(admin, a.stream, before);
+    expect(await count(b.metrics.nudges, { outcome: 'applied' })).toBe(2);
+    expect(await count(b.metrics.readFailures)).toBe(0);
+    expect(await count(b.metrics.purges)).toBe(0);
+  });
+
+  it("the newest entry deleted and the stream's counters rewritten (XSETID) so nothing looks removed: a replica that heard it announced, but had missed the one before, purges", async () => {
+    const { admin, a, b } = await twoReplicas();
+    const subscribers = async (): Promise<number> => ((await admin.sendCommand(['PUBSUB', 'NUMSUB', a.channel])) as [string, number])[1];
+
+    // b's subscription is cut (Redis disconnects a subscriber whose channels are revoked) and it
+    // cannot read: it misses one revocation.
+    await admin.sendCommand(['ACL', 'SETUSER', 'b', 'resetchannels', '-xinfo']);
+    await vi.waitFor(async () => expect(await subscribers()).toBe(1), { timeout: 10_000 });
+    await a.fleet.publish({ scope: 'user', userReference: 'missed' });
     await vi.waitFor(() => expect(count(b.metrics.readFailures, { kind: 'refused' })).resolves.toBeGreaterThan(0), { timeout: 10_000 });
-    const [[newest]] = (await admin.sendCommand(['XREVRANGE', a.stream, '+', '-', 'COUNT', '1'])) as [[string]];
-    await admin.sendCommand(['XDEL', a.stream, newest]);
-    await admin.sendCommand(['XSETID', a.stream, String(before['last-generated-id']), 'ENTRIESADDED', String(before['entries-added']), 'MAXDELETEDID', '0-1']);
-    // as if the entry had never been added (0-0 cannot be given back: 0-1 says as little)
-    expect(await info()).toStrictEqual({ ...before, 'max-deleted-entry-id': '0-1' });
+    // Subscribed again, still unable to read: the next nudge shows it what it missed, and names itself.
+    await admin.sendCommand(['ACL', 'SETUSER', 'b', 'allchannels', '-xinfo']);
+    await vi.waitFor(async () => expect(await subscribers()).toBe(2), { timeout: 10_000 });
+    const before = await info(admin, a.stream);
+    await a.fleet.publish({ scope: 'user', userReference: 'erin' });
+    await vi.waitFor(() => expect(count(b.metrics.nudges, { outcome: 'gap' })).resolves.toBe(1), { timeout: 10_000 });
+    await deleteNewestWithoutTrace(admin, a.stream, before);
     await admin.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
 
     await vi.waitFor(() => expect(b.rec.calls).toContain('all'), { timeout: 10_000 });
@@ -84,7 +121,7 @@ describe('a log this replica cannot read while Redis answers: the cache serves n
     const { admin, urlB, own } = await redisWithUserB();
     const prefix = fx.redis.prefix();
     const a = await replica(prefix, single(own.url));
-    const b = await replica(prefix, single(urlB), { maxSilenceMs: 600, pollIntervalMs: 100 });
+    const b = await replica(prefix, single(urlB), { maxSilenceMs: 600, pollIntervalMs: 100, quietPollIntervalMs: 100 });
     await a.fleet.publish({ scope: 'user', userReference: 'seen' });
     await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen']), { timeout: 10_000 });
     expect(b.trust.trusted).toBe(true);

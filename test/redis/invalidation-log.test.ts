@@ -7,7 +7,7 @@ const fx = useTestRedis();
 const { opened } = fx;
 
 /** A replica of the fleet invalidation on the real log (see {@link invalidationReplica}). */
-const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean; clockSlackMs?: number } = {}) =>
+const replica = (prefix: string, target: RedisTargetSpec | (() => RedisTargetSpec), o: { maxEntries?: number; waitUp?: boolean; clockSlackMs?: number; quietPollIntervalMs?: number } = {}) =>
   invalidationReplica(target, { prefix, opened, ...o });
 
 describe('revocations reach every replica through the invalidation log', () => {
@@ -153,7 +153,8 @@ describe('a stall, a reconnect or a cut-off costs no cache: replicas catch up', 
 
   it('an entry it cannot read (written by something else) purges everything, counted as unreadable; a forged "all" is just a purge', async () => {
     const prefix = fx.redis.prefix();
-    const a = await replica(prefix, single(fx.redis.url));
+    // Written without a nudge: found by the poll (every 30 s by default while the subscription is up).
+    const a = await replica(prefix, single(fx.redis.url), { quietPollIntervalMs: 200 });
     const key = `{${prefix}}invalidations`;
     await fx.admin.sendCommand(['XADD', key, '*', 'o', 'intruder', 's', 'nonsense']);
     await vi.waitFor(() => expect(a.rec.calls).toContain('all'), { timeout: 5000 });

@@ -1,7 +1,7 @@
 import { vi, expect } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import { createRedisMetrics, RedisConnection, RedisKeyspace, type RedisMetrics, type RedisTargetSpec } from '../../src/redis/index.js';
+import { createRedisMetrics, RedisConnection, RedisKeyspace, type RedisCommands, type RedisMetrics, type RedisTargetSpec } from '../../src/redis/index.js';
 
 /** A connection of the Redis room, closed after the test (pushed on `opened`). */
 export interface TestConnection {
@@ -13,7 +13,15 @@ export interface TestConnection {
 
 export function connectionTo(
   target: RedisTargetSpec | (() => RedisTargetSpec),
-  o: { prefix?: string; commandTimeoutMs?: number; opened: { close(): Promise<void> }[]; logger?: ReturnType<typeof silentLogger> },
+  o: {
+    prefix?: string;
+    commandTimeoutMs?: number;
+    opened: { close(): Promise<void> }[];
+    logger?: ReturnType<typeof silentLogger>;
+    /** Default 100 ms (a check every 100 ms, whatever else passed). */
+    healthIntervalMs?: number;
+    quietHealthIntervalMs?: number;
+  },
 ): TestConnection {
   const registry = createRegistry({ defaultMetrics: false });
   const metrics = createRedisMetrics(registry);
@@ -24,7 +32,8 @@ export function connectionTo(
     commandTimeoutMs: o.commandTimeoutMs ?? 500,
     logger: o.logger ?? silentLogger(),
     metrics,
-    healthIntervalMs: 100,
+    healthIntervalMs: o.healthIntervalMs ?? 100,
+    ...(o.quietHealthIntervalMs !== undefined ? { quietHealthIntervalMs: o.quietHealthIntervalMs } : {}),
   });
   o.opened.push(conn);
   conn.start();
@@ -152,6 +161,8 @@ export interface InvalidationReplicaOptions {
   readonly maxEntries?: number;
   readonly maxSilenceMs?: number;
   readonly pollIntervalMs?: number;
+  /** The read while the subscription is proven up (the default's 30 s unless a test finds entries written without a nudge). */
+  readonly quietPollIntervalMs?: number;
   /** False for a Redis the test is about to stop or cannot reach yet: do not wait for its health check. */
   readonly waitUp?: boolean;
   readonly clockSlackMs?: number;
@@ -159,6 +170,11 @@ export interface InvalidationReplicaOptions {
   readonly secrets?: readonly string[];
   /** Tells its own entries apart (a random id by default). */
   readonly replicaId?: string;
+  /** What its log sends Redis goes through this (e.g. {@link holdingPublishes}); the connection itself by default. */
+  readonly through?: (conn: RedisConnection) => RedisConnection;
+  /** Its connection's health check (see {@link connectionTo}). */
+  readonly healthIntervalMs?: number;
+  readonly quietHealthIntervalMs?: number;
 }
 
 /**
@@ -170,7 +186,13 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
   const { RedisInvalidationLog } = await import('../../src/redis/index.js');
   const { invalidationMacs } = await import('../../src/fleet-wiring.js');
   // A generous deadline: a first read that times out on a busy machine would count as a reset.
-  const c = connectionTo(target, { prefix: o.prefix, opened: o.opened, commandTimeoutMs: 2000 });
+  const c = connectionTo(target, {
+    prefix: o.prefix,
+    opened: o.opened,
+    commandTimeoutMs: 2000,
+    ...(o.healthIntervalMs !== undefined ? { healthIntervalMs: o.healthIntervalMs } : {}),
+    ...(o.quietHealthIntervalMs !== undefined ? { quietHealthIntervalMs: o.quietHealthIntervalMs } : {}),
+  });
   if (o.waitUp ?? true) await up(c);
   const calls: string[] = [];
   const hook = { revokeUser: (u: string) => (calls.push(`user:${u}`), 1), revokeAll: () => (calls.push('all'), 2) };
@@ -178,7 +200,7 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
   const trust = new CacheTrust();
   const secrets = o.secrets ?? [INVALIDATION_TEST_SECRET];
   const fleet = new FleetInvalidation({
-    log: new RedisInvalidationLog(c.conn, c.keyspace, o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
+    log: new RedisInvalidationLog(o.through ? o.through(c.conn) : c.conn, c.keyspace, o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
     local: hook,
     macs: invalidationMacs(() => secrets),
     metrics,
@@ -186,12 +208,60 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
     maxSilenceMs: o.maxSilenceMs ?? 5000,
     trust,
     pollIntervalMs: o.pollIntervalMs ?? 200,
+    ...(o.quietPollIntervalMs !== undefined ? { quietPollIntervalMs: o.quietPollIntervalMs } : {}),
     ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
     ...(o.replicaId !== undefined ? { replicaId: o.replicaId } : {}),
   });
   await fleet.start();
   o.opened.push({ close: async () => fleet.close() });
-  return { fleet, rec: { calls }, metrics, trust, conn: c.conn, stream: c.keyspace.key('invalidations') };
+  return {
+    fleet,
+    rec: { calls },
+    metrics,
+    trust,
+    conn: c.conn,
+    redisMetrics: c.metrics,
+    /** Reads of the log this replica sent (answered or not). */
+    reads: () => callsOf(c.metrics, 'invalidate_read'),
+    stream: c.keyspace.key('invalidations'),
+    channel: c.keyspace.channel('invalidate'),
+  };
+}
+
+/** How many calls labelled `op` a connection made (its duration histogram's count). */
+export async function callsOf(metrics: RedisMetrics, op: string): Promise<number> {
+  const values = (await metrics.callDuration.get()).values as { metricName?: string; value: number; labels: Record<string, unknown> }[];
+  return values.filter((v) => v.metricName?.endsWith('_count') && v.labels.op === op).reduce((n, v) => n + v.value, 0);
+}
+
+/**
+ * `conn` as a log sees it, except that every PUBLISH waits in `held` until the test sends it (in
+ * the order it likes) or drops it (the call then gets an error, as a publish that failed).
+ */
+export function holdingPublishes(): { through: (conn: RedisConnection) => RedisConnection; held: { args: readonly string[]; send(): void; drop(): void }[] } {
+  const held: { args: readonly string[]; send(): void; drop(): void }[] = [];
+  const through = (conn: RedisConnection): RedisConnection =>
+    new Proxy(conn, {
+      get(target, prop, receiver) {
+        if (prop === 'call') {
+          return (op: string, work: (c: RedisCommands) => Promise<unknown>, o?: { probe?: boolean }) =>
+            target.call(
+              op,
+              (c) =>
+                work({
+                  sendCommand: (args) =>
+                    args[0] !== 'PUBLISH'
+                      ? c.sendCommand(args)
+                      : new Promise((resolve, reject) => held.push({ args, send: () => void c.sendCommand(args).then(resolve, reject), drop: () => reject(new Error('publish dropped by the test')) })),
+                }),
+              o,
+            );
+        }
+        const value: unknown = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  return { through, held };
 }
 
 /**

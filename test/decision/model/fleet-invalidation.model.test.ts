@@ -4,14 +4,15 @@ import { CacheTrust, createInvalidationMetrics, FleetInvalidation } from '../../
 import type { Revocation, RevocationHook } from '../../../src/lib/revocation-hook.js';
 import { createRegistry, silentLogger } from '../../../src/observability/index.js';
 import { useModelClock, type ModelClock } from '../../helpers/stand-ins/clock.js';
-import { StandInInvalidationLog, standInMacs } from '../../helpers/stand-ins/invalidation-log.js';
+import { APPENDED, StandInInvalidationLog, standInMacs } from '../../helpers/stand-ins/invalidation-log.js';
 import { modelCommand, weighted } from '../../helpers/stand-ins/model.js';
 import { Wire, type Fate, type Link } from '../../helpers/stand-ins/wire.js';
 
 /**
  * Fleet invalidation driven through random interleavings of cached ALLOWs, revocations published
- * by three replicas, lost nudges, store faults (late, lost, unknown, refused and unsent replies,
- * freezes and reordered calls) and a log that loses entries (trimmed, deleted, restarted empty)
+ * by three replicas, nudges lost, reordered, forged or replayed, subscriptions cut, store faults
+ * (late, lost, unknown, refused and unsent replies, freezes and reordered calls, an entry appended
+ * whose nudge is never published) and a log that loses entries (trimmed, deleted, restarted empty)
  * or has them rewritten in place,
  * against a model of what each replica knows. The real Redis tests (test/redis/invalidation-*.test.ts)
  * prove the adapter; this proves the policy: once a replica was answered a page of the log written
@@ -21,6 +22,8 @@ import { Wire, type Fate, type Link } from '../../helpers/stand-ins/wire.js';
 
 const USERS = ['u1', 'u2', 'u3'] as const;
 const MAX_SILENCE_MS = 3000;
+/** The quiet poll, shorter than the default so a run ends sooner; a nudge lost in silence is found by it at the latest. */
+const QUIET_POLL_MS = 5000;
 
 interface Replica {
   readonly link: Link;
@@ -86,7 +89,17 @@ class Fleet {
       },
     };
     const trust = new CacheTrust();
-    const fleet = new FleetInvalidation({ log: this.log.connect(link), local, macs: standInMacs, metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })), logger: silentLogger(), maxSilenceMs: MAX_SILENCE_MS, trust, now: Date.now });
+    const fleet = new FleetInvalidation({
+      log: this.log.connect(link),
+      local,
+      macs: standInMacs,
+      metrics: createInvalidationMetrics(createRegistry({ defaultMetrics: false })),
+      logger: silentLogger(),
+      maxSilenceMs: MAX_SILENCE_MS,
+      trust,
+      quietPollIntervalMs: QUIET_POLL_MS,
+      now: Date.now,
+    });
     const r: Replica = { link, cache, trust, fleet, known: new Set() };
     this.replicas.push(r);
     await fleet.start();
@@ -120,10 +133,21 @@ function commands(): fc.Arbitrary<Iterable<Cmd>> {
       ...weighted(fc.tuple(slot, user).map(([s, u]) => command(`revoke(${u} at ${s})`, (f) => f.revoke(s, u))), 4),
       ...weighted(fc.constantFrom(10, 500, 1000, 2000, MAX_SILENCE_MS, 5000).map((ms) => command(`advance(${ms})`, (f) => f.clock.advance(ms))), 5),
       ...weighted(
-        fc.tuple(slot, fc.constantFrom('readAfter', 'readSince', 'append', '*'), fate).map(([s, op, x]) => command(`fault(${s}: next ${op} ${JSON.stringify(x)})`, (f) => f.at(s).link.next(x, op))),
+        fc.tuple(slot, fc.constantFrom('readAfter', 'readSince', 'append', 'publish', '*'), fate).map(([s, op, x]) => command(`fault(${s}: next ${op} ${JSON.stringify(x)})`, (f) => f.at(s).link.next(x, op))),
         4,
       ),
-      slot.map((s) => command(`lose next nudge to ${s}`, (f) => f.at(s).link.dropNext('invalidation-appended'))),
+      slot.map((s) => command(`lose next nudge to ${s}`, (f) => f.at(s).link.dropNext(APPENDED))),
+      slot.map((s) => command(`next two nudges to ${s} swapped`, (f) => f.at(s).link.swapNext(APPENDED))),
+      slot.map((s) => command(`subscription of ${s} cut`, (f) => f.at(s).link.cut())),
+      slot.map((s) => command(`subscription of ${s} back`, (f) => f.at(s).link.rejoin())),
+      fc.tuple(user, fc.nat(5), fc.nat(5)).map(([u, id, previous]) =>
+        command(`forged nudge (${u} at ${id + 1} after ${previous})`, (f) => f.wire.publish(APPENDED, { entry: { id: String(id + 1), previous: String(previous), origin: 'writer', revocation: { scope: 'user', userReference: u }, chain: 'forged' } })),
+      ),
+      fc.nat(5).map((i) =>
+        command(`nudge #${i} published again`, (f) => {
+          if (f.log.published.length > 0) f.wire.publish(APPENDED, f.log.published[i % f.log.published.length]);
+        }),
+      ),
       fc.nat(3).map((n) => command(`trim(${n + 1})`, (f) => f.log.trim(n + 1))),
       fc.nat(3).map((i) => command(`delete entry #${i}`, (f) => f.log.remove(i))),
       fc.nat(3).map((i) => command(`rewrite entry #${i}`, (f) => f.log.rewrite(i))),
@@ -157,7 +181,7 @@ describe('fleet invalidation, model-based', () => {
   it('a revocation deleted from the log before a replica read it (its nudge lost) purges that replica all the same', async () => {
     await run([
       command('cache(u1 at 1)', (f) => f.cache(1, 'u1')),
-      command('lose next nudge to 1', (f) => f.at(1).link.dropNext('invalidation-appended')),
+      command('lose next nudge to 1', (f) => f.at(1).link.dropNext(APPENDED)),
       command('revoke(u1 at 0)', (f) => f.revoke(0, 'u1')),
       command('delete entry #0', (f) => f.log.remove(0)),
       command('advance(2000)', (f) => f.clock.advance(2000)),
@@ -169,7 +193,7 @@ describe('fleet invalidation, model-based', () => {
       command('revoke(u2 at 0)', (f) => f.revoke(0, 'u2')),
       command('advance(2000)', (f) => f.clock.advance(2000)),
       command('cache(u1 at 1)', (f) => f.cache(1, 'u1')),
-      command('lose next nudge to 1', (f) => f.at(1).link.dropNext('invalidation-appended')),
+      command('lose next nudge to 1', (f) => f.at(1).link.dropNext(APPENDED)),
       command('revoke(u1 at 0)', (f) => f.revoke(0, 'u1')),
       command('rewrite entry #1', (f) => f.log.rewrite(1)),
       command('advance(2000)', (f) => f.clock.advance(2000)),

@@ -1,9 +1,12 @@
-import type { InvalidationEntry, InvalidationLog, InvalidationPage } from '../../../src/decision/invalidation-log.js';
+import { performance } from 'node:perf_hooks';
+import type { InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage } from '../../../src/decision/invalidation-log.js';
 import type { EntryMacs } from '../../../src/decision/invalidation-seal.js';
 import type { Revocation } from '../../../src/lib/revocation-hook.js';
 import type { Link, Wire } from './wire.js';
 
-const APPENDED = 'invalidation-appended';
+/** The channel nudges are published on (a test may drop, reorder or forge them: `Link.dropNext`, `Link.swapNext`, `Wire.publish`). */
+export const APPENDED = 'invalidation-appended';
+const echoChannel = (link: Link): string => `invalidation-echo:${link.name}`;
 
 interface Kept {
   readonly seq: number;
@@ -27,7 +30,10 @@ export const standInMacs: EntryMacs = {
  * behind the fault script of {@link Wire}, that can lose entries the ways a Redis stream does and
  * says so in each page's flags: {@link trim} (from the front: `trimmed`), {@link remove} (one entry:
  * `deleted`), {@link restartEmpty} (a new epoch); and an entry rewritten in place, which no flag
- * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings.
+ * tells ({@link rewrite}). Positions and entry ids are sequence numbers as strings. An append is
+ * two calls, as on Redis: the entry (`append`), then its nudge (`publish`, to every link, which the
+ * test may drop or reorder per link); each read echoes its token to the reading link alone, when
+ * its effect runs.
  *
  * For the model, `seen(link, revoked)` hears, for each page a reader was answered, the revocations
  * appended (in any epoch) before that read ran: the ones that reader now knows of.
@@ -42,13 +48,15 @@ export class StandInInvalidationLog {
   private readonly deletedSeqs = new Set<number>();
   /** Every revocation ever appended, in order. */
   readonly appended: Revocation[] = [];
+  /** Every nudge published, in order (a writer may publish any of them again). */
+  readonly published: InvalidationNudge[] = [];
 
   constructor(
     private readonly wire: Wire,
     private readonly seen: (link: Link, revoked: readonly Revocation[]) => void,
   ) {}
 
-  connect(link: Link): InvalidationLog & { silentForMs(): number } {
+  connect(link: Link): InvalidationLog {
     const read = (op: string, page: () => InvalidationPage): Promise<InvalidationPage> => {
       let known: Revocation[] = [];
       return link.call(
@@ -60,23 +68,47 @@ export class StandInInvalidationLog {
         () => this.seen(link, known),
       );
     };
+    const echo = (token: string | undefined): void => {
+      if (token !== undefined) this.wire.publish(echoChannel(link), token);
+    };
     return {
-      append: (origin, revocation, seal) =>
-        link.call('append', () => {
+      append: async (origin, revocation, seal) => {
+        const place = await link.call('append', () => {
+          const previous = this.head;
           const seq = ++this.head;
-          this.kept.push({ seq, at: Date.now(), origin, revocation, mac: seal({ epoch: String(this.epoch), id: String(seq) }) });
+          const at = { epoch: String(this.epoch), id: String(seq) };
+          this.kept.push({ seq, at: Date.now(), origin, revocation, mac: seal.entry(at) });
           this.appended.push(revocation);
-          this.wire.publish(APPENDED, null);
+          return { ...at, previous: String(previous) };
+        });
+        const nudge: InvalidationNudge = { entry: { id: place.id, previous: place.previous, origin, revocation, chain: seal.chain(place) } };
+        await link.call('publish', () => {
+          this.published.push(nudge);
+          this.wire.publish(APPENDED, nudge);
+        });
+        return place;
+      },
+      readAfter: (position, max, options = {}) =>
+        read('readAfter', () => {
+          echo(options.echo);
+          return position === null ? this.page([], false, false) : this.after(Number(position), max);
         }),
-      readAfter: (position, max) => read('readAfter', () => (position === null ? this.page([], false, false) : this.after(Number(position), max))),
-      readSince: (sinceMs, max) =>
+      readSince: (sinceMs, max, options = {}) =>
         read('readSince', () => {
+          echo(options.echo);
           const since = this.kept.filter((k) => k.at >= sinceMs);
           return this.page(since.slice(0, max), this.trimmedAt !== null && this.trimmedAt >= sinceMs, false);
         }),
-      onAppended: (nudge) => link.subscribe(APPENDED, () => nudge()),
+      step: (position, entry) => {
+        const at = Number(position);
+        if (Number(entry.id) <= at) return 'stale';
+        return Number(entry.previous) === at ? { next: entry.id } : 'gap';
+      },
+      onAppended: (listener) => link.subscribe(APPENDED, (nudge: InvalidationNudge) => listener(nudge)),
+      onEcho: (listener) => void link.subscribe(echoChannel(link), (token: string) => listener(token)),
       onRestored: (hook) => link.onRestored(hook),
-      silentForMs: () => link.silentForMs(),
+      onDisturbed: (hook) => link.onDisturbed(hook),
+      answeredSince: (since) => performance.now() - link.silentForMs() >= since,
     };
   }
 

@@ -215,8 +215,13 @@ export class Link {
   private readonly script: { op: string; fate: Fate }[] = [];
   private readonly listeners = new Map<string, ((message: never) => void)[]>();
   private readonly hooks: (() => void)[] = [];
+  private readonly disturbedHooks: (() => void)[] = [];
   /** Messages to drop, per channel (a subscription that missed a publish). */
   private readonly deaf = new Map<string, number>();
+  /** Per channel: hold the next message and deliver it after the one that follows it (a reordered pair). */
+  private readonly swapping = new Map<string, { held: unknown } | 'armed'>();
+  /** The subscription is cut ({@link cut}): nothing reaches it until {@link rejoin}. */
+  private isCut = false;
 
   constructor(
     private readonly wire: Wire,
@@ -231,6 +236,28 @@ export class Link {
   /** The next message on `channel` to this link is lost. */
   dropNext(channel: string): void {
     this.deaf.set(channel, (this.deaf.get(channel) ?? 0) + 1);
+  }
+
+  /** The next two messages on `channel` to this link arrive in the opposite order. */
+  swapNext(channel: string): void {
+    this.swapping.set(channel, 'armed');
+  }
+
+  /** The subscription's connection breaks: its disturbance hooks run, and nothing reaches it until {@link rejoin}. */
+  cut(): void {
+    this.isCut = true;
+    for (const h of this.disturbedHooks) h();
+  }
+
+  /** Subscribed again (as a client does after a reconnect): its disturbance hooks run again. */
+  rejoin(): void {
+    if (!this.isCut) return;
+    this.isCut = false;
+    for (const h of this.disturbedHooks) h();
+  }
+
+  onDisturbed(hook: () => void): void {
+    this.disturbedHooks.push(hook);
   }
 
   /** A call through this link (see {@link Wire}); `replied` sees each reply the caller gets. */
@@ -268,10 +295,16 @@ export class Link {
   /** @internal */
   hear(channel: string, message: unknown): void {
     const listeners = this.listeners.get(channel);
-    if (this.dead || !listeners) return;
+    if (this.dead || this.isCut || !listeners) return;
     const drop = this.deaf.get(channel) ?? 0;
     if (drop > 0) return void this.deaf.set(channel, drop - 1);
+    const swap = this.swapping.get(channel);
+    if (swap === 'armed') return void this.swapping.set(channel, { held: message });
     for (const l of listeners) queueMicrotask(() => l(message as never));
+    if (swap) {
+      this.swapping.delete(channel);
+      for (const l of listeners) queueMicrotask(() => l(swap.held as never));
+    }
   }
 
   /** @internal */
