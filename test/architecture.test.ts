@@ -125,7 +125,7 @@ function packageEdges(from: (p: string) => boolean, to: (spec: string) => boolea
 const CAPABILITIES = ['decision', 'webhooks', 'redec', 'redis', 'config', 'observability', 'lib', 'simulator', 'client'];
 const capability = (p: string): boolean => CAPABILITIES.some((c) => under(c)(p));
 const listener = (p: string): boolean => under('http')(p) || under('grpc')(p);
-const compositionRoot = (p: string): boolean => p === 'sidecar.ts' || /^[^/]+-wiring\.ts$/.test(p);
+const compositionRoot = under('assembly');
 
 describe('the import graph of src/', () => {
   it('is read whole: every relative import names a file of src/', () => {

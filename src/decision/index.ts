@@ -1,5 +1,6 @@
 export { AllowCache, cacheKey, SWEEP_BUDGET, type CacheHit } from './allow-cache.js';
 export { AllowAnswer } from './allow-answer.js';
+export { buildDecisions, type Decisions } from './build.js';
 export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, methodNotAllowedAnswer, refusedBatchAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
 export { Admission, LATENCY_WEIGHT, PRIOR_LATENCY_FRACTION, SEND_HEADROOM_ROUNDS, type AdmissionOptions, type Waiter } from './admission.js';

@@ -12,7 +12,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { loadServeConfig } from '../../src/config/index.js';
 import { AllowCache, cacheKey } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar } from '../../src/sidecar.js';
+import { startSidecar } from '../../src/assembly/sidecar.js';
 import { allowedFor } from '../helpers/allowed.js';
 
 export const userOf = (i: number): string => `user-${String(i).padStart(10, '0')}`;

@@ -4,7 +4,7 @@ import { createListenerMetrics } from '../../src/http/listener-bounds.js';
 import { createRegistry, registerBuildInfo } from '../../src/observability/index.js';
 import { createRedecMetrics } from '../../src/redec/index.js';
 import { createRedisMetrics } from '../../src/redis/index.js';
-import { createUpstreamKeyMetrics } from '../../src/upstream-key-probe.js';
+import { createUpstreamKeyMetrics } from '../../src/assembly/upstream-key-probe.js';
 import { createQueueMetrics, createSharedDedupMetrics, createWebhookMetrics } from '../../src/webhooks/index.js';
 
 /**

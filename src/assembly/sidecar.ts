@@ -1,22 +1,21 @@
 import type { Server as HttpServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { serveSecrets, watchSecrets, type SidecarConfig } from './config/index.js';
-import { DecisionLog, type AllowCache } from './decision/index.js';
-import { buildDecisions } from './decision-wiring.js';
-import { startFleet } from './fleet-wiring.js';
-import { createAdminListener } from './http/admin-listener.js';
-import { DecisionBoundary } from './http/decision-boundary.js';
-import { createDecisionListener } from './http/decision-listener.js';
-import { drainListeners, listenAll, type NamedListener } from './http/listen.js';
-import { bound, createListenerMetrics, type ListenerName } from './http/listener-bounds.js';
-import { createWebhookListener } from './http/webhook-listener.js';
-import type { RevocationHook } from './lib/revocation-hook.js';
-import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from './observability/index.js';
-import { startReconciler } from './redec-wiring.js';
-import { VERSION } from './version.js';
-import { startTracing } from './observability/tracing-sdk.js';
-import { buildWebhooks, type Webhooks } from './webhooks/index.js';
+import { serveSecrets, watchSecrets, type SidecarConfig } from '../config/index.js';
+import { buildDecisions, DecisionLog, type AllowCache } from '../decision/index.js';
+import { startFleet } from './fleet.js';
+import { createAdminListener } from '../http/admin-listener.js';
+import { DecisionBoundary } from '../http/decision-boundary.js';
+import { createDecisionListener } from '../http/decision-listener.js';
+import { drainListeners, listenAll, type NamedListener } from '../http/listen.js';
+import { bound, createListenerMetrics, type ListenerName } from '../http/listener-bounds.js';
+import { createWebhookListener } from '../http/webhook-listener.js';
+import type { RevocationHook } from '../lib/revocation-hook.js';
+import { createLogger, createRegistry, Readiness, registerBuildInfo, type Logger } from '../observability/index.js';
+import { startReconciler } from './reconciler.js';
+import { VERSION } from '../lib/version.js';
+import { startTracing } from '../observability/tracing-sdk.js';
+import { buildWebhooks, type Webhooks } from '../webhooks/index.js';
 import { startUpstreamKeyProbe } from './upstream-key-probe.js';
 
 export interface SidecarDeps {
@@ -101,7 +100,7 @@ export async function startSidecar(config: SidecarConfig, deps: SidecarDeps = {}
   const listenerMetrics = createListenerMetrics(registry);
   // gRPC ext_authz: its listener (and node:http2) is loaded only when --grpc-listen asks for it.
   const grpc = config.grpc
-    ? new (await import('./grpc/index.js')).GrpcListener({
+    ? new (await import('../grpc/index.js')).GrpcListener({
         service: decisions.service,
         boundary,
         readiness,
