@@ -1,5 +1,6 @@
 import { createCluster, ErrorReply } from '@redis/client';
-import { credentials, reconnectStrategy, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { credentials, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { RetriedConnect } from './retried-connect.js';
 
 /** A cluster link asks the cluster for its slots at most this often after failures (ms). */
 const REDISCOVER_MS = 500;
@@ -13,8 +14,7 @@ type Cluster = ReturnType<typeof createCluster>;
  */
 export class ClusterLink implements RedisLink {
   private readonly cluster: Cluster;
-  private started = false;
-  private ready = false;
+  private readonly start: RetriedConnect;
 
   constructor(
     spec: Extract<RedisTargetSpec, { kind: 'cluster' }>,
@@ -26,12 +26,13 @@ export class ClusterLink implements RedisLink {
       defaults: { ...credentials(first), disableOfflineQueue: true, socket: socketOptions(first, spec, options.connectTimeoutMs) as never },
       useReplicas: false,
     });
+    this.start = new RetriedConnect(this.cluster, options.events);
     this.cluster.on('error', (err: unknown) => options.events.error('command', err));
     this.cluster.on('node-error', (err: unknown) => options.events.error('command', err));
   }
 
   get connected(): boolean {
-    return this.ready && this.cluster.isOpen;
+    return this.start.ready && this.cluster.isOpen;
   }
 
   send(args: readonly string[]): Promise<unknown> {
@@ -56,40 +57,18 @@ export class ClusterLink implements RedisLink {
     this.cluster._slots.rediscover(start).catch((err: unknown) => this.options.events.error('command', err));
   }
 
-  async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    this.subscriptions.push([channel, listener]);
+  subscribe(channel: string, listener: (message: string) => void): Promise<void> {
     // Before the first connection the cluster client cannot subscribe: done once connected.
-    if (this.ready) await this.cluster.subscribe(channel, listener);
+    return this.start.subscribe(channel, listener);
   }
-
-  private readonly subscriptions: [string, (message: string) => void][] = [];
 
   connect(): void {
-    if (this.started) return;
-    this.started = true;
-    // The cluster client gives up when no seed answers at start: try again with the same backoff.
-    const attempt = (retries: number): void => {
-      this.cluster.connect().then(
-        () => {
-          this.ready = true;
-          for (const [channel, listener] of this.subscriptions) {
-            this.cluster.subscribe(channel, listener).catch((err: unknown) => this.options.events.error('subscriber', err));
-          }
-          this.options.events.ready();
-        },
-        (err: unknown) => {
-          this.options.events.error('command', err);
-          if (!this.destroyed) setTimeout(() => attempt(retries + 1), reconnectStrategy(retries)).unref();
-        },
-      );
-    };
-    attempt(0);
+    // The cluster client gives up when no seed answers at start: tried again with the same backoff.
+    this.start.connect();
   }
 
-  private destroyed = false;
-
   destroy(): void {
-    this.destroyed = true;
+    this.start.stop();
     try {
       if (this.cluster.isOpen) this.cluster.destroy();
     } catch {

@@ -1,5 +1,6 @@
 import { createSentinel } from '@redis/client';
-import { credentials, reconnectStrategy, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { credentials, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { RetriedConnect } from './retried-connect.js';
 
 type Sentinel = ReturnType<typeof createSentinel>;
 
@@ -10,8 +11,7 @@ type Sentinel = ReturnType<typeof createSentinel>;
  */
 export class SentinelLink implements RedisLink {
   private readonly sentinel: Sentinel;
-  private started = false;
-  private destroyed = false;
+  private readonly start: RetriedConnect;
 
   constructor(
     spec: Extract<RedisTargetSpec, { kind: 'sentinel' }>,
@@ -27,6 +27,7 @@ export class SentinelLink implements RedisLink {
       sentinelClientOptions: nodeOptions,
       masterPoolSize: 1,
     });
+    this.start = new RetriedConnect(this.sentinel, options.events);
     this.sentinel.on('error', (err: unknown) => options.events.error('command', err));
   }
 
@@ -38,37 +39,17 @@ export class SentinelLink implements RedisLink {
     return this.sentinel.sendCommand(false, [...args]);
   }
 
-  async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    this.subscriptions.push([channel, listener]);
-    if (this.ready) await this.sentinel.subscribe(channel, listener);
+  subscribe(channel: string, listener: (message: string) => void): Promise<void> {
+    return this.start.subscribe(channel, listener);
   }
 
-  private readonly subscriptions: [string, (message: string) => void][] = [];
-  private ready = false;
-
   connect(): void {
-    if (this.started) return;
-    this.started = true;
-    const attempt = (retries: number): void => {
-      this.sentinel.connect().then(
-        () => {
-          this.ready = true;
-          for (const [channel, listener] of this.subscriptions) {
-            this.sentinel.subscribe(channel, listener).catch((err: unknown) => this.options.events.error('subscriber', err));
-          }
-          this.options.events.ready();
-        },
-        (err: unknown) => {
-          this.options.events.error('command', err);
-          if (!this.destroyed) setTimeout(() => attempt(retries + 1), reconnectStrategy(retries)).unref();
-        },
-      );
-    };
-    attempt(0);
+    // The sentinel client gives up when no sentinel answers at start: tried again with the same backoff.
+    this.start.connect();
   }
 
   destroy(): void {
-    this.destroyed = true;
+    this.start.stop();
     void this.sentinel.destroy().catch(() => undefined);
   }
 }
