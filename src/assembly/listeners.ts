@@ -1,11 +1,12 @@
 import type { Server as HttpServer } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { SidecarConfig } from '../config/index.js';
+import { DecisionBoundary } from '../edge/decision-boundary.js';
+import { createListenerMetrics, type ListenerName } from '../edge/listener-gate.js';
 import { createAdminListener } from '../http/admin-listener.js';
-import { DecisionBoundary } from '../http/decision-boundary.js';
 import { createDecisionListener } from '../http/decision-listener.js';
 import type { NamedListener } from '../http/listen.js';
-import { bound, createListenerMetrics, type ListenerName } from '../http/listener-bounds.js';
+import { bound } from '../http/listener-bounds.js';
 import { createWebhookListener } from '../http/webhook-listener.js';
 import type { Logger, Readiness } from '../observability/index.js';
 import type { Rooms } from './rooms.js';

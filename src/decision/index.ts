@@ -9,7 +9,7 @@ export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionL
 export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';
 export { DecisionMetrics, DECISION_ROUTES, UPSTREAM_OUTCOMES, type DecisionRoute } from './metrics.js';
 export { AllowedDecision, parseCheckResponse, type ParsedDecision, type ServiceDecision, type UpstreamResponse } from './parse-response.js';
-export { Passthrough, PASSTHROUGH_METHODS } from './passthrough.js';
+export { Passthrough, PASSTHROUGH_ALLOW, PASSTHROUGH_METHODS } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
 export { cacheRevocationHook } from './revocation-seam.js';
 export { parseCheckBody, parseCheckRequest, readCompactBody, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';
