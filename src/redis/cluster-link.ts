@@ -1,6 +1,6 @@
 import { createCluster, ErrorReply } from '@redis/client';
-import { credentials, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
-import { RetriedConnect } from './retried-connect.js';
+import { credentials, socketOptions, type LinkOptions, type RedisTargetSpec } from './link-types.js';
+import { RetriedLink, type TopologyClient } from './retried-link.js';
 
 /** A cluster link asks the cluster for its slots at most this often after failures (ms). */
 const REDISCOVER_MS = 500;
@@ -12,27 +12,28 @@ type Cluster = ReturnType<typeof createCluster>;
  * MOVED and ASK, and rediscovers after a failover. Every command is routed by the deployment's
  * hash tag, so all of them (scripts, WAIT, PUBLISH) go to the one master that owns the slot.
  */
-export class ClusterLink implements RedisLink {
+export class ClusterLink extends RetriedLink {
   private readonly cluster: Cluster;
-  private readonly start: RetriedConnect;
+  private lastRediscover = 0;
 
   constructor(
     spec: Extract<RedisTargetSpec, { kind: 'cluster' }>,
     private readonly options: LinkOptions,
   ) {
+    // The cluster client gives up when no seed answers at start: RetriedLink connects again.
+    super(options.events);
     const first = new URL(spec.urls[0]!);
     this.cluster = createCluster({
       rootNodes: spec.urls.map((url) => ({ url })),
       defaults: { ...credentials(first), disableOfflineQueue: true, socket: socketOptions(first, spec, options.connectTimeoutMs) as never },
       useReplicas: false,
     });
-    this.start = new RetriedConnect(this.cluster, options.events);
     this.cluster.on('error', (err: unknown) => options.events.error('command', err));
     this.cluster.on('node-error', (err: unknown) => options.events.error('command', err));
   }
 
   get connected(): boolean {
-    return this.start.ready && this.cluster.isOpen;
+    return this.ready && this.cluster.isOpen;
   }
 
   send(args: readonly string[]): Promise<unknown> {
@@ -45,8 +46,6 @@ export class ClusterLink implements RedisLink {
     });
   }
 
-  private lastRediscover = 0;
-
   private rediscover(): void {
     const now = Date.now();
     if (now - this.lastRediscover < REDISCOVER_MS) return;
@@ -57,18 +56,11 @@ export class ClusterLink implements RedisLink {
     this.cluster._slots.rediscover(start).catch((err: unknown) => this.options.events.error('command', err));
   }
 
-  subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    // Before the first connection the cluster client cannot subscribe: done once connected.
-    return this.start.subscribe(channel, listener);
+  protected client(): TopologyClient {
+    return this.cluster;
   }
 
-  connect(): void {
-    // The cluster client gives up when no seed answers at start: tried again with the same backoff.
-    this.start.connect();
-  }
-
-  destroy(): void {
-    this.start.stop();
+  protected closeClient(): void {
     try {
       if (this.cluster.isOpen) this.cluster.destroy();
     } catch {

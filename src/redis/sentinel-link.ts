@@ -1,6 +1,6 @@
 import { createSentinel } from '@redis/client';
-import { credentials, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
-import { RetriedConnect } from './retried-connect.js';
+import { credentials, socketOptions, type LinkOptions, type RedisTargetSpec } from './link-types.js';
+import { RetriedLink, type TopologyClient } from './retried-link.js';
 
 type Sentinel = ReturnType<typeof createSentinel>;
 
@@ -9,14 +9,12 @@ type Sentinel = ReturnType<typeof createSentinel>;
  * master, follows a failover, and keeps one connection to the master (so WAIT counts the writes
  * that came before it on that same connection).
  */
-export class SentinelLink implements RedisLink {
+export class SentinelLink extends RetriedLink {
   private readonly sentinel: Sentinel;
-  private readonly start: RetriedConnect;
 
-  constructor(
-    spec: Extract<RedisTargetSpec, { kind: 'sentinel' }>,
-    private readonly options: LinkOptions,
-  ) {
+  constructor(spec: Extract<RedisTargetSpec, { kind: 'sentinel' }>, options: LinkOptions) {
+    // The sentinel client gives up when no sentinel answers at start: RetriedLink connects again.
+    super(options.events);
     const urls = spec.urls.map((u) => new URL(u));
     const first = urls[0]!;
     const nodeOptions = { ...credentials(first), disableOfflineQueue: true, socket: socketOptions(first, spec, options.connectTimeoutMs) as never };
@@ -27,7 +25,6 @@ export class SentinelLink implements RedisLink {
       sentinelClientOptions: nodeOptions,
       masterPoolSize: 1,
     });
-    this.start = new RetriedConnect(this.sentinel, options.events);
     this.sentinel.on('error', (err: unknown) => options.events.error('command', err));
   }
 
@@ -39,17 +36,11 @@ export class SentinelLink implements RedisLink {
     return this.sentinel.sendCommand(false, [...args]);
   }
 
-  subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    return this.start.subscribe(channel, listener);
+  protected client(): TopologyClient {
+    return this.sentinel;
   }
 
-  connect(): void {
-    // The sentinel client gives up when no sentinel answers at start: tried again with the same backoff.
-    this.start.connect();
-  }
-
-  destroy(): void {
-    this.start.stop();
+  protected closeClient(): void {
     void this.sentinel.destroy().catch(() => undefined);
   }
 }

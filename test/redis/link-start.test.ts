@@ -6,7 +6,7 @@ import { connectionTo, up } from './room.js';
 
 /**
  * node-redis' cluster and sentinel clients give up when no seed or sentinel answers at start; the
- * links connect again (src/redis/retried-connect.ts) until one does. Here the only address the link
+ * links connect again (src/redis/retried-link.ts) until one does. Here the only address the link
  * is given is a door that closes every connection at once, then, once the link has knocked at it
  * again after giving up, lets them through to the real seed or sentinel: the link comes up.
  */
