@@ -112,6 +112,35 @@ function shortestCycle(graph: Map<string, Module>, component: readonly string[])
   return component.join(', ');
 }
 
+/**
+ * Every function of `text` longer than `maxLines` (declarations, methods, constructors, accessors,
+ * function expressions and arrows; an inner function counts within its outer one too), as
+ * `file:line name (n lines)`.
+ */
+function longFunctions(file: string, text: string, maxLines: number): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const found: string[] = [];
+  const nameOf = (node: ts.FunctionLikeDeclaration): string => {
+    if (node.name && (ts.isIdentifier(node.name) || ts.isStringLiteral(node.name) || ts.isPrivateIdentifier(node.name))) return node.name.text;
+    if (ts.isConstructorDeclaration(node)) return 'constructor';
+    const parent = node.parent;
+    if ((ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && ts.isIdentifier(parent.name)) return parent.name.text;
+    return '(anonymous)';
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+      const fn = node as ts.FunctionLikeDeclaration;
+      const first = source.getLineAndCharacterOfPosition(fn.getStart(source)).line;
+      const last = source.getLineAndCharacterOfPosition(fn.getEnd()).line;
+      const lines = last - first + 1;
+      if (lines > maxLines) found.push(`${file}:${first + 1} ${nameOf(fn)} (${lines} lines)`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 const graph = importGraph();
 const under = (folder: string) => (path: string) => path.startsWith(`${folder}/`);
 /** Every edge `from → to` where `from` matches and `to` matches. */
@@ -125,7 +154,14 @@ function packageEdges(from: (p: string) => boolean, to: (spec: string) => boolea
 const CAPABILITIES = ['decision', 'webhooks', 'redec', 'redis', 'config', 'observability', 'lib', 'simulator', 'client'];
 const capability = (p: string): boolean => CAPABILITIES.some((c) => under(c)(p));
 const listener = (p: string): boolean => under('http')(p) || under('grpc')(p);
-const compositionRoot = (p: string): boolean => p === 'sidecar.ts' || /^[^/]+-wiring\.ts$/.test(p);
+/** What both listeners share, below them: the decision boundary, the verdict mapping, the decision headers, the connection gate. */
+const edge = under('edge');
+/** The assembly room: the composition root and the wiring that builds and starts each room. */
+const assembly = under('assembly');
+/** The one entry point at the root of src/: the CLI's (the bin). */
+const ENTRY_POINTS = ['cli.ts'];
+/** The most lines a function of the assembly room may take: it is read at a glance. */
+const ASSEMBLY_MAX_FUNCTION_LINES = 60;
 
 describe('the import graph of src/', () => {
   it('is read whole: every relative import names a file of src/', () => {
@@ -152,8 +188,40 @@ describe('the import graph of src/', () => {
     expect(edges((p) => p !== 'cli.ts' && !under('cli')(p), under('cli'))).toEqual([]);
   });
 
-  it('a capability never imports a listener (src/http, src/grpc) or the composition root', () => {
-    expect(edges(capability, (d) => listener(d) || compositionRoot(d))).toEqual([]);
+  it('every file of src/ is in a room the rules here know, and none at the root but the entry points', () => {
+    const known = (p: string): boolean => capability(p) || listener(p) || edge(p) || assembly(p) || under('cli')(p) || ENTRY_POINTS.includes(p);
+    expect([...graph.keys()].filter((p) => !known(p))).toEqual([]);
+    expect([...graph.keys()].filter((p) => !p.includes('/')).sort()).toEqual(ENTRY_POINTS);
+  });
+
+  it('a capability never imports a listener (src/http, src/grpc), the edge or the assembly room', () => {
+    expect(edges(capability, (d) => listener(d) || edge(d) || assembly(d))).toEqual([]);
+  });
+
+  it('the edge (src/edge) imports neither listener nor the assembly room: both listeners import it', () => {
+    expect(edges(edge, (d) => listener(d) || assembly(d))).toEqual([]);
+    expect(edges(under('http'), edge).length).toBeGreaterThan(0);
+    expect(edges(under('grpc'), edge).length).toBeGreaterThan(0);
+  });
+
+  it('src/grpc never imports src/http (what both need is in the edge)', () => {
+    expect(edges(under('grpc'), under('http'))).toEqual([]);
+  });
+
+  it('nothing imports the assembly room but the CLI', () => {
+    expect(edges((p) => !assembly(p) && !under('cli')(p), assembly)).toEqual([]);
+  });
+
+  it(`the assembly room holds the composition root, and no function of it is over ${ASSEMBLY_MAX_FUNCTION_LINES} lines`, () => {
+    const files = [...graph.keys()].filter(assembly).sort();
+    expect(files).toContain('assembly/sidecar.ts');
+    expect(files.flatMap((f) => longFunctions(f, readFileSync(join(SRC, f), 'utf8'), ASSEMBLY_MAX_FUNCTION_LINES))).toEqual([]);
+  });
+
+  it('finds a function over the limit when there is one (the check can fail)', () => {
+    const body = Array.from({ length: 60 }, (_, i) => `  const v${i} = ${i};`).join('\n');
+    const text = `export async function startAll(): Promise<void> {\n${body}\n}\nconst short = () => {\n  return 1;\n};\nclass Room {\n  close(): void {\n${body}\n  }\n}\n`;
+    expect(longFunctions('a.ts', text, 60)).toEqual(['a.ts:1 startAll (62 lines)', 'a.ts:67 close (62 lines)']);
   });
 
   it('decision and webhooks never import src/redis or a Redis client', () => {

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { LOG_LEVELS, loadServeConfig, type LogLevel } from '../config/index.js';
 import { formatHostPort, type ListenAddress } from '../lib/listen-address.js';
 import { createLogger, SIMULATOR_SERVICE_NAME, silentLogger, type Logger } from '../observability/index.js';
-import type { SidecarHandle } from '../sidecar.js';
+import type { SidecarHandle } from '../assembly/sidecar.js';
 import { DEFAULT_SIMULATOR_API_KEY, type SimulatorHandle } from '../simulator/index.js';
 import { closeServer, startDemoApp, type DemoAppEvent } from './demo-app.js';
 import { cliCommand, guideFor } from './demo-guide.js';
@@ -95,7 +95,7 @@ export async function startDemo(options: DemoOptions): Promise<DemoHandle> {
       {},
     );
     // Loaded here, not at the top: every CLI run registers this command, few run it (see serve.ts).
-    const { startSidecar } = await import('../sidecar.js');
+    const { startSidecar } = await import('../assembly/sidecar.js');
     const sidecar = await startSidecar(config, { logger });
     cleanups.push(() => sidecar.close());
     decisionUrl = sidecar.urls.decision;

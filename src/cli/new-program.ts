@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { VERSION } from '../version.js';
+import { VERSION } from '../lib/version.js';
 
 /** The `consent-sidecar` program before any command is added. */
 export function newProgram(): Command {

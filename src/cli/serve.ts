@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadServeConfig, SERVE_OPTIONS } from '../config/index.js';
 import { createLogger, stdoutSink } from '../observability/index.js';
-import type { SidecarHandle } from '../sidecar.js';
+import type { SidecarHandle } from '../assembly/sidecar.js';
 import { addSpecOptions, rawFlags, unknownVariableWarnings } from './spec-options.js';
 
 export function registerServe(program: Command): void {
@@ -39,7 +39,7 @@ export function registerServe(program: Command): void {
       process.on('SIGTERM', stop);
       process.on('SIGINT', stop);
       // The sidecar (the listeners, Redis) is loaded when serve runs, not for every command.
-      const { startSidecar } = await import('../sidecar.js');
+      const { startSidecar } = await import('../assembly/sidecar.js');
       sidecar = await startSidecar(config, { logger });
       if (pending !== undefined) {
         signals--;

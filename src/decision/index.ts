@@ -1,5 +1,6 @@
 export { AllowCache, cacheKey, SWEEP_BUDGET, type CacheHit } from './allow-cache.js';
 export { AllowAnswer } from './allow-answer.js';
+export { buildDecisions, type Decisions } from './build.js';
 export { DATE_RESOLUTION_SLACK_MS, deathOf } from './cache-death.js';
 export { decisionAnswer, failClosedAnswer, methodNotAllowedAnswer, refusedBatchAnswer, rejectedAnswer, METHOD_NOT_ALLOWED_ANSWER } from './answers.js';
 export { Admission, LATENCY_WEIGHT, PRIOR_LATENCY_FRACTION, SEND_HEADROOM_ROUNDS, type AdmissionOptions, type Waiter } from './admission.js';
@@ -8,7 +9,7 @@ export { DecisionLog, type DecisionLogDeps, type DecisionLogLine, type DecisionL
 export { DecisionError, causeOf, FAIL_CLOSED_CAUSES, type DecisionErrorCode, type FailClosedCause } from './errors.js';
 export { DecisionMetrics, DECISION_ROUTES, UPSTREAM_OUTCOMES, type DecisionRoute } from './metrics.js';
 export { AllowedDecision, parseCheckResponse, type ParsedDecision, type ServiceDecision, type UpstreamResponse } from './parse-response.js';
-export { Passthrough, PASSTHROUGH_METHODS } from './passthrough.js';
+export { Passthrough, PASSTHROUGH_ALLOW, PASSTHROUGH_METHODS } from './passthrough.js';
 export { PreEvaluationLog } from './pre-evaluation-log.js';
 export { cacheRevocationHook } from './revocation-seam.js';
 export { parseCheckBody, parseCheckRequest, readCompactBody, isInvalidRequest, MAX_FIELD_LENGTH, type InvalidRequest } from './request.js';

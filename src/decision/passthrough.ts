@@ -14,6 +14,8 @@ const OWN_PREFIX = 'x-consent-';
 
 /** Methods passed through; any other (TRACE, TRACK, CONNECT, …) is refused before anything is sent. */
 export const PASSTHROUGH_METHODS: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/** {@link PASSTHROUGH_METHODS} as the `Allow` header of a 405 names them. */
+export const PASSTHROUGH_ALLOW = PASSTHROUGH_METHODS.join(', ');
 
 /** The header names a `Connection` field lists (lower case): hop-by-hop for this message. */
 function connectionListed(value: string | string[] | undefined): Set<string> {

@@ -1,5 +1,5 @@
 import { MAX_FIELD_LENGTH, type CheckRequest, type InvalidRequest } from '../decision/index.js';
-import { CONFIG_KEY_HEADER } from '../http/forward-auth.js';
+import { CONFIG_KEY_HEADER } from '../edge/decision-headers.js';
 import { bytesEqual, bytesEqualLower, ProtoReader, utf8At, WIRE_LEN, WireError } from './wire.js';
 
 /** The per-route context extension that names the configKey (Envoy's check_settings, Istio's and Envoy Gateway's route config). */

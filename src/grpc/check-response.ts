@@ -1,6 +1,6 @@
-import { AllowAnswer, type Answer } from '../decision/index.js';
-import { DECISION_ID_HEADER } from '../http/decision-boundary.js';
-import { DECISION_ERROR_HEADER, DENY_REASON_HEADER, VALID_UNTIL_HEADER } from '../http/forward-auth.js';
+import type { Answer } from '../decision/index.js';
+import { DECISION_ERROR_HEADER, DECISION_ID_HEADER, DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
+import { renderedOnce, verdictOf } from '../edge/verdict.js';
 import { encodeMessage, type ProtoField } from './wire.js';
 
 /** google.rpc.Code values the sidecar answers with. */
@@ -28,11 +28,8 @@ const VALUE_STRING = 3;
 /** HeaderValueOption.HeaderAppendAction: a header the client sent under the same name is replaced, never kept beside ours. */
 const OVERWRITE_IF_EXISTS_OR_ADD = 2;
 
-/** A reason or cause goes into a header only when it is a plain token; else `other` (as forward-auth). */
-const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
-
 /** How one answer reads to Envoy, before its decision id is added. */
-interface Verdict {
+interface EnvoyVerdict {
   readonly code: (typeof GRPC_CODE)[keyof typeof GRPC_CODE];
   /** The HTTP status of the denied response; 0 for an ALLOW (ok_response). */
   readonly httpStatus: 0 | 400 | 403 | 503;
@@ -43,50 +40,21 @@ interface Verdict {
   readonly metadata: readonly (readonly [string, string | number])[];
 }
 
+/** The google.rpc.Code of each verdict's status. */
+const CODE_OF_STATUS = { 200: GRPC_CODE.OK, 400: GRPC_CODE.INVALID_ARGUMENT, 403: GRPC_CODE.PERMISSION_DENIED, 503: GRPC_CODE.UNAVAILABLE } as const;
+
 /**
- * The fail-closed mapping, as forward-auth's: code 0 only for an {@link AllowAnswer} (made from an
- * ALLOW the fail-closed parser accepted, by the decision service or its cache); a DENY of
- * the service is PERMISSION_DENIED (403), a refused request INVALID_ARGUMENT (400), anything else
- * (no decision, an answer this code does not know) UNAVAILABLE (503) with its cause.
+ * An answer's {@link verdictOf} (the fail-closed mapping forward-auth renders too) as Envoy takes
+ * it: code 0 and ok_response only for an ALLOW; a DENY of the service PERMISSION_DENIED (403), a
+ * refused request INVALID_ARGUMENT (400), anything else UNAVAILABLE (503) with its cause.
  */
-function verdictOf(a: Answer): Verdict {
-  if (a instanceof AllowAnswer) {
-    return {
-      code: GRPC_CODE.OK,
-      httpStatus: 0,
-      message: 'allow',
-      headers: [[VALID_UNTIL_HEADER, a.validUntilText]],
-      metadata: [['decision', 'ALLOW'], ['source', a.source], ['validUntil', a.validUntil]],
-    };
-  }
-  const body = JSON.parse(a.body) as { reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
-  const common = [['cache-control', 'no-store'], ['x-consent-decision-source', a.source]] as const;
-  if (a.status === 200 && a.decision === 'deny') {
-    const reason = body.reason === undefined ? 'evaluated' : typeof body.reason === 'string' && TOKEN.test(body.reason) ? body.reason : 'other';
-    return { code: GRPC_CODE.PERMISSION_DENIED, httpStatus: 403, message: `deny: ${reason}`, headers: [...common, [DENY_REASON_HEADER, reason]], metadata: [['decision', 'DENY'], ['source', a.source], ['reason', reason]] };
-  }
-  if (a.status === 400) {
-    return {
-      code: GRPC_CODE.INVALID_ARGUMENT,
-      httpStatus: 400,
-      message: `invalid request: ${String(body.field)}: ${String(body.detail)}`,
-      headers: [...common, [DECISION_ERROR_HEADER, 'invalid_request']],
-      metadata: [['decision', 'DENY'], ['source', a.source], ['error', 'invalid_request']],
-    };
-  }
-  const cause = typeof body.error === 'string' && TOKEN.test(body.error) ? body.error : 'internal_error';
-  return { code: GRPC_CODE.UNAVAILABLE, httpStatus: 503, message: `no decision: ${cause}`, headers: [...common, [DECISION_ERROR_HEADER, cause]], metadata: [['decision', 'DENY'], ['source', a.source], ['error', cause]] };
-}
-
-const verdicts = new WeakMap<Answer, Verdict>();
-
-function verdict(a: Answer): Verdict {
-  // An ALLOW is this request's own object: mapped and dropped. Shared answers are mapped once.
-  if (a instanceof AllowAnswer) return verdictOf(a);
-  let v = verdicts.get(a);
-  if (!v) verdicts.set(a, (v = verdictOf(a)));
-  return v;
-}
+const envoyVerdict = renderedOnce((a: Answer): EnvoyVerdict => {
+  const v = verdictOf(a);
+  const metadata = [['decision', v.status === 200 ? 'ALLOW' : 'DENY'], ['source', v.source], v.why] as const;
+  if (v.status === 200) return { code: GRPC_CODE.OK, httpStatus: 0, message: v.message, headers: [v.header], metadata };
+  const headers = [['cache-control', 'no-store'], [DECISION_SOURCE_HEADER, v.source], v.header] as const;
+  return { code: CODE_OF_STATUS[v.status], httpStatus: v.status, message: v.message, headers, metadata };
+});
 
 function headerOption(field: number, name: string, value: string): ProtoField {
   return [field, 'm', [[OPTION_HEADER, 'm', [[HEADER_KEY, 's', name], [HEADER_VALUE, 's', value]]], [OPTION_APPEND_ACTION, 'v', OVERWRITE_IF_EXISTS_OR_ADD]]];
@@ -99,7 +67,7 @@ function struct(entries: readonly (readonly [string, string | number])[]): Proto
 
 const TEXT_PLAIN = ['content-type', 'text/plain; charset=utf-8'] as const;
 
-function encode(v: Verdict, decisionId: string): Buffer {
+function encode(v: EnvoyVerdict, decisionId: string): Buffer {
   const status: ProtoField[] = v.code === 0 ? [[STATUS_MESSAGE, 's', v.message]] : [[STATUS_CODE, 'v', v.code], [STATUS_MESSAGE, 's', v.message]];
   const headers = [...v.headers, [DECISION_ID_HEADER, decisionId] as const];
   const response: ProtoField =
@@ -125,7 +93,7 @@ function encode(v: Verdict, decisionId: string): Buffer {
  * `source`, `decisionId`, and `validUntil`, `reason` or `error`). Never a gRPC error.
  */
 export function checkResponseFor(a: Answer, decisionId: string): Buffer {
-  return encode(verdict(a), decisionId);
+  return encode(envoyVerdict(a), decisionId);
 }
 
 /** The fixed answer when even building one failed: UNAVAILABLE, 503 `internal_error`, no id. */

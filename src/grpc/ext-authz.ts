@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { DecisionError, rejectedAnswer, type Answer, type CheckRequest, type DecisionService } from '../decision/index.js';
-import type { DecisionBoundary, RouteBoundary } from '../http/decision-boundary.js';
+import type { DecisionBoundary, RouteBoundary } from '../edge/decision-boundary.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { parseCheckRequestMessage } from './check-request.js';
 import { checkResponseFor, LAST_RESORT_RESPONSE } from './check-response.js';

@@ -5,7 +5,7 @@ import type { RequestTrace } from '../lib/trace.js';
 import { rawTraceContext } from '../observability/trace-context.js';
 import type { Tracing } from '../observability/tracing.js';
 import { jsonLastResort, writeJsonAnswer } from './check-route.js';
-import type { DecisionBoundary } from './decision-boundary.js';
+import type { DecisionBoundary } from '../edge/decision-boundary.js';
 
 /** `POST` here: several checks in one request (contract, The application's side). */
 export const BATCH_PATH = '/sidecar/authorization/check-batch';

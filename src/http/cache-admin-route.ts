@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../observability/logger.js';
 import { cacheRevocationHook, type AllowCache, type DecisionMetrics } from '../decision/index.js';
 import { applyTo, type Revocation, type RevocationPublisher } from '../lib/revocation-hook.js';
-import { SOURCE_HEADER } from './check-route.js';
+import { DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
 
 export interface CacheAdminOptions {
   readonly cache: Pick<AllowCache, 'revokeUser' | 'revokeAll'>;
@@ -17,7 +17,7 @@ function json(res: ServerResponse, status: number, body: object, refused = false
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
   const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(text)), 'cache-control', 'no-store'];
-  if (refused) headers.push(SOURCE_HEADER, 'rejected');
+  if (refused) headers.push(DECISION_SOURCE_HEADER, 'rejected');
   res.writeHead(status, headers).end(text);
 }
 

@@ -2,10 +2,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { isInvalidRequest, parseCheckBody, rejectedAnswer, type Answer, type DecisionService } from '../decision/index.js';
 import type { Tracing } from '../observability/tracing.js';
-import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
+import type { DecisionBoundary, RouteBoundary } from '../edge/decision-boundary.js';
+import { DECISION_ID_HEADER, DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
 import { CHECK_PATH } from './request-target.js';
 
-export const SOURCE_HEADER = 'x-consent-decision-source';
 /** A `no-cache` directive in one Cache-Control field value (several fields: any of them). */
 const NO_CACHE = /(?:^|,)\s*no-cache\s*(?:,|$)/i;
 
@@ -14,7 +14,7 @@ const LAST_RESORT_HEADERS = {
   'content-type': 'application/json',
   'content-length': LAST_RESORT_BODY.length,
   'cache-control': 'no-store',
-  [SOURCE_HEADER]: 'fail-closed',
+  [DECISION_SOURCE_HEADER]: 'fail-closed',
 };
 
 /** Writes a JSON answer of the decision listener with its source and decision id. */
@@ -24,7 +24,7 @@ export function writeJsonAnswer(res: ServerResponse, a: Answer, decisionId: stri
     'content-type', 'application/json',
     'content-length', String(a.bodyBytes),
     'cache-control', 'no-store',
-    SOURCE_HEADER, a.source,
+    DECISION_SOURCE_HEADER, a.source,
     DECISION_ID_HEADER, decisionId,
   ]);
   res.end(a.body);

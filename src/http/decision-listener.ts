@@ -2,13 +2,14 @@ import type { Server } from 'node:http';
 import { createServer, STATUS_CODES } from '../lib/node-http.js';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger.js';
-import { methodNotAllowedAnswer, rejectedAnswer, type AllowCache, type Answer, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
+import { methodNotAllowedAnswer, PASSTHROUGH_ALLOW, rejectedAnswer, type AllowCache, type Answer, type DecisionLog, type DecisionMetrics, type DecisionService, type Passthrough } from '../decision/index.js';
 import type { RevocationPublisher } from '../lib/revocation-hook.js';
 import { Tracing } from '../observability/tracing.js';
 import { BATCH_PATH, createBatchRoute } from './batch-route.js';
 import { cacheAdminRoute } from './cache-admin-route.js';
-import { checkBoundary, createCheckRoute, SOURCE_HEADER } from './check-route.js';
-import { DECISION_ID_HEADER, DecisionBoundary } from './decision-boundary.js';
+import { DecisionBoundary } from '../edge/decision-boundary.js';
+import { DECISION_ID_HEADER, DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
+import { checkBoundary, createCheckRoute } from './check-route.js';
 import { createForwardAuth, FORWARD_AUTH_PATH, forwardAuthBoundary } from './forward-auth.js';
 import { passthroughRoute } from './passthrough-route.js';
 import { hostChecked, hostGuard } from './host-check.js';
@@ -17,7 +18,6 @@ import { routeTable, type Handler } from './route-table.js';
 import { TIMEOUT_CHECK_INTERVAL_MS } from './listener-bounds.js';
 
 export { CHECK_PATH } from './request-target.js';
-export { SOURCE_HEADER } from './check-route.js';
 
 export interface DecisionListenerOptions {
   readonly service: DecisionService;
@@ -99,15 +99,13 @@ export function createDecisionListener(o: DecisionListenerOptions): Server {
 }
 
 const CONNECT_REFUSED = methodNotAllowedAnswer('CONNECT is not served');
-/** The methods the passthrough takes: the `Allow` of a 405 written on the raw socket. */
-const PASSTHROUGH_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 /** An answer written whole on a socket no response object owns, then the connection closed. */
 function writeRawAnswer(socket: Duplex, a: Answer, decisionId: string): void {
   socket.end(
-    `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status]}\r\n${a.status === 405 ? `allow: ${PASSTHROUGH_METHODS}\r\n` : ''}` +
+    `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status]}\r\n${a.status === 405 ? `allow: ${PASSTHROUGH_ALLOW}\r\n` : ''}` +
       `content-type: application/json\r\ncontent-length: ${a.bodyBytes}\r\ncache-control: no-store\r\n` +
-      `${SOURCE_HEADER}: ${a.source}\r\n${DECISION_ID_HEADER}: ${decisionId}\r\nconnection: close\r\n\r\n${a.body}`,
+      `${DECISION_SOURCE_HEADER}: ${a.source}\r\n${DECISION_ID_HEADER}: ${decisionId}\r\nconnection: close\r\n\r\n${a.body}`,
   );
 }
 
@@ -116,7 +114,7 @@ function methodNotAllowed(allow: string): Handler {
   const body = JSON.stringify({ error: 'method_not_allowed', detail: `${allow} only` });
   return (req, res) => {
     req.resume();
-    res.writeHead(405, ['allow', allow, 'content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', SOURCE_HEADER, 'rejected']).end(body);
+    res.writeHead(405, ['allow', allow, 'content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', DECISION_SOURCE_HEADER, 'rejected']).end(body);
   };
 }
 

@@ -1,17 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { singleRaw } from '../lib/headers.js';
-import { AllowAnswer, MAX_FIELD_LENGTH, rejectedAnswer, type Answer, type CheckRequest, type DecisionService, type InvalidRequest } from '../decision/index.js';
+import { MAX_FIELD_LENGTH, rejectedAnswer, type Answer, type CheckRequest, type DecisionService, type InvalidRequest } from '../decision/index.js';
+import type { DecisionBoundary, RouteBoundary } from '../edge/decision-boundary.js';
+import { CONFIG_KEY_HEADER, DECISION_ERROR_HEADER, DECISION_ID_HEADER, DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
+import { renderedOnce, verdictOf } from '../edge/verdict.js';
 import { rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
-import { DECISION_ID_HEADER, type DecisionBoundary, type RouteBoundary } from './decision-boundary.js';
 
 /** Forward-auth for a proxy in the pod: this path, and any path beneath it (Envoy appends the original one). */
 export const FORWARD_AUTH_PATH = '/sidecar/forward-auth';
-/** Where the proxy may put the configKey instead of `?configKey=`. */
-export const CONFIG_KEY_HEADER = 'x-consent-config-key';
-export const VALID_UNTIL_HEADER = 'x-consent-valid-until';
-export const DENY_REASON_HEADER = 'x-consent-deny-reason';
-export const DECISION_ERROR_HEADER = 'x-consent-decision-error';
 
 export interface ForwardAuthOptions {
   readonly service: DecisionService;
@@ -32,54 +29,25 @@ interface Rendered {
 
 const BARE_LENGTH = FORWARD_AUTH_PATH.length;
 
-/** A reason from the service goes into a header only when it is a plain token; else `other`. */
-const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
-
 /**
- * How a decision answer of the check route reads to a proxy: 200 only for an {@link AllowAnswer}
- * (made from an ALLOW the fail-closed parser accepted; a look-alike object is not one), 403 for a
- * DENY given by the service, 503 when no decision could be had, 400 for a bad request. An ALLOW
- * carries its `validUntil`; any other answer's body is the service's own shape, already validated,
- * so reading it back is safe, once per answer object (shared answers such as fail-closed and
- * rejected ones are rendered once).
+ * How a decision answer reads to a proxy: its {@link verdictOf} (200 only for an ALLOW the
+ * fail-closed parser accepted) as plain text, with the header that says why.
  */
-function render(a: Answer): Rendered {
-  const common = ['content-type', 'text/plain; charset=utf-8', 'cache-control', 'no-store', 'x-consent-decision-source', a.source];
-  const out = (status: Rendered['status'], extra: string[], text: string): Rendered => {
-    const b = `${text}\n`;
-    return { status, headers: [...common, ...extra, 'content-length', String(Buffer.byteLength(b))], body: b };
-  };
-  if (a instanceof AllowAnswer) return out(200, [VALID_UNTIL_HEADER, a.validUntilText], 'allow');
-  const body = JSON.parse(a.body) as { reason?: unknown; error?: unknown; field?: unknown; detail?: unknown };
-  if (a.status === 200 && a.decision === 'deny') {
-    const reason = body.reason === undefined ? 'evaluated' : typeof body.reason === 'string' && TOKEN.test(body.reason) ? body.reason : 'other';
-    return out(403, [DENY_REASON_HEADER, reason], `deny: ${reason}`);
-  }
-  if (a.status === 400) {
-    return out(400, [DECISION_ERROR_HEADER, 'invalid_request'], `invalid request: ${String(body.field)}: ${String(body.detail)}`);
-  }
-  const cause = typeof body.error === 'string' && TOKEN.test(body.error) ? body.error : 'internal_error';
-  return out(503, [DECISION_ERROR_HEADER, cause], `no decision: ${cause}`);
-}
-
-const renderedByAnswer = new WeakMap<Answer, Rendered>();
+const rendered = renderedOnce((a: Answer): Rendered => {
+  const v = verdictOf(a);
+  const body = `${v.message}\n`;
+  const headers = ['content-type', 'text/plain; charset=utf-8', 'cache-control', 'no-store', DECISION_SOURCE_HEADER, v.source, ...v.header, 'content-length', String(Buffer.byteLength(body))];
+  return { status: v.status, headers, body };
+});
 
 const LAST_RESORT_BODY = 'no decision: internal_error\n';
 const LAST_RESORT_HEADERS = [
   'content-type', 'text/plain; charset=utf-8',
   'content-length', String(LAST_RESORT_BODY.length),
   'cache-control', 'no-store',
-  'x-consent-decision-source', 'fail-closed',
+  DECISION_SOURCE_HEADER, 'fail-closed',
   DECISION_ERROR_HEADER, 'internal_error',
 ];
-
-function rendered(a: Answer): Rendered {
-  // An ALLOW is this request's own object (a cache hit or a fresh answer): render it, keep nothing.
-  if (a instanceof AllowAnswer) return render(a);
-  let r = renderedByAnswer.get(a);
-  if (!r) renderedByAnswer.set(a, (r = render(a)));
-  return r;
-}
 
 const NON_ASCII = /[^\x00-\x7f]/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { rejectedAnswer, type Answer } from '../decision/index.js';
-import type { RouteBoundary } from './decision-boundary.js';
+import type { RouteBoundary } from '../edge/decision-boundary.js';
 import type { Handler } from './route-table.js';
 
 const IPV4_LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;

@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../observability/logger.js';
-import { METHOD_NOT_ALLOWED_ANSWER, methodNotAllowedAnswer, PASSTHROUGH_METHODS, rejectedAnswer, type Passthrough } from '../decision/index.js';
+import { METHOD_NOT_ALLOWED_ANSWER, methodNotAllowedAnswer, PASSTHROUGH_ALLOW, PASSTHROUGH_METHODS, rejectedAnswer, type Passthrough } from '../decision/index.js';
 import type { RequestTrace, UpstreamCallTrace } from '../lib/trace.js';
 import { passedOn, rawTraceContext } from '../observability/trace-context.js';
 import { Tracing } from '../observability/tracing.js';
-import { SOURCE_HEADER } from './check-route.js';
-import type { RouteBoundary } from './decision-boundary.js';
+import { DECISION_SOURCE_HEADER } from '../edge/decision-headers.js';
+import type { RouteBoundary } from '../edge/decision-boundary.js';
 import { canonicalPath, CHECK_PATH, judgeTarget } from './request-target.js';
 
 export interface PassthroughRouteOptions {
@@ -18,7 +18,7 @@ export interface PassthroughRouteOptions {
   readonly tracing?: Tracing;
 }
 
-const PASSTHROUGH_METHOD_REFUSED = methodNotAllowedAnswer(`only ${PASSTHROUGH_METHODS.join(', ')} are passed through to the service`);
+const PASSTHROUGH_METHOD_REFUSED = methodNotAllowedAnswer(`only ${PASSTHROUGH_ALLOW} are passed through to the service`);
 
 /** The body of a passthrough the sidecar could not complete: never the service's, never a decision. */
 const PASSTHROUGH_FAILED = JSON.stringify({ error: 'upstream_unreachable' });
@@ -35,7 +35,7 @@ export function passthroughRoute(o: PassthroughRouteOptions): (req: IncomingMess
   const failed = (res: ServerResponse, err: unknown): void => {
     o.logger.error({ event: 'passthrough_failed', err }, 'passthrough failed');
     if (res.headersSent) res.destroy();
-    else res.writeHead(502, ['content-type', 'application/json', 'cache-control', 'no-store', SOURCE_HEADER, 'fail-closed']).end(PASSTHROUGH_FAILED);
+    else res.writeHead(502, ['content-type', 'application/json', 'cache-control', 'no-store', DECISION_SOURCE_HEADER, 'fail-closed']).end(PASSTHROUGH_FAILED);
   };
   return (req, res) => {
     // The raw target as it arrived: what is judged is exactly what would be sent.
@@ -59,7 +59,7 @@ export function passthroughRoute(o: PassthroughRouteOptions): (req: IncomingMess
     if (verdict.kind !== 'passthrough') {
       req.resume();
       const body = JSON.stringify({ error: 'not_found', detail: `no route for ${req.method} ${canonicalPath(target) ?? target}` });
-      res.writeHead(404, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', SOURCE_HEADER, 'rejected']);
+      res.writeHead(404, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store', DECISION_SOURCE_HEADER, 'rejected']);
       res.end(body);
       return;
     }
@@ -67,11 +67,11 @@ export function passthroughRoute(o: PassthroughRouteOptions): (req: IncomingMess
     // and friends are not requests for the service: only the methods it could mean are sent.
     if (!PASSTHROUGH_METHODS.includes(req.method ?? '')) {
       req.resume();
-      res.setHeader('allow', PASSTHROUGH_METHODS.join(', '));
+      res.setHeader('allow', PASSTHROUGH_ALLOW);
       return answers.answer(res, PASSTHROUGH_METHOD_REFUSED, t0, undefined, null);
     }
     // The service's own answer (the passthrough marks its 502/504 fail-closed).
-    res.setHeader(SOURCE_HEADER, 'upstream');
+    res.setHeader(DECISION_SOURCE_HEADER, 'upstream');
     const tc = rawTraceContext(req.rawHeaders);
     try {
       if (!tracing.on) {
@@ -95,7 +95,7 @@ export function passthroughRoute(o: PassthroughRouteOptions): (req: IncomingMess
  * the source header (network_error or timeout, as the check's calls are labelled).
  */
 function endPassthroughSpans(res: ServerResponse, call: UpstreamCallTrace, trace: RequestTrace): void {
-  const source = String(res.getHeader(SOURCE_HEADER) ?? 'upstream');
+  const source = String(res.getHeader(DECISION_SOURCE_HEADER) ?? 'upstream');
   const status = res.statusCode;
   if (source === 'fail-closed') {
     call.end(status === 504 ? 'timeout' : 'network_error');

@@ -1,5 +1,6 @@
 import { createCluster, ErrorReply } from '@redis/client';
-import { credentials, reconnectStrategy, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { credentials, socketOptions, type LinkOptions, type RedisTargetSpec } from './link-types.js';
+import { RetriedLink, type TopologyClient } from './retried-link.js';
 
 /** A cluster link asks the cluster for its slots at most this often after failures (ms). */
 const REDISCOVER_MS = 500;
@@ -11,15 +12,16 @@ type Cluster = ReturnType<typeof createCluster>;
  * MOVED and ASK, and rediscovers after a failover. Every command is routed by the deployment's
  * hash tag, so all of them (scripts, WAIT, PUBLISH) go to the one master that owns the slot.
  */
-export class ClusterLink implements RedisLink {
+export class ClusterLink extends RetriedLink {
   private readonly cluster: Cluster;
-  private started = false;
-  private ready = false;
+  private lastRediscover = 0;
 
   constructor(
     spec: Extract<RedisTargetSpec, { kind: 'cluster' }>,
     private readonly options: LinkOptions,
   ) {
+    // The cluster client gives up when no seed answers at start: RetriedLink connects again.
+    super(options.events);
     const first = new URL(spec.urls[0]!);
     this.cluster = createCluster({
       rootNodes: spec.urls.map((url) => ({ url })),
@@ -47,8 +49,6 @@ export class ClusterLink implements RedisLink {
     });
   }
 
-  private lastRediscover = 0;
-
   private rediscover(): void {
     const now = Date.now();
     if (now - this.lastRediscover < REDISCOVER_MS) return;
@@ -59,40 +59,11 @@ export class ClusterLink implements RedisLink {
     this.cluster._slots.rediscover(start).catch((err: unknown) => this.options.events.error('command', err));
   }
 
-  async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    this.subscriptions.push([channel, listener]);
-    // Before the first connection the cluster client cannot subscribe: done once connected.
-    if (this.ready) await this.cluster.subscribe(channel, listener);
+  protected client(): TopologyClient {
+    return this.cluster;
   }
 
-  private readonly subscriptions: [string, (message: string) => void][] = [];
-
-  connect(): void {
-    if (this.started) return;
-    this.started = true;
-    // The cluster client gives up when no seed answers at start: try again with the same backoff.
-    const attempt = (retries: number): void => {
-      this.cluster.connect().then(
-        () => {
-          this.ready = true;
-          for (const [channel, listener] of this.subscriptions) {
-            this.cluster.subscribe(channel, listener).catch((err: unknown) => this.options.events.error('subscriber', err));
-          }
-          this.options.events.ready();
-        },
-        (err: unknown) => {
-          this.options.events.error('command', err);
-          if (!this.destroyed) setTimeout(() => attempt(retries + 1), reconnectStrategy(retries)).unref();
-        },
-      );
-    };
-    attempt(0);
-  }
-
-  private destroyed = false;
-
-  destroy(): void {
-    this.destroyed = true;
+  protected closeClient(): void {
     try {
       if (this.cluster.isOpen) this.cluster.destroy();
     } catch {

@@ -1,5 +1,6 @@
 import { createSentinel } from '@redis/client';
-import { credentials, reconnectStrategy, socketOptions, type LinkOptions, type RedisLink, type RedisTargetSpec } from './link-types.js';
+import { credentials, socketOptions, type LinkOptions, type RedisTargetSpec } from './link-types.js';
+import { RetriedLink, type TopologyClient } from './retried-link.js';
 
 type Sentinel = ReturnType<typeof createSentinel>;
 
@@ -8,15 +9,12 @@ type Sentinel = ReturnType<typeof createSentinel>;
  * master, follows a failover, and keeps one connection to the master (so WAIT counts the writes
  * that came before it on that same connection).
  */
-export class SentinelLink implements RedisLink {
+export class SentinelLink extends RetriedLink {
   private readonly sentinel: Sentinel;
-  private started = false;
-  private destroyed = false;
 
-  constructor(
-    spec: Extract<RedisTargetSpec, { kind: 'sentinel' }>,
-    private readonly options: LinkOptions,
-  ) {
+  constructor(spec: Extract<RedisTargetSpec, { kind: 'sentinel' }>, options: LinkOptions) {
+    // The sentinel client gives up when no sentinel answers at start: RetriedLink connects again.
+    super(options.events);
     const urls = spec.urls.map((u) => new URL(u));
     const first = urls[0]!;
     const nodeOptions = { ...credentials(first), disableOfflineQueue: true, socket: socketOptions(first, spec, options.connectTimeoutMs) as never };
@@ -40,37 +38,11 @@ export class SentinelLink implements RedisLink {
     return this.sentinel.sendCommand(false, [...args]);
   }
 
-  async subscribe(channel: string, listener: (message: string) => void): Promise<void> {
-    this.subscriptions.push([channel, listener]);
-    if (this.ready) await this.sentinel.subscribe(channel, listener);
+  protected client(): TopologyClient {
+    return this.sentinel;
   }
 
-  private readonly subscriptions: [string, (message: string) => void][] = [];
-  private ready = false;
-
-  connect(): void {
-    if (this.started) return;
-    this.started = true;
-    const attempt = (retries: number): void => {
-      this.sentinel.connect().then(
-        () => {
-          this.ready = true;
-          for (const [channel, listener] of this.subscriptions) {
-            this.sentinel.subscribe(channel, listener).catch((err: unknown) => this.options.events.error('subscriber', err));
-          }
-          this.options.events.ready();
-        },
-        (err: unknown) => {
-          this.options.events.error('command', err);
-          if (!this.destroyed) setTimeout(() => attempt(retries + 1), reconnectStrategy(retries)).unref();
-        },
-      );
-    };
-    attempt(0);
-  }
-
-  destroy(): void {
-    this.destroyed = true;
+  protected closeClient(): void {
     void this.sentinel.destroy().catch(() => undefined);
   }
 }

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { loadServeConfig } from '../../src/config/index.js';
 import { AllowCache, cacheKey } from '../../src/decision/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar } from '../../src/sidecar.js';
+import { startSidecar } from '../../src/assembly/sidecar.js';
 import { allowedFor } from '../helpers/allowed.js';
 
 export const userOf = (i: number): string => `user-${String(i).padStart(10, '0')}`;

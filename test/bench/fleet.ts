@@ -211,7 +211,7 @@ export interface FleetBench {
  */
 async function runEmulator(redisUrl: string, count: number): Promise<void> {
   const { loadServeConfig } = await import('../../src/config/index.js');
-  const { startFleet } = await import('../../src/fleet-wiring.js');
+  const { startFleet } = await import('../../src/assembly/fleet.js');
   const { createRegistry, silentLogger } = await import('../../src/observability/index.js');
   const config = loadServeConfig(
     { 'upstream-url': 'http://127.0.0.1:9', 'api-key': API_KEY, 'app-webhook-url': 'http://127.0.0.1:9/hooks', 'webhook-secret': SECRET, 'redis-url': redisUrl, 'redis-key-prefix': PREFIX },

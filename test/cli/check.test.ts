@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar } from '../../src/sidecar.js';
+import { startSidecar } from '../../src/assembly/sidecar.js';
 import { runCli, startCli } from '../helpers/cli.js';
 import { refusedPort } from '../helpers/ports.js';
 import { allow, deny, startUpstream } from '../helpers/upstream.js';

@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
 import { answers, type GeneratedAnswer } from './answer-gen.js';
 
 /** What the upstream answers to the next check, set by each generated case. */

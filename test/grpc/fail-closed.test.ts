@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DecisionMetrics, type DecisionService } from '../../src/decision/index.js';
 import { createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
-import { DecisionBoundary } from '../../src/http/decision-boundary.js';
+import { DecisionBoundary } from '../../src/edge/decision-boundary.js';
 import { DeadlineQueue } from '../../src/lib/deadline-queue.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { checkRequest, CheckRequestType, CheckResponseType, GrpcClient, headersOf, type CheckResponse } from '../helpers/grpc.js';

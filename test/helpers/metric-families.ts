@@ -1,10 +1,10 @@
 import { createSecretMetrics } from '../../src/config/index.js';
 import { createInvalidationMetrics, DecisionMetrics } from '../../src/decision/index.js';
-import { createListenerMetrics } from '../../src/http/listener-bounds.js';
+import { createListenerMetrics } from '../../src/edge/listener-gate.js';
 import { createRegistry, registerBuildInfo } from '../../src/observability/index.js';
 import { createRedecMetrics } from '../../src/redec/index.js';
 import { createRedisMetrics } from '../../src/redis/index.js';
-import { createUpstreamKeyMetrics } from '../../src/upstream-key-probe.js';
+import { createUpstreamKeyMetrics } from '../../src/assembly/upstream-key-probe.js';
 import { createQueueMetrics, createSharedDedupMetrics, createWebhookMetrics } from '../../src/webhooks/index.js';
 
 /**

@@ -3,7 +3,7 @@ import { afterEach } from 'vitest';
 import { Pool } from 'undici';
 import { loadServeConfig } from '../../src/config/index.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
 import { startUpstream, type Reply, type ReplyFn, type ScriptedUpstream } from './upstream.js';
 
 /** A clock a test moves by hand, injected as the sidecar's `now`. Starts on a whole second. */
@@ -71,7 +71,7 @@ export const BASE_FLAGS: Readonly<Record<string, string>> = {
   // tests of other capabilities count the service's calls, so it is off here and tested in test/redec/.
   'redec-reconcile-interval-ms': '0',
   // The start-up API key check is one more call to the service (and retries while it does not answer
-  // 2xx/4xx): off here for the same reason, tested in test/upstream-key-probe.test.ts.
+  // 2xx/4xx): off here for the same reason, tested in test/assembly/upstream-key-probe.test.ts.
   'api-key-check': 'off',
 };
 

@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
-import { VERSION } from '../../src/version.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
+import { VERSION } from '../../src/lib/version.js';
 
 const CONTRACT_FAMILIES: Record<string, string> = {
   consent_sidecar_decisions_total: 'counter',

@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
 
 // Fail-closed through forward-auth, as a property: whatever the service answers, a proxy gets a
 // 2xx only for a well-formed, matching, unexpired ALLOW, a 403 only for a well-formed DENY, and a

@@ -9,7 +9,7 @@ import { loadServeConfig } from '../../src/config/index.js';
 import { listenAt } from '../../src/http/listen.js';
 import { parseListenAddress } from '../../src/lib/listen-address.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
 import { configProblems } from '../helpers/config.js';
 

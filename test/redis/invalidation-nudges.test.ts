@@ -164,7 +164,7 @@ describe('an idle replica', () => {
     opened.push({ close: () => own.stop() });
     const admin = await adminOn(own.url);
     opened.push({ close: async () => admin.destroy() });
-    // As the sidecar wires it (src/fleet-wiring.ts), its intervals scaled down: the connection checks
+    // As the sidecar wires it (src/assembly/fleet.ts), its intervals scaled down: the connection checks
     // Redis on its own only when no read passed for two quiet polls.
     const quietPollIntervalMs = 300;
     const r = await replica(fx.redis.prefix(), { url: own.url, quietPollIntervalMs, quietHealthIntervalMs: 2 * quietPollIntervalMs, healthIntervalMs: 1000 });

@@ -184,7 +184,7 @@ export interface InvalidationReplicaOptions {
 export async function invalidationReplica(target: RedisTargetSpec | (() => RedisTargetSpec), o: InvalidationReplicaOptions) {
   const { CacheTrust, createInvalidationMetrics, FleetInvalidation } = await import('../../src/decision/index.js');
   const { RedisInvalidationLog } = await import('../../src/redis/index.js');
-  const { invalidationMacs } = await import('../../src/fleet-wiring.js');
+  const { invalidationMacs } = await import('../../src/assembly/fleet.js');
   // A generous deadline: a first read that times out on a busy machine would count as a reset.
   const c = connectionTo(target, {
     prefix: o.prefix,

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadServeConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/observability/index.js';
-import { startSidecar, type SidecarHandle } from '../../src/sidecar.js';
+import { startSidecar, type SidecarHandle } from '../../src/assembly/sidecar.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, SECRET_A, startApp, type FakeApp } from '../helpers/webhooks.js';
 
 let app: FakeApp | undefined;

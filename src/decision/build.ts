@@ -1,9 +1,17 @@
 import type { Registry } from 'prom-client';
-import type { SidecarConfig } from './config/index.js';
-import { AllowCache, cacheRevocationHook, CacheTrust, CircuitBreaker, DecisionMetrics, DecisionService, Passthrough, PreEvaluationLog, UpstreamClient } from './decision/index.js';
-import type { RevocationHook } from './lib/revocation-hook.js';
-import type { Logger } from './observability/index.js';
-import { VERSION } from './version.js';
+import type { SidecarConfig } from '../config/index.js';
+import type { RevocationHook } from '../lib/revocation-hook.js';
+import { VERSION } from '../lib/version.js';
+import type { Logger } from '../observability/index.js';
+import { AllowCache } from './allow-cache.js';
+import { CircuitBreaker } from './breaker.js';
+import { CacheTrust } from './cache-trust.js';
+import { DecisionMetrics } from './metrics.js';
+import { Passthrough } from './passthrough.js';
+import { PreEvaluationLog } from './pre-evaluation-log.js';
+import { cacheRevocationHook } from './revocation-seam.js';
+import { DecisionService } from './service.js';
+import { UpstreamClient } from './upstream-client.js';
 
 /** How often dead cache entries are swept out (ms, up to SWEEP_BUDGET each time); serving never depends on it. */
 const CACHE_SWEEP_INTERVAL_MS = 100;
@@ -23,10 +31,11 @@ export interface Decisions {
 }
 
 /**
- * Part of the composition root: the ALLOW cache (swept from now on), its metrics, the breaker, the
- * upstream client, the decision service and the passthrough, from the config.
+ * The decision wing's one builder (as `buildWebhooks` is the webhook wing's): the ALLOW cache
+ * (swept from now on), its metrics, the breaker, the upstream client, the decision service and the
+ * passthrough, from the config; it closes what it built.
  */
-export function buildDecisions(config: SidecarConfig, deps: { cache?: AllowCache; registry: Registry; logger: Logger; now: () => number }): Decisions {
+export function buildDecisions(config: Pick<SidecarConfig, 'cache' | 'upstream' | 'decisionApi'>, deps: { cache?: AllowCache; registry: Registry; logger: Logger; now: () => number }): Decisions {
   const { registry, logger, now } = deps;
   const cache = deps.cache ?? new AllowCache(config.cache, now);
   // A bounded sweep (the dead only, soonest first) before reporting, so the gauge does not count

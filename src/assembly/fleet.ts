@@ -1,10 +1,10 @@
 import type { Registry } from 'prom-client';
-import type { SidecarConfig } from './config/index.js';
-import { createInvalidationMetrics, FleetInvalidation, INVALIDATION_QUIET_POLL_INTERVAL_MS, type CacheTrust, type EntryMacs } from './decision/index.js';
-import { localPublisher, type RevocationHook, type RevocationPublisher } from './lib/revocation-hook.js';
-import type { Logger } from './observability/index.js';
-import type { SharedState } from './redis/index.js';
-import { MarkerMacs } from './webhooks/index.js';
+import type { SidecarConfig } from '../config/index.js';
+import { createInvalidationMetrics, FleetInvalidation, INVALIDATION_QUIET_POLL_INTERVAL_MS, type CacheTrust, type EntryMacs } from '../decision/index.js';
+import { localPublisher, type RevocationHook, type RevocationPublisher } from '../lib/revocation-hook.js';
+import type { Logger } from '../observability/index.js';
+import type { SharedState } from '../redis/index.js';
+import { MarkerMacs } from '../webhooks/index.js';
 
 /** What a replica shares with the others, as the wings take it. */
 export interface Fleet {
@@ -26,7 +26,7 @@ export async function startFleet(config: SidecarConfig, deps: { local: Revocatio
   const { registry, logger, now } = deps;
   if (!config.redis) return { shared: null, revocations: localPublisher(deps.local), close: () => Promise.resolve() };
   // The Redis client is loaded only when a Redis topology is configured: a pod pays for what it runs.
-  const { startSharedState } = await import('./redis/index.js');
+  const { startSharedState } = await import('../redis/index.js');
   // Every read of the invalidation log writes the health probe's key: the connection checks on its
   // own only when no read passed for two quiet polls (or when something failed).
   const shared = startSharedState({

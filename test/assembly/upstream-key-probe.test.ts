@@ -1,13 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Secret, UpstreamConfig } from '../src/config/index.js';
-import { createRegistry } from '../src/observability/index.js';
-import { startSimulator, type SimulatorHandle } from '../src/simulator/index.js';
-import { classifyKeyProbeStatus, UpstreamKeyProbe, type KeyProbeOutcome } from '../src/upstream-key-probe.js';
-import { freePort } from './helpers/ports.js';
-import { capturingLogger, sampleOf } from './helpers/sidecar.js';
-import { eventually, until } from './helpers/wait.js';
+import type { Secret, UpstreamConfig } from '../../src/config/index.js';
+import { createRegistry } from '../../src/observability/index.js';
+import { startSimulator, type SimulatorHandle } from '../../src/simulator/index.js';
+import { classifyKeyProbeStatus, UpstreamKeyProbe, type KeyProbeOutcome } from '../../src/assembly/upstream-key-probe.js';
+import { freePort } from '../helpers/ports.js';
+import { capturingLogger, sampleOf } from '../helpers/sidecar.js';
+import { eventually, until } from '../helpers/wait.js';
 
 // The start-up API key check against the repository's simulator over real HTTP: its /v1/* routes
 // answer 401 to a wrong key before anything else, and its faults make the check answer any status.

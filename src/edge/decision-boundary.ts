@@ -5,9 +5,6 @@ import type { RequestTrace } from '../lib/trace.js';
 import { RateLimiter } from '../observability/index.js';
 import { RandomIds } from '../lib/random-id.js';
 
-/** Every decision answered carries its id here (a batch: in each item's `decisionId`). */
-export const DECISION_ID_HEADER = 'x-consent-decision-id';
-
 /** At most one `fail_closed` log line per cause per this interval (ms), across the decision routes. */
 const FAIL_LOG_INTERVAL_MS = 1000;
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ConnectionShare, peerOf, peerShareOf, type ConnectionState, type HeldConnection } from '../../src/http/listener-fairness.js';
+import { ConnectionShare, peerOf, peerShareOf, type ConnectionState, type HeldConnection } from '../../src/edge/listener-fairness.js';
 
 /** A share on a clock the test moves, recording whom it lets go. */
 function shareOf(cap: number) {

@@ -1,10 +1,10 @@
 import type { Registry } from 'prom-client';
-import type { SidecarConfig } from './config/index.js';
-import type { Logger } from './observability/index.js';
-import type { Tracing } from './observability/tracing.js';
-import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, RECONCILED_EVENT_TYPE, type DeliverToApp } from './redec/index.js';
-import type { SharedState } from './redis/index.js';
-import type { Webhooks } from './webhooks/index.js';
+import type { SidecarConfig } from '../config/index.js';
+import type { Logger } from '../observability/index.js';
+import type { Tracing } from '../observability/tracing.js';
+import { createRedecMetrics, LocalLease, MemoryLedger, Reconciler, RECONCILED_EVENT_TYPE, type DeliverToApp } from '../redec/index.js';
+import type { SharedState } from '../redis/index.js';
+import type { Webhooks } from '../webhooks/index.js';
 
 /** Slack over one page and one forward that a running lease allows before it lapses (ms). */
 const LEASE_SLACK_MS = 10_000;

@@ -1,7 +1,7 @@
-import { Gauge, type Registry } from './observability/prom.js';
-import { request } from './lib/undici.js';
-import type { UpstreamConfig } from './config/index.js';
-import { METRIC_PREFIX, type Logger } from './observability/index.js';
+import { Gauge, type Registry } from '../observability/prom.js';
+import { request } from '../lib/undici.js';
+import type { UpstreamConfig } from '../config/index.js';
+import { METRIC_PREFIX, type Logger } from '../observability/index.js';
 
 /**
  * What one probe tells about the API key:

@@ -1,7 +1,0 @@
-import { createRequire } from 'node:module';
-
-// package.json sits one level above both src/ (tests) and dist/ (built), so one path serves both.
-const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
-
-/** The package version, for the User-Agent and `--version`. */
-export const VERSION: string = pkg.version;
