@@ -7,8 +7,8 @@ import { connectionTo, single, up } from './room.js';
 const fx = useTestRedis();
 const { opened } = fx;
 
-async function state(prefix: string, o: { leaseMs?: number; holdMs?: number } = {}): Promise<RedisRedecState> {
-  const { conn, keyspace } = await up(connectionTo(single(fx.redis.url), { prefix, opened, commandTimeoutMs: 2000 }));
+async function state(prefix: string, o: { leaseMs?: number; holdMs?: number; commandTimeoutMs?: number } = {}): Promise<RedisRedecState> {
+  const { conn, keyspace } = await up(connectionTo(single(fx.redis.url), { prefix, opened, commandTimeoutMs: o.commandTimeoutMs ?? 2000 }));
   return new RedisRedecState({ connection: conn, keyspace, leaseMs: o.leaseMs ?? 10_000, holdMs: o.holdMs ?? 60_000, now: () => 42 });
 }
 
@@ -92,7 +92,9 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     // and `a`, counting from the late reply, still trusted its lease without asking Redis.
     const prefix = fx.redis.prefix();
     const key = `{${prefix}}redec:lease`;
-    const a = await state(prefix, { leaseMs: 300 });
+    // Long enough that a redis-cli round on a busy machine (each PTTL below is a process) sees it set;
+    // the held event loop must not outlast the call's own timeout (the reply would be a timeout).
+    const a = await state(prefix, { leaseMs: 3000, commandTimeoutMs: 90_000 });
     const b = await state(prefix, { leaseMs: 60_000 });
     const cli = redisCliBinary();
     const pttl = (): number => Number(execFileSync(cli, ['-u', fx.redis.url, 'PTTL', key], { encoding: 'utf8' }).trim());
@@ -103,7 +105,7 @@ describe('the reconciler bookkeeping in Redis (redec:*)', () => {
     // This process's event loop is held (synchronously) until Redis has set the lease and let it lapse,
     // so `a` reads its OK only after that: the late reply of a busy machine, made certain.
     let seen = false;
-    for (const until = Date.now() + 10_000; Date.now() < until; ) {
+    for (const until = Date.now() + 60_000; Date.now() < until; ) {
       const left = pttl();
       if (left >= 0) seen = true;
       else if (seen && left === -2) break;
