@@ -2,9 +2,10 @@
 // The Node.js lines we claim (package.json engines), each run for real.
 //
 //   node test/node-lines.mjs            the suite on every line of test/node-lines.json, each on its
-//                                       pinned official binary (npm run test:lines): npm test (typecheck,
-//                                       build, every test) on the image's line, then npm run test:src
-//                                       (the tests that execute src, on that build) on each other line
+//                                       pinned official binary (npm run test:lines): typecheck and build
+//                                       once on the image's line, then at once every test on the image's
+//                                       line and npm run test:src (the tests that execute src, on that
+//                                       build) on each other line
 //   node test/node-lines.mjs --check    fails unless the node running it is on a claimed line
 //                                       (npm test starts with it)
 //   node test/node-lines.mjs --bin V    prints the directory holding the pinned binary of line V
@@ -15,9 +16,9 @@
 // tarball's sha512 checked against the pin, bin/node unpacked into a cache
 // (${XDG_CACHE_HOME:-~/.cache}/consent-sidecar/node-<version>, or NODE_LINES_CACHE). Plain JavaScript
 // on purpose: it runs on whatever node is installed, before any of ours is.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -76,23 +77,55 @@ export function nodeHome(line) {
   return home;
 }
 
-function runSuites() {
-  const results = [];
-  // The image's line first and whole; then each other line runs what can differ between lines
-  // (vitest.config.ts, ONCE), on the same dist/ (tsc's and esbuild's output do not depend on the
-  // node that runs them).
+/**
+ * The image's line builds once (typecheck and build: their output does not depend on the node that
+ * runs them), then every line runs its tests at once: the image's line everything (vitest run), each
+ * other line what can differ between lines (vitest.config.ts, ONCE: npm run test:src), on that dist/.
+ * Most of a test's time is spent waiting on real servers and child processes, so two runs side by
+ * side take about 70 % of the wall time of one after the other (docs/testing.md). The image's line
+ * writes as it goes; each other line's output is kept in a file and printed whole when it ends.
+ */
+async function runSuites() {
   const ordered = [...lines.filter((l) => l.image), ...lines.filter((l) => !l.image)];
-  for (const [i, line] of ordered.entries()) {
-    const home = nodeHome(line);
-    const script = i === 0 ? 'test' : 'test:src';
-    say(`npm run ${script} on Node ${line.version} (${home}/bin/node)`);
-    const started = Date.now();
-    const run = spawnSync('npm', ['run', script], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, PATH: `${join(home, 'bin')}:${process.env.PATH ?? ''}` } });
-    results.push({ version: line.version, script, ok: run.status === 0, s: Math.round((Date.now() - started) / 1000) });
-    if (run.status !== 0) break;
+  const homes = ordered.map((line) => nodeHome(line));
+  const envFor = (home) => ({ ...process.env, PATH: `${join(home, 'bin')}:${process.env.PATH ?? ''}` });
+  const [first] = ordered;
+  say(`npm run test:prepare on Node ${first.version} (typecheck and build, once for every line)`);
+  const prepared = spawnSync('npm', ['run', 'test:prepare'], { cwd: ROOT, stdio: 'inherit', env: envFor(homes[0]) });
+  if (prepared.status !== 0) {
+    say(`Node ${first.version}: npm run test:prepare FAILED`);
+    return 1;
   }
-  for (const r of results) say(`Node ${r.version}: npm run ${r.script} ${r.ok ? 'passed' : 'FAILED'} (${r.s} s)`);
-  return results.length === ordered.length && results.every((r) => r.ok) ? 0 : 1;
+  const logs = mkdtempSync(join(tmpdir(), 'node-lines-logs-'));
+  try {
+    const runs = ordered.map((line, i) => {
+      const script = i === 0 ? 'test:all' : 'test:src';
+      const log = join(logs, `node-${line.version}.log`);
+      say(`npm run ${script} on Node ${line.version} (${homes[i]}/bin/node)${i === 0 ? '' : `, its output printed when it ends`}`);
+      const started = Date.now();
+      const out = i === 0 ? 'inherit' : openSync(log, 'w');
+      const child = spawn('npm', ['run', script], { cwd: ROOT, stdio: ['ignore', out, out], env: envFor(homes[i]) });
+      if (typeof out === 'number') closeSync(out);
+      return new Promise((resolve) => {
+        const done = (code) => {
+          const r = { version: line.version, script, ok: code === 0, s: Math.round((Date.now() - started) / 1000) };
+          if (i !== 0) {
+            say(`Node ${line.version}: npm run ${script}, its output:`);
+            process.stdout.write(existsSync(log) ? readFileSync(log) : '');
+          }
+          say(`Node ${r.version}: npm run ${r.script} ${r.ok ? 'passed' : 'FAILED'} (${r.s} s)`);
+          resolve(r);
+        };
+        child.on('error', (err) => { say(`Node ${line.version}: ${err.message}`); done(1); });
+        child.on('exit', (code, signal) => done(signal ? 1 : code));
+      });
+    });
+    const results = await Promise.all(runs);
+    for (const r of results) say(`Node ${r.version}: npm run ${r.script} ${r.ok ? 'passed' : 'FAILED'} (${r.s} s)`);
+    return results.every((r) => r.ok) ? 0 : 1;
+  } finally {
+    rmSync(logs, { recursive: true, force: true });
+  }
 }
 
 function main(argv) {
@@ -116,7 +149,7 @@ function main(argv) {
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   try {
-    process.exitCode = main(process.argv.slice(2));
+    process.exitCode = await main(process.argv.slice(2));
   } catch (err) {
     say(err.message);
     process.exitCode = 1;
