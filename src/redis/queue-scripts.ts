@@ -106,9 +106,10 @@ return 1
 
 /**
  * No route of this consumer takes the entry: give it to one whose routes do. KEYS: events. ARGV:
- * group, entry id, consumer, the consumer to give it to, the handed channel. XCLAIM starts its
- * visibility afresh (JUSTID: not counted as a delivery). 0 (nothing moved) when the entry is not
- * pending with this consumer any more (as RETRY_LATER: the one that took it over decides).
+ * group, entry id, consumer, the consumer to give it to, that consumer's own handed channel (only it
+ * is told: one delivery per hand-over, whatever the fleet's size). XCLAIM starts its visibility
+ * afresh (JUSTID: not counted as a delivery). 0 (nothing moved) when the entry is not pending with
+ * this consumer any more (as RETRY_LATER: the one that took it over decides).
  */
 export const HAND_OVER = new RedisScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
@@ -119,20 +120,38 @@ return 1
 `);
 
 /**
- * The route tables filed. KEYS: routes. ARGV: at most (tables), max bytes of one. A larger one is
- * skipped, never returned. Returns {consumer, json, consumer, json, …}.
+ * The route tables filed. KEYS: routes. ARGV: at most (tables), max bytes of one (its consumer's
+ * name and its table), max bytes in all. A larger table is skipped, never returned; the listing
+ * stops at either bound. A key of another type (a Redis writer's) holds no table: none is listed,
+ * and ADVERTISE replaces it. Returns {consumer, json, consumer, json, …}.
  */
 export const ROUTERS = new RedisScript(`
 local out = {}
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return out end
+local max, one, all = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local total = 0
 local fields = redis.call('HKEYS', KEYS[1])
 for _, f in ipairs(fields) do
-  if #out >= 2 * tonumber(ARGV[1]) then break end
-  if redis.call('HSTRLEN', KEYS[1], f) <= tonumber(ARGV[2]) then
+  if #out >= 2 * max then break end
+  local size = #f + redis.call('HSTRLEN', KEYS[1], f)
+  if size <= one then
+    if total + size > all then break end
     local v = redis.call('HGET', KEYS[1], f)
-    if v then out[#out + 1] = f out[#out + 1] = v end
+    if v then out[#out + 1] = f out[#out + 1] = v total = total + size end
   end
 end
 return out
+`);
+
+/**
+ * A consumer's route table filed. KEYS: routes. ARGV: consumer, json. A key of another type where
+ * the tables go (a Redis writer's) is replaced: it would refuse every table, and every replica
+ * would then believe no other one routes anything.
+ */
+export const ADVERTISE = new RedisScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' and t ~= 'none' then redis.call('DEL', KEYS[1]) end
+return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 `);
 
 /** Due events back into the stream. KEYS: delayed, events. ARGV: now (ms), at most, wake channel. */

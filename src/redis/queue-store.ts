@@ -6,7 +6,7 @@ import { acceptedValue, DEDUP_VALUE_MAX_BYTES } from './dedup-scripts.js';
 import type { RedisConnection } from './connection.js';
 import { RedisError } from './errors.js';
 import type { RedisKeyspace } from './keyspace.js';
-import { CLAIM_FORWARD, DEAD_LETTER, DELIVERED, DROP, ENQUEUE, HAND_OVER, LIST_DEAD, PROMOTE, READ, RELEASE_FORWARD, REPLAY, RETRY_LATER, ROUTERS, SEEN, STATS } from './queue-scripts.js';
+import { ADVERTISE, CLAIM_FORWARD, DEAD_LETTER, DELIVERED, DROP, ENQUEUE, HAND_OVER, LIST_DEAD, PROMOTE, READ, RELEASE_FORWARD, REPLAY, RETRY_LATER, ROUTERS, SEEN, STATS } from './queue-scripts.js';
 import { replicasInSync, waitForReplicas, type ReplicaWait } from './replicas.js';
 import { isStreamId } from './stream-ids.js';
 
@@ -34,7 +34,7 @@ export class QueueKeys {
   readonly deliveries: string;
   /** Each live consumer's route table. */
   readonly routes: string;
-  /** Channel naming the consumer an entry was handed to. */
+  /** Prefix of each consumer's own channel, on which it is told an entry was handed to it. */
   readonly handed: string;
 
   constructor(private readonly keyspace: RedisKeyspace) {
@@ -70,6 +70,7 @@ export class QueueKeys {
  */
 export class RedisQueueStore implements QueueStore {
   readonly keys: QueueKeys;
+  readonly routesAt: string;
   private readonly maxEvents: number;
   private claimCursor = '0-0';
   private groupReady = false;
@@ -80,6 +81,7 @@ export class RedisQueueStore implements QueueStore {
     private readonly options: RedisQueueStoreOptions = {},
   ) {
     this.keys = new QueueKeys(keyspace);
+    this.routesAt = this.keys.routes;
     this.maxEvents = options.maxEvents ?? DEFAULT_QUEUE_MAX_EVENTS;
     if (!Number.isSafeInteger(this.maxEvents) || this.maxEvents < 1) throw new RangeError('RedisQueueStore: maxEvents must be a positive integer');
     // A restarted Redis may have come back empty: the group is checked before the next read.
@@ -162,12 +164,12 @@ export class RedisQueueStore implements QueueStore {
   }
 
   async handOver(consumer: string, entryId: string, to: string): Promise<boolean> {
-    const r = await this.connection.call('queue_hand_over', (c) => HAND_OVER.run(c, [this.keys.events], [QUEUE_GROUP, entryId, consumer, to, this.keys.handed]));
+    const r = await this.connection.call('queue_hand_over', (c) => HAND_OVER.run(c, [this.keys.events], [QUEUE_GROUP, entryId, consumer, to, this.handedTo(to)]));
     return r === 1;
   }
 
   async advertiseRoutes(consumer: string, json: string): Promise<void> {
-    await this.connection.call('queue_routes', (c) => c.sendCommand(['HSET', this.keys.routes, consumer, json]));
+    await this.connection.call('queue_routes', (c) => ADVERTISE.run(c, [this.keys.routes], [consumer, json]));
   }
 
   async forgetRoutes(consumer: string): Promise<void> {
@@ -175,7 +177,7 @@ export class RedisQueueStore implements QueueStore {
   }
 
   async routers(bounds: AdvertBounds): Promise<RouterAdvert[]> {
-    const reply = await this.connection.call('queue_routers', (c) => ROUTERS.run(c, [this.keys.routes], [String(bounds.max), String(bounds.entryBytes)]));
+    const reply = await this.connection.call('queue_routers', (c) => ROUTERS.run(c, [this.keys.routes], [String(bounds.max), String(bounds.entryBytes), String(bounds.totalBytes)]));
     if (!Array.isArray(reply) || reply.length % 2 !== 0) throw malformed('routers');
     const out: RouterAdvert[] = [];
     for (let i = 0; i < reply.length; i += 2) {
@@ -247,9 +249,12 @@ export class RedisQueueStore implements QueueStore {
   }
 
   async onHandedOver(consumer: string, hook: () => void): Promise<void> {
-    await this.connection.subscribe(this.keys.handed, (message) => {
-      if (message === consumer) hook();
-    });
+    await this.connection.subscribe(this.handedTo(consumer), () => hook());
+  }
+
+  /** The channel telling `consumer` alone that an entry was handed to it. */
+  private handedTo(consumer: string): string {
+    return `${this.keys.handed}:${consumer}`;
   }
 
   onRestored(hook: () => void): void {

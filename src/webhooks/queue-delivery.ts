@@ -43,6 +43,8 @@ export type HandledOutcome =
   | 'read_too_late'
   | 'ignored'
   | 'handed_over'
+  /** A hand-over found the entry no longer this consumer's: the one that took it over decides. */
+  | 'not_ours'
   | 'awaiting_route'
   | 'unrouted'
   | 'already_delivered'
@@ -201,27 +203,38 @@ export class QueueDelivery {
   }
 
   /**
-   * No route of this replica takes the entry's type. Declared unwanted here (`ignored`): removed.
-   * Otherwise it is not this replica's to drop, since replicas of one fleet may differ (a rollout):
-   * it goes to a live replica whose routes take it (`handed_over`), or, with none, waits in the queue
-   * for one without spending an attempt (`awaiting_route`, its own backoff; any replica reads it
-   * again when due), and at the horizon becomes a dead letter `unrouted`, marked for a replay.
+   * No route of this replica takes the entry's type. It is not this replica's to drop while another
+   * may forward it, since replicas of one fleet may differ (a rollout): it goes to a live replica
+   * whose routes take it (`handed_over`), until the horizon, which a hand-over never extends. Declared
+   * unwanted here and by every live table (`ignored`): removed. Otherwise it waits in the queue for a
+   * replica that takes it without spending an attempt (`awaiting_route`, its own backoff; any
+   * replica reads it again when due), and at the horizon becomes a dead letter `unrouted`, marked for
+   * a replay. Tables that cannot be read (a Redis error, a slow answer) are not known to name nobody:
+   * the entry waits, and is not removed.
    */
   private async leave(entryId: string, stored: StoredDelivery, type: string, routing: Exclude<Routing, { kind: 'forward' }>): Promise<HandledOutcome> {
     const { store, metrics, logger } = this.o;
-    if (routing.kind === 'ignored') {
+    let to: string | null | undefined;
+    try {
+      to = await this.o.routers.forwarderOf(type);
+    } catch (err) {
+      to = undefined;
+      const suppressed = this.eventLog.admit('routes_unreadable');
+      if (suppressed !== undefined) logger.warn({ event: 'webhook_queue_routes_unreadable', err, suppressedSinceLast: suppressed }, 'the fleet\'s route tables could not be read: the queued event waits');
+    }
+    const now = this.o.now();
+    const horizonEnd = stored.acceptedAt + this.o.horizonMs;
+    if (typeof to === 'string' && now < horizonEnd) {
+      if (!(await store.handOver(this.o.consumer, entryId, to))) return 'not_ours';
+      metrics.forwards.inc({ outcome: 'handed_over' });
+      return 'handed_over';
+    }
+    if (routing.kind === 'ignored' && to === null) {
       await store.drop(entryId, stored.id);
       metrics.forwards.inc({ outcome: 'ignored' });
       logger.debug({ event: 'webhook_ignored', eventId: logId(stored.id), type, ignore: routing.glob }, 'queued event of a type --app-webhook-ignore names; removed, not forwarded');
       return 'ignored';
     }
-    const to = await this.o.routers.forwarderOf(type);
-    if (to !== null) {
-      if (await store.handOver(this.o.consumer, entryId, to)) metrics.forwards.inc({ outcome: 'handed_over' });
-      return 'handed_over';
-    }
-    const now = this.o.now();
-    const horizonEnd = stored.acceptedAt + this.o.horizonMs;
     if (now >= horizonEnd) return this.park(entryId, stored, 'unrouted', 'unrouted');
     const routeWaits = (stored.routeWaits ?? 0) + 1;
     const dueAt = Math.min(now + backoffMs(routeWaits), horizonEnd);

@@ -71,8 +71,10 @@ export interface RouterAdvert {
 export interface AdvertBounds {
   /** Tables read at most. */
   readonly max: number;
-  /** A table larger than this is skipped, never read. */
+  /** A table larger than this (its consumer's name and its value) is skipped, never read. */
   readonly entryBytes: number;
+  /** The listing stops before it would hold more than this (bytes). */
+  readonly totalBytes: number;
 }
 
 /**
@@ -86,6 +88,8 @@ export interface AdvertBounds {
  * src/lib/store-failure.ts).
  */
 export interface QueueStore {
+  /** Where the route tables are filed (the deployment's key for them): each table names it, under its MAC. */
+  readonly routesAt: string;
   /**
    * Stores the event unless its id was accepted before (an accepted marker with one of
    * `marks.accepted`), marking the id accepted (`marks.mac`) for `retentionMs`, in one step; when

@@ -50,6 +50,9 @@ describe('the store: hand-over and route tables', () => {
     const store = new RedisQueueStore(c.conn, c.keyspace);
     const told: string[] = [];
     await store.onHandedOver('b', () => told.push('b'));
+    // Only the consumer given the entry is told: a channel of its own, one delivery whatever the fleet's size.
+    await store.onHandedOver('x', () => told.push('x'));
+    expect(await fx.admin.sendCommand(['PUBSUB', 'NUMSUB', `${store.keys.handed}:b`, `${store.keys.handed}:x`, store.keys.handed])).toEqual([`${store.keys.handed}:b`, 1, `${store.keys.handed}:x`, 1, store.keys.handed, 0]);
     await store.enqueue('evt_h', '{"x":1}', Date.now(), 60_000, { mac: 'm', accepted: ['m'] });
     const [entry] = (await store.readNew('a', 10, BOUNDS)).entries;
     // Idle for a while with a, so that a fresh visibility shows.
@@ -71,13 +74,28 @@ describe('the store: hand-over and route tables', () => {
     await store.advertiseRoutes('a', '{"t":1}');
     await store.advertiseRoutes('b', 'x'.repeat(5000));
     await store.advertiseRoutes('c', '{"t":3}');
-    expect((await store.routers({ max: 10, entryBytes: 1000 })).sort((x, y) => x.consumer.localeCompare(y.consumer))).toEqual([
+    expect((await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).sort((x, y) => x.consumer.localeCompare(y.consumer))).toEqual([
       { consumer: 'a', json: '{"t":1}' },
       { consumer: 'c', json: '{"t":3}' },
     ]);
-    expect(await store.routers({ max: 1, entryBytes: 1000 })).toHaveLength(1);
+    expect(await store.routers({ max: 1, entryBytes: 1000, totalBytes: 100_000 })).toHaveLength(1);
     await store.forgetRoutes('a');
-    expect(await store.routers({ max: 10, entryBytes: 1000 })).toEqual([{ consumer: 'c', json: '{"t":3}' }]);
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([{ consumer: 'c', json: '{"t":3}' }]);
+    // The listing stops before it would pass its byte bound in all (each table counted with its consumer's name).
+    await store.advertiseRoutes('d', 'y'.repeat(600));
+    await store.advertiseRoutes('e', 'z'.repeat(600));
+    const listed = await store.routers({ max: 10, entryBytes: 1000, totalBytes: 1000 });
+    expect(listed.reduce((n, r) => n + r.consumer.length + r.json.length, 0)).toBeLessThanOrEqual(1000);
+    expect(listed.filter((r) => r.json.length === 600)).toHaveLength(1);
+  });
+
+  it('a key of another type where the tables go (a Redis writer\'s) lists no table and refuses none: the next table filed replaces it', async () => {
+    const c = await up(connectionTo(single(fx.redis.url), { prefix: prefix(), opened }));
+    const store = new RedisQueueStore(c.conn, c.keyspace);
+    await fx.admin.set(store.keys.routes, 'x');
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([]);
+    await store.advertiseRoutes('a', '{"t":1}');
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([{ consumer: 'a', json: '{"t":1}' }]);
   });
 });
 
@@ -123,6 +141,49 @@ describe('replicas that route differently', () => {
     const updated = await replica(p, a.url, true, { visibilityMs: 1500 });
     await vi.waitFor(() => expect(ids(a)).toEqual(['evt_g1', 'evt_g2', 'evt_g3']), { timeout: 15_000 });
     // Counted once the app's 2xx is recorded, which may be after the app holds the event.
+    await vi.waitFor(() => expect(forwards(updated.registry, 'delivered')).resolves.toBe(3), { timeout: 10_000 });
+  });
+
+  it('a table copied from another deployment (another prefix, the same secrets) is no table here: nothing is handed to it', async () => {
+    const a = await app();
+    const p = prefix();
+    const old = await replica(p, a.url, false);
+    const elsewhere = await replica(prefix(), a.url, false);
+    const theirs = new RouterDirectory({ store: elsewhere.store, consumer: 'theirs', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
+    await theirs.advertise();
+    const copied = (await fx.admin.sendCommand(['HGET', elsewhere.keys.routes, 'theirs'])) as string;
+    await fx.admin.sendCommand(['HSET', old.keys.routes, 'theirs', copied]);
+    await old.q.enqueue(signed('evt_copied'));
+    await vi.waitFor(() => expect(forwards(old.registry, 'awaiting_route')).resolves.toBeGreaterThanOrEqual(1), { timeout: 10_000 });
+    expect(await forwards(old.registry, 'handed_over')).toBe(0);
+  });
+
+  it('a hand-over never outlasts the horizon: handed again and again to a table whose replica never reads, the entry is a dead letter "unrouted" (replayable) at the horizon', async () => {
+    const a = await app();
+    const p = prefix();
+    const old = await replica(p, a.url, false, { horizonMs: 3000, visibilityMs: 1200, forwardTimeoutMs: 1000 });
+    const gone = new RouterDirectory({ store: old.store, consumer: 'gone-replica', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
+    await gone.advertise();
+    await old.q.enqueue(signed('evt_circling'));
+    await vi.waitFor(async () => expect(await listDeadLetters(old.store, BOUNDS)).toHaveLength(1), { timeout: 20_000 });
+    const [dead] = await listDeadLetters(old.store, BOUNDS);
+    expect(dead).toMatchObject({ id: 'evt_circling', lastError: 'unrouted' });
+    expect(await forwards(old.registry, 'handed_over')).toBeGreaterThanOrEqual(1);
+    expect(await forwards(old.registry, 'unrouted')).toBe(1);
+  });
+
+  it('a type this replica ignores but a live replica routes (a rollout from --app-webhook-ignore to a route) is handed to that replica, not removed', async () => {
+    const a = await app();
+    const p = prefix();
+    const ignoring = await replica(p, a.url, false, { ignore: ['newtype.*'], visibilityMs: 1500 });
+    const gone = new RouterDirectory({ store: ignoring.store, consumer: 'router-not-reading-yet', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
+    await gone.advertise();
+    for (const id of ['evt_i1', 'evt_i2', 'evt_i3']) await ignoring.q.enqueue(signed(id));
+    await vi.waitFor(() => expect(forwards(ignoring.registry, 'handed_over')).resolves.toBe(3), { timeout: 10_000 });
+    expect(await forwards(ignoring.registry, 'ignored')).toBe(0);
+    await gone.withdraw();
+    const updated = await replica(p, a.url, true, { visibilityMs: 1500 });
+    await vi.waitFor(() => expect(ids(a)).toEqual(['evt_i1', 'evt_i2', 'evt_i3']), { timeout: 15_000 });
     await vi.waitFor(() => expect(forwards(updated.registry, 'delivered')).resolves.toBe(3), { timeout: 10_000 });
   });
 

@@ -11,6 +11,7 @@ import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocation
  * test/redis/webhook-queue.test.ts and test/e2e/queue-mode.test.ts).
  */
 class RecordingQueue implements QueueStore {
+  readonly routesAt = 'routes';
   /** What was enqueued, read back as the worker would decode it. */
   readonly events: QueuedEvent[] = [];
   failing = false;

@@ -65,6 +65,7 @@ export class StandInQueueStore {
   connect(link: Link): QueueStore {
     const op = <T>(name: string, effect: () => T): Promise<T> => link.call(name, effect);
     return {
+      routesAt: 'queue-routes',
       enqueue: (eventId, json, acceptedAt, retentionMs, marks) => op('enqueue', () => this.enqueue(eventId, json, acceptedAt, retentionMs, marks)),
       readNew: (consumer, max, bounds) => op('readNew', () => this.batch(this.list((e) => e.state === 'new', max, bounds), consumer)),
       readPending: (consumer, max, after, bounds) =>
@@ -103,12 +104,19 @@ export class StandInQueueStore {
       advertiseRoutes: (consumer, json) => op('advertiseRoutes', () => void this.adverts.set(consumer, json)),
       forgetRoutes: (consumer) => op('forgetRoutes', () => void this.adverts.delete(consumer)),
       routers: (bounds) =>
-        op('routers', () =>
-          [...this.adverts]
-            .filter(([, json]) => json.length <= bounds.entryBytes)
-            .slice(0, bounds.max)
-            .map(([consumer, json]) => ({ consumer, json })),
-        ),
+        op('routers', () => {
+          const out: { consumer: string; json: string }[] = [];
+          let total = 0;
+          for (const [consumer, json] of this.adverts) {
+            if (out.length >= bounds.max) break;
+            const size = consumer.length + json.length;
+            if (size > bounds.entryBytes) continue;
+            if (total + size > bounds.totalBytes) break;
+            total += size;
+            out.push({ consumer, json });
+          }
+          return out;
+        }),
       promoteDue: (now, max) => op('promoteDue', () => this.promote(now, max)),
       stats: () => op('stats', () => this.stats()),
       sweepConsumers: () => op('sweepConsumers', () => undefined),
