@@ -36,6 +36,18 @@ const READ_BATCH = 500;
  * it started minus this much (ms): room for the store's clock to be behind ours.
  */
 export const START_CLOCK_SLACK_MS = 60_000;
+/**
+ * The keep-alive of a proven subscription, from `--fleet-invalidation-max-silence-ms`: an echo is
+ * sent when the subscription delivered nothing for `everyMs`, and waited for `waitMs`; missed, the
+ * log is read at once. A socket that died silently right after the last echo is found out by
+ * `everyMs + waitMs` = 4/5 of the max silence, and the read takes what was missed then: a
+ * revocation acknowledged elsewhere is applied here within the max silence (its read permitting).
+ * Idle, that is one PUBLISH every `everyMs` (3 s at the default 5 s).
+ */
+export function keepAliveTimings(maxSilenceMs: number, echoWaitMs = 2000): { everyMs: number; waitMs: number } {
+  const waitMs = Math.max(1, Math.min(echoWaitMs, Math.floor(maxSilenceMs / 5)));
+  return { everyMs: Math.max(1, Math.floor(maxSilenceMs * 0.8) - waitMs), waitMs };
+}
 /** At most one line per kind of failed read per this interval (ms); the counter has them all. */
 const READ_FAILURE_LOG_INTERVAL_MS = 30_000;
 
@@ -66,6 +78,13 @@ export interface FleetInvalidationOptions {
   readonly quietPollIntervalMs?: number;
   /** Default `INVALIDATION_ECHO_WAIT_MS` (see {@link SubscriptionProof}). */
   readonly echoWaitMs?: number;
+  /**
+   * How long the subscription may go without delivering anything before a keep-alive echo is sent
+   * (ms); default {@link keepAliveTimings}: with its wait, less than `maxSilenceMs`.
+   */
+  readonly keepAliveMs?: number;
+  /** How long a keep-alive's echo may take (ms); default {@link keepAliveTimings}. */
+  readonly keepAliveWaitMs?: number;
   /** Default {@link INVALIDATION_REORDER_GRACE_MS}. */
   readonly reorderGraceMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
@@ -94,7 +113,10 @@ type Ahead = { readonly entry: VerifiedEntry } | { readonly own: AppendedPlace }
  * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
  * reads the log only every {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}; otherwise every
  * {@link INVALIDATION_POLL_INTERVAL_MS}, as on every nudge that shows a gap, every reconnect and
- * every restore. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
+ * every restore. A proof holds only while the subscription keeps delivering: when it has delivered
+ * nothing for a while, a keep-alive echo (one PUBLISH) proves it again, and one that does not come
+ * back ends the proof and reads the log at once (see {@link keepAliveTimings}): a subscriber socket
+ * that died silently costs at most the max silence, not the quiet poll. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
  * reads what it missed. It purges everything only when it cannot tell what it missed (the log
  * restarted empty, it fell behind the log's retention, an entry after its position was removed
  * however it was removed, a failover rewound the log, an entry it cannot read, an entry whose MAC
@@ -122,11 +144,15 @@ export class FleetInvalidation implements RevocationPublisher {
   private held: Held[] = [];
   private readonly appending = new Set<Promise<AppendedPlace>>();
   private timer: NodeJS.Timeout | undefined;
+  private keepAliveTimer: NodeJS.Timeout | undefined;
+  private readonly keepAliveMs: number;
+  private readonly keepAliveWaitMs: number;
   private closed = false;
   private readonly startedAtMs: number;
   /**
    * performance.now() up to which everything written was applied (or purged for), while the
-   * subscription is not proven up; while it is, that is now.
+   * subscription is not proven up; while it is, that is the last thing it delivered (the proof's
+   * `lastHeard`, kept fresh by the keep-alive).
    */
   private caughtUpAt = performance.now();
   /** Whether nudges are the whole log: the subscription proven up, nothing missed since. */
@@ -142,6 +168,9 @@ export class FleetInvalidation implements RevocationPublisher {
     if (!(options.maxSilenceMs > 0)) throw new RangeError('FleetInvalidation: maxSilenceMs must be > 0');
     this.replicaId = options.replicaId ?? randomUUID();
     this.startedAtMs = (options.now ?? Date.now)();
+    const keepAlive = keepAliveTimings(options.maxSilenceMs, options.echoWaitMs);
+    this.keepAliveMs = options.keepAliveMs ?? keepAlive.everyMs;
+    this.keepAliveWaitMs = options.keepAliveWaitMs ?? keepAlive.waitMs;
     options.metrics.bypassed.set(0);
     options.metrics.subscribed.set(0);
     this.proof = new SubscriptionProof({
@@ -194,6 +223,7 @@ export class FleetInvalidation implements RevocationPublisher {
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.keepAliveTimer);
     clearTimeout(this.graceTimer);
     this.proof.close();
   }
@@ -219,6 +249,40 @@ export class FleetInvalidation implements RevocationPublisher {
     const ms = this.proof.isLive ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
     this.timer = setTimeout(() => void this.catchUp(), ms);
     this.timer.unref();
+    this.armKeepAlive();
+  }
+
+  /** While the subscription is proven up: a keep-alive once it has delivered nothing for {@link keepAliveMs}. */
+  private armKeepAlive(): void {
+    clearTimeout(this.keepAliveTimer);
+    if (this.closed || this.inStart || !this.proof.isLive) return;
+    const due = this.proof.lastHeard + this.keepAliveMs - performance.now();
+    this.keepAliveTimer = setTimeout(() => this.keepAlive(), Math.max(due, 0));
+    this.keepAliveTimer.unref();
+  }
+
+  /**
+   * Nothing tells a subscriber socket that died silently (no RST: a NAT or conntrack entry lost)
+   * from a quiet one: every nudge published since goes nowhere, and the quiet poll is 30 s away.
+   * An echo on this replica's own channel (one PUBLISH) proves it delivers; one that does not come
+   * back in time ends the proof, and the log is read at once (see {@link keepAliveTimings}).
+   */
+  private keepAlive(): void {
+    if (this.closed || !this.proof.isLive) return;
+    // A read in flight proves as much (its echo), or fails; either way it schedules the next one.
+    if (this.running) return;
+    if (performance.now() - this.proof.lastHeard < this.keepAliveMs) return this.armKeepAlive();
+    const ticket = this.proof.ticket(randomUUID());
+    const sent = this.proof.keepAlive(ticket, this.keepAliveWaitMs, (proven) => {
+      if (this.closed) return;
+      if (proven) this.armKeepAlive();
+      else {
+        this.options.metrics.keepAliveMisses.inc();
+        void this.catchUp();
+      }
+    });
+    if (!sent) return void (this.keepAliveTimer = setTimeout(() => this.keepAlive(), this.keepAliveWaitMs).unref());
+    this.options.log.echo(ticket.token).catch(() => this.proof.echoFailed(ticket.token));
   }
 
   private async read(): Promise<void> {
@@ -395,9 +459,11 @@ export class FleetInvalidation implements RevocationPublisher {
       logger.warn({ event: 'cache_invalidation_read_failed', kind, code: label, suppressed }, `could not read the invalidation log (${kind}): ${(err as Error)?.message ?? String(err)}`);
     }
     const now = performance.now();
-    // Up to now the subscription carried everything (a failed read shows no nudge missing): the
-    // silence counts from here, and the reads go on every second until one gets through.
-    this.proof.lost(now);
+    // The subscription carried everything up to the last thing it delivered in order (a nudge, an
+    // echo: kept fresh by the keep-alive), not up to now: a read that gets no answer may mean its
+    // socket died silently, and the subscriber's with it. The silence counts from there, and the
+    // reads go on every second until one gets through.
+    this.proof.lost(this.proof.lastHeard);
     // The store answered after this read was sent (its refusal, or another command): it serves
     // others, who may have had a revocation acknowledged that this replica cannot read.
     const storeAnswers = log.answeredSince(sentAt);

@@ -113,6 +113,11 @@ export interface InvalidationLog {
   onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void>;
   /** `listener` hears the echo tokens of this reader's reads, as its subscription delivers them. */
   onEcho(listener: (token: string) => void): void;
+  /**
+   * Publishes `token` on this reader's echo channel alone (what {@link onEcho} hears): a keep-alive
+   * of the subscription, no read. Rejects when it is not known to be published.
+   */
+  echo(token: string): Promise<void>;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
   /**

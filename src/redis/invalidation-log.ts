@@ -246,6 +246,10 @@ export class RedisInvalidationLog implements InvalidationLog {
     this.echoListeners.push(listener);
   }
 
+  async echo(token: string): Promise<void> {
+    await this.connection.call('invalidate_echo', (c) => c.sendCommand(['PUBLISH', this.echoChannel, token]));
+  }
+
   onRestored(hook: () => void): void {
     this.connection.onRestored(hook);
   }

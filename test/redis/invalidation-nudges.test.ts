@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
-import { count, holdingPublishes, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
+import { callsOf, count, holdingPublishes, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
 
 /**
  * The nudge carries the revocation, sealed with the id of the entry before it: a replica whose
@@ -188,5 +188,38 @@ describe('an idle replica', () => {
     const perPoll = total / reads;
     expect(perPoll).toBeLessThanOrEqual(5.5);
     expect(perPoll / (INVALIDATION_QUIET_POLL_INTERVAL_MS / 1000)).toBeLessThanOrEqual(0.2);
+  });
+
+  it('keeps its proof between quiet polls with a keep-alive echo: one PUBLISH each time nothing was heard for 4/5 of --fleet-invalidation-max-silence-ms less the echo wait (3 s at the default 5 s): 0.5 commands a second in all at the defaults', async () => {
+    const { INVALIDATION_QUIET_POLL_INTERVAL_MS, keepAliveTimings } = await import('../../src/decision/index.js');
+    const { adminOn } = await import('../helpers/redis.js');
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const admin = await adminOn(own.url);
+    opened.push({ close: async () => admin.destroy() });
+    // The quiet poll out of the way, the connection's own checks as the sidecar wires them.
+    const maxSilenceMs = 1000;
+    const r = await replica(fx.redis.prefix(), { url: own.url, maxSilenceMs, quietPollIntervalMs: 600_000, quietHealthIntervalMs: 1_200_000, healthIntervalMs: 1000 });
+    await vi.waitFor(() => expect(count(r.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    const stats = async (): Promise<Record<string, number>> => {
+      const text = String(await admin.sendCommand(['INFO', 'commandstats']));
+      return Object.fromEntries([...text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].filter((m) => !['info', 'config', 'client', 'hello'].includes(m[1]!)).map((m) => [m[1]!, Number(m[2])]));
+    };
+    const echoes = () => callsOf(r.redisMetrics, 'invalidate_echo');
+    const [s0, e0, reads0] = [await stats(), await echoes(), await r.reads()];
+    const t0 = performance.now();
+    await vi.waitFor(async () => expect((await echoes()) - e0).toBeGreaterThanOrEqual(6), { timeout: 60_000 });
+    const [s1, sent, elapsed] = [await stats(), (await echoes()) - e0, performance.now() - t0];
+    expect(await r.reads()).toBe(reads0);
+    expect(await count(r.metrics.subscribed)).toBe(1);
+    const delta = Object.fromEntries(Object.entries(s1).map(([k, v]) => [k, v - (s0[k] ?? 0)]).filter(([, v]) => (v as number) > 0)) as Record<string, number>;
+    // An echo is a PUBLISH and nothing else; and no more often than the timings say.
+    expect(Object.keys(delta)).toStrictEqual(['publish']);
+    expect(Math.abs(delta.publish! - sent)).toBeLessThanOrEqual(1);
+    expect(elapsed / (sent - 1)).toBeGreaterThanOrEqual(keepAliveTimings(maxSilenceMs).everyMs * 0.9);
+    // At the defaults: a read of five commands every 30 s, and an echo every 3 s.
+    const { everyMs } = keepAliveTimings(5000);
+    expect(everyMs).toBe(3000);
+    expect(5 / (INVALIDATION_QUIET_POLL_INTERVAL_MS / 1000) + 1 / (everyMs / 1000)).toBeLessThanOrEqual(0.5);
   });
 });

@@ -106,6 +106,7 @@ export class StandInInvalidationLog {
       },
       onAppended: (listener) => link.subscribe(APPENDED, (nudge: InvalidationNudge) => listener(nudge)),
       onEcho: (listener) => void link.subscribe(echoChannel(link), (token: string) => listener(token)),
+      echo: (token) => link.call('echo', () => echo(token)),
       onRestored: (hook) => link.onRestored(hook),
       onDisturbed: (hook) => link.onDisturbed(hook),
       answeredSince: (since) => performance.now() - link.silentForMs() >= since,
