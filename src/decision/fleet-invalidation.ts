@@ -106,8 +106,10 @@ type Ahead = { readonly entry: VerifiedEntry } | { readonly own: AppendedPlace }
  * id applies it with no read. One that has not got that id yet holds the nudge for
  * {@link INVALIDATION_REORDER_GRACE_MS} (two appends close together may be announced in the
  * opposite order), then reads the log from its position, as it does at once when the nudge does
- * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. This
- * replica's own entry moves it on from the append's answer, unread.
+ * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. The
+ * revocation of a verified nudge held ahead is applied as it is when that read fails (or at once,
+ * while reads are failing): a purge commutes with any other and repeating one is harmless; only
+ * the position waits for the log. This replica's own entry moves it on from the append's answer, unread.
  *
  * While the subscription is proven up (a read that reached the head was echoed back on it, and
  * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
@@ -161,6 +163,15 @@ export class FleetInvalidation implements RevocationPublisher {
   private announced: string | null = null;
   /** Nudges (verified) and own appends that came ahead of an entry this replica has not got, by id. */
   private readonly ahead = new Map<string, Ahead>();
+  /**
+   * Verified entries that came ahead and whose grace ended: the read that follows applies them in
+   * order; if it fails, they are applied as they are (see {@link applyHeard}).
+   */
+  private readonly heardAhead = new Map<string, VerifiedEntry>();
+  /** Ids (this epoch) of entries applied from their nudge ahead of the position: not applied again when reached. */
+  private readonly appliedAhead = new Set<string>();
+  /** The last read failed: a verified revocation heard ahead is applied at once. */
+  private readsFailing = false;
   private graceTimer: NodeJS.Timeout | undefined;
   private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
@@ -305,13 +316,17 @@ export class FleetInvalidation implements RevocationPublisher {
       } catch (err) {
         // The next nudge, poll or restore reads again from the same position.
         this.reading = false;
+        this.readsFailing = true;
         this.readFailed(err, ticket.sentAt);
+        this.applyHeard();
         this.drain();
         return;
       }
       this.reading = false;
+      this.readsFailing = false;
       const more = this.apply(page);
       this.settleAhead();
+      this.forgetReadPast();
       if (!more) this.reachedHead(ticket);
       this.drain();
       if (!more && !this.again) return;
@@ -366,7 +381,11 @@ export class FleetInvalidation implements RevocationPublisher {
     }
     if (step === 'gap') {
       this.ahead.set(at.id, item);
-      if ('entry' in item) this.announced = item.entry.id;
+      if ('entry' in item) {
+        if (this.announced === null || this.options.log.compareIds(item.entry.id, this.announced) > 0) this.announced = item.entry.id;
+        // While the log cannot be read, what the nudge says is all this replica will hear of it.
+        if (this.readsFailing) this.applyAhead(item.entry);
+      }
       if (this.graceTimer === undefined) {
         this.graceTimer = setTimeout(() => this.graceEnded(), this.options.reorderGraceMs ?? INVALIDATION_REORDER_GRACE_MS);
         this.graceTimer.unref();
@@ -377,6 +396,7 @@ export class FleetInvalidation implements RevocationPublisher {
     if ('entry' in item) {
       this.proof.heard();
       if (item.entry.origin === this.replicaId) metrics.nudges.inc({ outcome: 'own' });
+      else if (this.appliedAhead.delete(item.entry.id)) metrics.nudges.inc({ outcome: 'applied' });
       else {
         applyTo(this.options.local, item.entry.revocation);
         metrics.received.inc({ scope: item.entry.revocation.scope });
@@ -410,10 +430,41 @@ export class FleetInvalidation implements RevocationPublisher {
   private graceEnded(): void {
     this.graceTimer = undefined;
     if (this.ahead.size === 0) return;
-    for (const item of this.ahead.values()) if ('entry' in item) this.options.metrics.nudges.inc({ outcome: 'gap' });
+    for (const item of this.ahead.values()) {
+      if (!('entry' in item)) continue;
+      this.options.metrics.nudges.inc({ outcome: 'gap' });
+      // Verified: a revocation this replica holds. The read applies it in order; if the read fails, it is applied as it is.
+      if (!this.appliedAhead.has(item.entry.id)) this.heardAhead.set(item.entry.id, item.entry);
+    }
     this.ahead.clear();
     this.proof.missing();
     void this.catchUp();
+  }
+
+  /**
+   * A read failed: the verified revocations heard ahead of the position (their nudges showed a
+   * gap) are applied now, as they are; a purge commutes with any other and repeating one is
+   * harmless. Only the position waits for the log.
+   */
+  private applyHeard(): void {
+    for (const entry of this.heardAhead.values()) this.applyAhead(entry);
+    this.heardAhead.clear();
+    for (const item of this.ahead.values()) if ('entry' in item) this.applyAhead(item.entry);
+  }
+
+  private applyAhead(entry: VerifiedEntry): void {
+    if (entry.origin === this.replicaId || this.appliedAhead.has(entry.id)) return;
+    this.appliedAhead.add(entry.id);
+    applyTo(this.options.local, entry.revocation);
+    this.options.metrics.received.inc({ scope: entry.revocation.scope });
+  }
+
+  /** After a read: what was heard ahead and is now read past was applied from the log (or by its nudge). */
+  private forgetReadPast(): void {
+    const { log } = this.options;
+    const past = (id: string): boolean => this.position !== null && log.step(this.position, { id, previous: id }) === 'stale';
+    for (const id of this.heardAhead.keys()) if (past(id)) this.heardAhead.delete(id);
+    for (const id of this.appliedAhead) if (past(id) && !this.ahead.has(id)) this.appliedAhead.delete(id);
   }
 
   /** This replica's own entry, as the append's answer placed it: the next one moves it on unread. */
@@ -529,6 +580,8 @@ export class FleetInvalidation implements RevocationPublisher {
         continue;
       }
       if (entry.origin === this.replicaId) continue;
+      // Applied already from its nudge, heard ahead while the log could not be read.
+      if (this.appliedAhead.delete(entry.id)) continue;
       applyTo(this.options.local, entry.revocation);
       this.options.metrics.received.inc({ scope: entry.revocation.scope });
     }
@@ -540,8 +593,10 @@ export class FleetInvalidation implements RevocationPublisher {
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {
     this.purgeAll(cause);
-    // What was held ahead was placed in the log this replica no longer follows.
+    // What was held ahead was placed in the log this replica no longer follows (and the purge covers it).
     this.ahead.clear();
+    this.heardAhead.clear();
+    this.appliedAhead.clear();
     this.epoch = page.epoch;
     this.position = page.head;
     return false;

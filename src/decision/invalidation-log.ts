@@ -107,7 +107,9 @@ export interface InvalidationLog {
    * has no position yet; `trimmed` when some written since then are gone.
    */
   readSince(sinceMs: number, max: number, options?: ReadOptions): Promise<InvalidationPage>;
-  /** How an entry stands to `position` (see {@link Step}). */
+  /** Orders two entry ids of one epoch: negative when `a` came first, 0 when the same, positive after. */
+  compareIds(a: string, b: string): number;
+    /** How an entry stands to `position` (see {@link Step}). */
   step(position: string, entry: { readonly id: string; readonly previous: string }): Step;
   /** Subscribes: `listener` hears every nudge (and {@link onEcho} its echoes). Best effort: see {@link onDisturbed}. */
   onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void>;

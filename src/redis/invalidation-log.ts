@@ -224,6 +224,10 @@ export class RedisInvalidationLog implements InvalidationLog {
     };
   }
 
+  compareIds(a: string, b: string): number {
+    return compareStreamIds(a, b);
+  }
+
   step(position: string, entry: { readonly id: string; readonly previous: string }): Step {
     const at = decode(position);
     if (!isStreamId(entry.id) || compareStreamIds(entry.id, at.id) <= 0) return 'stale';

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { useTestRedis } from '../helpers/redis.js';
-import { callsOf, count, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
+import { callsOf, count, holdingPublishes, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
 
 /**
  * A subscription proven up by an echo counts for the quiet poll (30 s), yet nothing tells a socket
@@ -146,6 +146,38 @@ describe('a subscriber socket that dies silently', () => {
     await admin.sendCommand(['ACL', 'SETUSER', 'r', '+xinfo']);
     await vi.waitFor(() => expect(r.trust.trusted).toBe(true), { timeout: 10_000 });
     expect(r.rec.calls).toStrictEqual(['user:revoked']);
+  });
+});
+
+describe('a verified nudge that shows a gap', () => {
+  it('its previous entry never announced, the read that follows getting no answer: its revocation is applied all the same, and the read applies only what it missed once it gets through', async () => {
+    const prefix = fx.redis.prefix();
+    const proxy = await proxyTo(Number(new URL(fx.redis.url).port));
+    const publishes = holdingPublishes();
+    const a = await replica(prefix, { through: publishes.through });
+    const r = await replica(prefix, { url: `redis://127.0.0.1:${proxy.port}`, quietPollIntervalMs: 600_000 });
+    await vi.waitFor(() => expect(count(r.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    // An appender fails between its append and its publish (answered 503): the entry is in the log, unannounced.
+    const lost = a.fleet.publish({ scope: 'user', userReference: 'unannounced' });
+    await vi.waitFor(() => expect(publishes.held).toHaveLength(1), { timeout: 10_000 });
+    publishes.held[0]!.drop();
+    await expect(lost).rejects.toThrow();
+    // r's command connection dies silently; its subscriber lives.
+    expect(proxy.kill((p) => !p.subscriber)).toBe(1);
+    const next = a.fleet.publish({ scope: 'user', userReference: 'next' });
+    await vi.waitFor(() => expect(publishes.held).toHaveLength(2), { timeout: 10_000 });
+    publishes.held[1]!.send();
+    await next;
+    // Held for the grace, then the read, which gets no answer: the revocation r holds, verified, is applied.
+    await vi.waitFor(() => expect(r.rec.calls).toStrictEqual(['user:next']), { timeout: 10_000, interval: 20 });
+    expect(await count(r.metrics.readFailures, { kind: 'no_answer' })).toBeGreaterThanOrEqual(1);
+    expect(await count(r.metrics.nudges, { outcome: 'gap' })).toBe(1);
+    // The connection is closed at last: r reconnects and reads what it missed, not again what it applied.
+    proxy.cutDead();
+    await vi.waitFor(() => expect(r.rec.calls).toStrictEqual(['user:next', 'user:unannounced']), { timeout: 10_000 });
+    expect(await count(r.metrics.purges)).toBe(0);
+    await vi.waitFor(() => expect(count(r.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    expect(r.rec.calls).toStrictEqual(['user:next', 'user:unannounced']);
   });
 });
 

@@ -99,6 +99,7 @@ export class StandInInvalidationLog {
           const since = this.kept.filter((k) => k.at >= sinceMs);
           return this.page(since.slice(0, max), this.trimmedAt !== null && this.trimmedAt >= sinceMs, false);
         }),
+      compareIds: (a, b) => Number(a) - Number(b),
       step: (position, entry) => {
         const at = Number(position);
         if (Number(entry.id) <= at) return 'stale';
