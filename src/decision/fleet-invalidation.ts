@@ -359,6 +359,12 @@ export class FleetInvalidation implements RevocationPublisher {
       void this.catchUp();
       return;
     }
+    if (item.nudge.bare) {
+      // An entry was written that was not announced with itself: read it.
+      metrics.nudges.inc({ outcome: 'bare' });
+      void this.catchUp();
+      return;
+    }
     // Nothing a nudge says is believed before its MAC verifies (anyone who can publish can send one),
     // not even where it stands: ids are compared only within this replica's epoch, which the MAC
     // covers. One that does not verify only makes this replica read (the log tells a new epoch).

@@ -32,6 +32,11 @@ export interface InvalidationNudge {
     /** The MAC over the entry's chained place (see `chainSubject`), under the reader's own epoch. */
     readonly chain: string | null;
   } | null;
+  /**
+   * A bare nudge, with no entry: an appender whose entry was written but not replicated in time
+   * (`--redis-wait-replicas`) says "read the log" (the append was answered 503).
+   */
+  readonly bare?: boolean;
 }
 
 /** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id that was the log's last before it. */

@@ -17,8 +17,8 @@ export type LogReadFailure = 'refused' | 'no_answer';
  * (at or before the position: already read past), `gap` (something before it was missed: the log
  * is read), `unverified` (no entry, or one whose MAC does not verify: the log is read).
  */
-export type NudgeOutcome = 'applied' | 'own' | 'stale' | 'gap' | 'unverified';
-export const NUDGE_OUTCOMES: readonly NudgeOutcome[] = ['applied', 'own', 'stale', 'gap', 'unverified'];
+export type NudgeOutcome = 'applied' | 'own' | 'stale' | 'gap' | 'unverified' | 'bare';
+export const NUDGE_OUTCOMES: readonly NudgeOutcome[] = ['applied', 'own', 'stale', 'gap', 'unverified', 'bare'];
 
 export interface InvalidationMetrics {
   readonly published: Counter<'outcome'>;

@@ -97,6 +97,34 @@ describe('a nudge carries the revocation', () => {
   });
 });
 
+describe('an entry the Redis replicas did not acknowledge in time (--redis-wait-replicas)', () => {
+  it('is announced with a bare nudge: a replica whose subscription is proven up reads it at once, not at its quiet poll', async () => {
+    const { adminOn } = await import('../helpers/redis.js');
+    const primary = await spawnRedisServer();
+    opened.push({ close: () => primary.stop() });
+    const lagging = await spawnRedisServer({ args: ['--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port)] });
+    opened.push({ close: async () => (lagging.thaw(), lagging.stop()) });
+    const admin = await adminOn(primary.url);
+    opened.push({ close: async () => admin.destroy() });
+    await vi.waitFor(async () => expect(String(await admin.sendCommand(['INFO', 'replication']))).toMatch(/state=online/), { timeout: 20_000 });
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { url: primary.url, waitReplicas: 1, waitTimeoutMs: 300 });
+    const b = await replica(prefix, { url: primary.url, quietPollIntervalMs: 600_000 });
+    await vi.waitFor(() => expect(count(b.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    await a.fleet.publish({ scope: 'user', userReference: 'replicated' });
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:replicated']), { timeout: 10_000 });
+    const reads = await b.reads();
+
+    // The replica freezes: still in sync by its last acknowledgement (lag <= 2 s), WAIT times out.
+    lagging.freeze();
+    await expect(a.fleet.publish({ scope: 'user', userReference: 'unreplicated' })).rejects.toThrow(/acknowledged/);
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:replicated', 'user:unreplicated']), { timeout: 10_000 });
+    expect(await count(b.metrics.nudges, { outcome: 'bare' })).toBe(1);
+    expect(await b.reads()).toBeGreaterThan(reads);
+    expect(await count(b.metrics.purges)).toBe(0);
+  });
+});
+
 describe('appends sealed for the same millisecond', () => {
   // A bulk revocation reaches many replicas at once, and each seals its entry for the store's
   // millisecond as it sees it. Before, an append offered one id: of those reaching Redis together
