@@ -42,11 +42,13 @@ export const START_CLOCK_SLACK_MS = 60_000;
  * log is read at once. A socket that died silently right after the last echo is found out by
  * `everyMs + waitMs` = 4/5 of the max silence, and the read takes what was missed then: a
  * revocation acknowledged elsewhere is applied here within the max silence (its read permitting).
- * Idle, that is one PUBLISH every `everyMs` (3 s at the default 5 s).
+ * Idle, that is one PUBLISH every `everyMs` (3 s at the default 5 s). Below a max silence of about
+ * 1.25 s the floors (an echo at most every 200 ms, a wait of at least 50 ms) take over.
  */
 export function keepAliveTimings(maxSilenceMs: number, echoWaitMs = 2000): { everyMs: number; waitMs: number } {
-  const waitMs = Math.max(1, Math.min(echoWaitMs, Math.floor(maxSilenceMs / 5)));
-  return { everyMs: Math.max(1, Math.floor(maxSilenceMs * 0.8) - waitMs), waitMs };
+  // Floors for a max silence of a second or less, where the bound is not kept anyway: at most five echoes a second.
+  const waitMs = Math.max(50, Math.min(echoWaitMs, Math.floor(maxSilenceMs / 5)));
+  return { everyMs: Math.max(200, Math.floor(maxSilenceMs * 0.8) - waitMs), waitMs };
 }
 /** At most one line per kind of failed read per this interval (ms); the counter has them all. */
 const READ_FAILURE_LOG_INTERVAL_MS = 30_000;
