@@ -36,6 +36,20 @@ const READ_BATCH = 500;
  * it started minus this much (ms): room for the store's clock to be behind ours.
  */
 export const START_CLOCK_SLACK_MS = 60_000;
+/**
+ * The keep-alive of a proven subscription, from `--fleet-invalidation-max-silence-ms`: an echo is
+ * sent when the subscription delivered nothing for `everyMs`, and waited for `waitMs`; missed, the
+ * log is read at once. A socket that died silently right after the last echo is found out by
+ * `everyMs + waitMs` = 4/5 of the max silence, and the read takes what was missed then: a
+ * revocation acknowledged elsewhere is applied here within the max silence (its read permitting).
+ * Idle, that is one PUBLISH every `everyMs` (3 s at the default 5 s). Below a max silence of about
+ * 1.25 s the floors (an echo at most every 200 ms, a wait of at least 50 ms) take over.
+ */
+export function keepAliveTimings(maxSilenceMs: number, echoWaitMs = 2000): { everyMs: number; waitMs: number } {
+  // Floors for a max silence of a second or less, where the bound is not kept anyway: at most five echoes a second.
+  const waitMs = Math.max(50, Math.min(echoWaitMs, Math.floor(maxSilenceMs / 5)));
+  return { everyMs: Math.max(200, Math.floor(maxSilenceMs * 0.8) - waitMs), waitMs };
+}
 /** At most one line per kind of failed read per this interval (ms); the counter has them all. */
 const READ_FAILURE_LOG_INTERVAL_MS = 30_000;
 
@@ -66,6 +80,13 @@ export interface FleetInvalidationOptions {
   readonly quietPollIntervalMs?: number;
   /** Default `INVALIDATION_ECHO_WAIT_MS` (see {@link SubscriptionProof}). */
   readonly echoWaitMs?: number;
+  /**
+   * How long the subscription may go without delivering anything before a keep-alive echo is sent
+   * (ms); default {@link keepAliveTimings}: with its wait, less than `maxSilenceMs`.
+   */
+  readonly keepAliveMs?: number;
+  /** How long a keep-alive's echo may take (ms); default {@link keepAliveTimings}. */
+  readonly keepAliveWaitMs?: number;
   /** Default {@link INVALIDATION_REORDER_GRACE_MS}. */
   readonly reorderGraceMs?: number;
   /** Epoch ms (when this replica started: see {@link START_CLOCK_SLACK_MS}). */
@@ -87,14 +108,19 @@ type Ahead = { readonly entry: VerifiedEntry } | { readonly own: AppendedPlace }
  * id applies it with no read. One that has not got that id yet holds the nudge for
  * {@link INVALIDATION_REORDER_GRACE_MS} (two appends close together may be announced in the
  * opposite order), then reads the log from its position, as it does at once when the nudge does
- * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. This
- * replica's own entry moves it on from the append's answer, unread.
+ * not verify: a forged or reordered nudge costs a read at most, never an entry skipped. The
+ * revocation of a verified nudge held ahead is applied as it is when that read fails (or at once,
+ * while reads are failing): a purge commutes with any other and repeating one is harmless; only
+ * the position waits for the log. This replica's own entry moves it on from the append's answer, unread.
  *
  * While the subscription is proven up (a read that reached the head was echoed back on it, and
  * nothing since broke a connection or showed a nudge missing) and the replica missed nothing, it
  * reads the log only every {@link INVALIDATION_QUIET_POLL_INTERVAL_MS}; otherwise every
  * {@link INVALIDATION_POLL_INTERVAL_MS}, as on every nudge that shows a gap, every reconnect and
- * every restore. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
+ * every restore. A proof holds only while the subscription keeps delivering: when it has delivered
+ * nothing for a while, a keep-alive echo (one PUBLISH) proves it again, and one that does not come
+ * back ends the proof and reads the log at once (see {@link keepAliveTimings}): a subscriber socket
+ * that died silently costs at most the max silence, not the quiet poll. A stall, a reconnect or a failover that lost nothing costs no cache: the replica
  * reads what it missed. It purges everything only when it cannot tell what it missed (the log
  * restarted empty, it fell behind the log's retention, an entry after its position was removed
  * however it was removed, a failover rewound the log, an entry it cannot read, an entry whose MAC
@@ -122,11 +148,15 @@ export class FleetInvalidation implements RevocationPublisher {
   private held: Held[] = [];
   private readonly appending = new Set<Promise<AppendedPlace>>();
   private timer: NodeJS.Timeout | undefined;
+  private keepAliveTimer: NodeJS.Timeout | undefined;
+  private readonly keepAliveMs: number;
+  private readonly keepAliveWaitMs: number;
   private closed = false;
   private readonly startedAtMs: number;
   /**
    * performance.now() up to which everything written was applied (or purged for), while the
-   * subscription is not proven up; while it is, that is now.
+   * subscription is not proven up; while it is, that is the last thing it delivered (the proof's
+   * `lastHeard`, kept fresh by the keep-alive).
    */
   private caughtUpAt = performance.now();
   /** Whether nudges are the whole log: the subscription proven up, nothing missed since. */
@@ -135,6 +165,15 @@ export class FleetInvalidation implements RevocationPublisher {
   private announced: string | null = null;
   /** Nudges (verified) and own appends that came ahead of an entry this replica has not got, by id. */
   private readonly ahead = new Map<string, Ahead>();
+  /**
+   * Verified entries that came ahead and whose grace ended: the read that follows applies them in
+   * order; if it fails, they are applied as they are (see {@link applyHeard}).
+   */
+  private readonly heardAhead = new Map<string, VerifiedEntry>();
+  /** Ids (this epoch) of entries applied from their nudge ahead of the position: not applied again when reached. */
+  private readonly appliedAhead = new Set<string>();
+  /** The last read failed: a verified revocation heard ahead is applied at once. */
+  private readsFailing = false;
   private graceTimer: NodeJS.Timeout | undefined;
   private readonly failureLog = new RateLimiter(READ_FAILURE_LOG_INTERVAL_MS);
 
@@ -142,6 +181,9 @@ export class FleetInvalidation implements RevocationPublisher {
     if (!(options.maxSilenceMs > 0)) throw new RangeError('FleetInvalidation: maxSilenceMs must be > 0');
     this.replicaId = options.replicaId ?? randomUUID();
     this.startedAtMs = (options.now ?? Date.now)();
+    const keepAlive = keepAliveTimings(options.maxSilenceMs, options.echoWaitMs);
+    this.keepAliveMs = options.keepAliveMs ?? keepAlive.everyMs;
+    this.keepAliveWaitMs = options.keepAliveWaitMs ?? keepAlive.waitMs;
     options.metrics.bypassed.set(0);
     options.metrics.subscribed.set(0);
     this.proof = new SubscriptionProof({
@@ -194,6 +236,7 @@ export class FleetInvalidation implements RevocationPublisher {
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.keepAliveTimer);
     clearTimeout(this.graceTimer);
     this.proof.close();
   }
@@ -219,6 +262,40 @@ export class FleetInvalidation implements RevocationPublisher {
     const ms = this.proof.isLive ? (this.options.quietPollIntervalMs ?? INVALIDATION_QUIET_POLL_INTERVAL_MS) : (this.options.pollIntervalMs ?? INVALIDATION_POLL_INTERVAL_MS);
     this.timer = setTimeout(() => void this.catchUp(), ms);
     this.timer.unref();
+    this.armKeepAlive();
+  }
+
+  /** While the subscription is proven up: a keep-alive once it has delivered nothing for {@link keepAliveMs}. */
+  private armKeepAlive(): void {
+    clearTimeout(this.keepAliveTimer);
+    if (this.closed || this.inStart || !this.proof.isLive) return;
+    const due = this.proof.lastHeard + this.keepAliveMs - performance.now();
+    this.keepAliveTimer = setTimeout(() => this.keepAlive(), Math.max(due, 0));
+    this.keepAliveTimer.unref();
+  }
+
+  /**
+   * Nothing tells a subscriber socket that died silently (no RST: a NAT or conntrack entry lost)
+   * from a quiet one: every nudge published since goes nowhere, and the quiet poll is 30 s away.
+   * An echo on this replica's own channel (one PUBLISH) proves it delivers; one that does not come
+   * back in time ends the proof, and the log is read at once (see {@link keepAliveTimings}).
+   */
+  private keepAlive(): void {
+    if (this.closed || !this.proof.isLive) return;
+    // A read in flight proves as much (its echo), or fails; either way it schedules the next one.
+    if (this.running) return;
+    if (performance.now() - this.proof.lastHeard < this.keepAliveMs) return this.armKeepAlive();
+    const ticket = this.proof.ticket(randomUUID());
+    const sent = this.proof.keepAlive(ticket, this.keepAliveWaitMs, (proven) => {
+      if (this.closed) return;
+      if (proven) this.armKeepAlive();
+      else {
+        this.options.metrics.keepAliveMisses.inc();
+        void this.catchUp();
+      }
+    });
+    if (!sent) return void (this.keepAliveTimer = setTimeout(() => this.keepAlive(), this.keepAliveWaitMs).unref());
+    this.options.log.echo(ticket.token).catch(() => this.proof.echoFailed(ticket.token));
   }
 
   private async read(): Promise<void> {
@@ -241,13 +318,17 @@ export class FleetInvalidation implements RevocationPublisher {
       } catch (err) {
         // The next nudge, poll or restore reads again from the same position.
         this.reading = false;
+        this.readsFailing = true;
         this.readFailed(err, ticket.sentAt);
+        this.applyHeard();
         this.drain();
         return;
       }
       this.reading = false;
+      this.readsFailing = false;
       const more = this.apply(page);
       this.settleAhead();
+      this.forgetReadPast();
       if (!more) this.reachedHead(ticket);
       this.drain();
       if (!more && !this.again) return;
@@ -280,6 +361,12 @@ export class FleetInvalidation implements RevocationPublisher {
       void this.catchUp();
       return;
     }
+    if (item.nudge.bare) {
+      // An entry was written that was not announced with itself: read it.
+      metrics.nudges.inc({ outcome: 'bare' });
+      void this.catchUp();
+      return;
+    }
     // Nothing a nudge says is believed before its MAC verifies (anyone who can publish can send one),
     // not even where it stands: ids are compared only within this replica's epoch, which the MAC
     // covers. One that does not verify only makes this replica read (the log tells a new epoch).
@@ -302,7 +389,11 @@ export class FleetInvalidation implements RevocationPublisher {
     }
     if (step === 'gap') {
       this.ahead.set(at.id, item);
-      if ('entry' in item) this.announced = item.entry.id;
+      if ('entry' in item) {
+        if (this.announced === null || this.options.log.compareIds(item.entry.id, this.announced) > 0) this.announced = item.entry.id;
+        // While the log cannot be read, what the nudge says is all this replica will hear of it.
+        if (this.readsFailing) this.applyAhead(item.entry);
+      }
       if (this.graceTimer === undefined) {
         this.graceTimer = setTimeout(() => this.graceEnded(), this.options.reorderGraceMs ?? INVALIDATION_REORDER_GRACE_MS);
         this.graceTimer.unref();
@@ -313,6 +404,7 @@ export class FleetInvalidation implements RevocationPublisher {
     if ('entry' in item) {
       this.proof.heard();
       if (item.entry.origin === this.replicaId) metrics.nudges.inc({ outcome: 'own' });
+      else if (this.appliedAhead.delete(item.entry.id)) metrics.nudges.inc({ outcome: 'applied' });
       else {
         applyTo(this.options.local, item.entry.revocation);
         metrics.received.inc({ scope: item.entry.revocation.scope });
@@ -346,10 +438,41 @@ export class FleetInvalidation implements RevocationPublisher {
   private graceEnded(): void {
     this.graceTimer = undefined;
     if (this.ahead.size === 0) return;
-    for (const item of this.ahead.values()) if ('entry' in item) this.options.metrics.nudges.inc({ outcome: 'gap' });
+    for (const item of this.ahead.values()) {
+      if (!('entry' in item)) continue;
+      this.options.metrics.nudges.inc({ outcome: 'gap' });
+      // Verified: a revocation this replica holds. The read applies it in order; if the read fails, it is applied as it is.
+      if (!this.appliedAhead.has(item.entry.id)) this.heardAhead.set(item.entry.id, item.entry);
+    }
     this.ahead.clear();
     this.proof.missing();
     void this.catchUp();
+  }
+
+  /**
+   * A read failed: the verified revocations heard ahead of the position (their nudges showed a
+   * gap) are applied now, as they are; a purge commutes with any other and repeating one is
+   * harmless. Only the position waits for the log.
+   */
+  private applyHeard(): void {
+    for (const entry of this.heardAhead.values()) this.applyAhead(entry);
+    this.heardAhead.clear();
+    for (const item of this.ahead.values()) if ('entry' in item) this.applyAhead(item.entry);
+  }
+
+  private applyAhead(entry: VerifiedEntry): void {
+    if (entry.origin === this.replicaId || this.appliedAhead.has(entry.id)) return;
+    this.appliedAhead.add(entry.id);
+    applyTo(this.options.local, entry.revocation);
+    this.options.metrics.received.inc({ scope: entry.revocation.scope });
+  }
+
+  /** After a read: what was heard ahead and is now read past was applied from the log (or by its nudge). */
+  private forgetReadPast(): void {
+    const { log } = this.options;
+    const past = (id: string): boolean => this.position !== null && log.step(this.position, { id, previous: id }) === 'stale';
+    for (const id of this.heardAhead.keys()) if (past(id)) this.heardAhead.delete(id);
+    for (const id of this.appliedAhead) if (past(id) && !this.ahead.has(id)) this.appliedAhead.delete(id);
   }
 
   /** This replica's own entry, as the append's answer placed it: the next one moves it on unread. */
@@ -395,9 +518,11 @@ export class FleetInvalidation implements RevocationPublisher {
       logger.warn({ event: 'cache_invalidation_read_failed', kind, code: label, suppressed }, `could not read the invalidation log (${kind}): ${(err as Error)?.message ?? String(err)}`);
     }
     const now = performance.now();
-    // Up to now the subscription carried everything (a failed read shows no nudge missing): the
-    // silence counts from here, and the reads go on every second until one gets through.
-    this.proof.lost(now);
+    // The subscription carried everything up to the last thing it delivered in order (a nudge, an
+    // echo: kept fresh by the keep-alive), not up to now: a read that gets no answer may mean its
+    // socket died silently, and the subscriber's with it. The silence counts from there, and the
+    // reads go on every second until one gets through.
+    this.proof.lost(this.proof.lastHeard);
     // The store answered after this read was sent (its refusal, or another command): it serves
     // others, who may have had a revocation acknowledged that this replica cannot read.
     const storeAnswers = log.answeredSince(sentAt);
@@ -463,6 +588,8 @@ export class FleetInvalidation implements RevocationPublisher {
         continue;
       }
       if (entry.origin === this.replicaId) continue;
+      // Applied already from its nudge, heard ahead while the log could not be read.
+      if (this.appliedAhead.delete(entry.id)) continue;
       applyTo(this.options.local, entry.revocation);
       this.options.metrics.received.inc({ scope: entry.revocation.scope });
     }
@@ -474,8 +601,10 @@ export class FleetInvalidation implements RevocationPublisher {
 
   private restartAt(page: InvalidationPage, cause: CatchUpPurgeCause): boolean {
     this.purgeAll(cause);
-    // What was held ahead was placed in the log this replica no longer follows.
+    // What was held ahead was placed in the log this replica no longer follows (and the purge covers it).
     this.ahead.clear();
+    this.heardAhead.clear();
+    this.appliedAhead.clear();
     this.epoch = page.epoch;
     this.position = page.head;
     return false;

@@ -17,7 +17,7 @@ export { DecisionService, type CheckTransport, type DecideOptions, type Decision
 export { PRE_EVALUATION_REASONS, type Answer, type CheckRequest, type DecisionSource, type DenyAnswer, type DenyBody } from './types.js';
 export { UpstreamClient, MAX_UPSTREAM_BODY_BYTES } from './upstream-client.js';
 export { CacheTrust } from './cache-trust.js';
-export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, INVALIDATION_QUIET_POLL_INTERVAL_MS, INVALIDATION_REORDER_GRACE_MS, type FleetInvalidationOptions } from './fleet-invalidation.js';
+export { FleetInvalidation, INVALIDATION_POLL_INTERVAL_MS, INVALIDATION_QUIET_POLL_INTERVAL_MS, INVALIDATION_REORDER_GRACE_MS, keepAliveTimings, type FleetInvalidationOptions } from './fleet-invalidation.js';
 export { INVALIDATION_ECHO_WAIT_MS } from './subscription-proof.js';
 export type { AppendedPlace, InvalidationEntry, InvalidationLog, InvalidationNudge, InvalidationPage, ReadOptions, Step } from './invalidation-log.js';
 export { chainSubject, entrySealer, sealSubject, type ChainedPlace, type EntryMacs, type EntryPlace, type EntrySealer } from './invalidation-seal.js';

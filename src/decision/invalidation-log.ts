@@ -32,6 +32,11 @@ export interface InvalidationNudge {
     /** The MAC over the entry's chained place (see `chainSubject`), under the reader's own epoch. */
     readonly chain: string | null;
   } | null;
+  /**
+   * A bare nudge, with no entry: an appender whose entry was written but not replicated in time
+   * (`--redis-wait-replicas`) says "read the log" (the append was answered 503).
+   */
+  readonly bare?: boolean;
 }
 
 /** Where {@link InvalidationLog.append} put an entry: its epoch, its id and the id that was the log's last before it. */
@@ -107,12 +112,19 @@ export interface InvalidationLog {
    * has no position yet; `trimmed` when some written since then are gone.
    */
   readSince(sinceMs: number, max: number, options?: ReadOptions): Promise<InvalidationPage>;
-  /** How an entry stands to `position` (see {@link Step}). */
+  /** Orders two entry ids of one epoch: negative when `a` came first, 0 when the same, positive after. */
+  compareIds(a: string, b: string): number;
+    /** How an entry stands to `position` (see {@link Step}). */
   step(position: string, entry: { readonly id: string; readonly previous: string }): Step;
   /** Subscribes: `listener` hears every nudge (and {@link onEcho} its echoes). Best effort: see {@link onDisturbed}. */
   onAppended(listener: (nudge: InvalidationNudge) => void): Promise<void>;
   /** `listener` hears the echo tokens of this reader's reads, as its subscription delivers them. */
   onEcho(listener: (token: string) => void): void;
+  /**
+   * Publishes `token` on this reader's echo channel alone (what {@link onEcho} hears): a keep-alive
+   * of the subscription, no read. Rejects when it is not known to be published.
+   */
+  echo(token: string): Promise<void>;
   /** `hook` runs when the store answers again after it did not. */
   onRestored(hook: () => void): void;
   /**

@@ -17,8 +17,8 @@ export type LogReadFailure = 'refused' | 'no_answer';
  * (at or before the position: already read past), `gap` (something before it was missed: the log
  * is read), `unverified` (no entry, or one whose MAC does not verify: the log is read).
  */
-export type NudgeOutcome = 'applied' | 'own' | 'stale' | 'gap' | 'unverified';
-export const NUDGE_OUTCOMES: readonly NudgeOutcome[] = ['applied', 'own', 'stale', 'gap', 'unverified'];
+export type NudgeOutcome = 'applied' | 'own' | 'stale' | 'gap' | 'unverified' | 'bare';
+export const NUDGE_OUTCOMES: readonly NudgeOutcome[] = ['applied', 'own', 'stale', 'gap', 'unverified', 'bare'];
 
 export interface InvalidationMetrics {
   readonly published: Counter<'outcome'>;
@@ -33,6 +33,8 @@ export interface InvalidationMetrics {
   readonly nudges: Counter<'outcome'>;
   /** 1 while this replica's subscription is proven up and it has missed nothing: it reads the log only every quiet poll. */
   readonly subscribed: Gauge;
+  /** Keep-alive echoes of a proven subscription that did not come back in time (or could not be sent): the log was read at once. */
+  readonly keepAliveMisses: Counter;
 }
 
 /** Declares the fan-out's metrics against an injected registry. */
@@ -83,6 +85,11 @@ export function createInvalidationMetrics(registry: Registry): InvalidationMetri
     subscribed: new Gauge({
       name: `${METRIC_PREFIX}cache_invalidation_subscribed`,
       help: '1 while this replica\'s subscription to revocations is proven up (a read of the invalidation log was echoed back on it) and it has missed none: it then reads the log every 30 s instead of every second.',
+      registers,
+    }),
+    keepAliveMisses: new Counter({
+      name: `${METRIC_PREFIX}cache_invalidation_keepalive_misses_total`,
+      help: 'Keep-alive echoes of a proven subscription that did not come back in time or could not be sent (its socket may have died silently): the invalidation log was read at once.',
       registers,
     }),
   };

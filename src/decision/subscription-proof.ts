@@ -20,6 +20,14 @@ export interface ProofTicket {
   readonly sentAt: number;
 }
 
+/** An echo still to come: a read's, or a keep-alive's (`settled` hears how it ended). */
+interface Awaited {
+  readonly token: string;
+  readonly disturbances: number;
+  timer?: NodeJS.Timeout;
+  readonly settled?: (proven: boolean) => void;
+}
+
 /**
  * Whether a replica's subscription carries every revocation published, so that nudges are the
  * whole log (see `FleetInvalidation`). Redis delivers each message to every subscriber connected
@@ -27,6 +35,8 @@ export interface ProofTicket {
  * a read that reached the head of the log (published by the read itself, so everything appended
  * after the read arrives as a nudge), and is no proof of anything from the moment a connection
  * broke or moved, a nudge shows one missing, a read fails, or an echo does not come back in time.
+ * Nothing tells a socket that died silently (no RST) apart from a quiet one but traffic: so the
+ * proof is kept fresh by keep-alive echoes ({@link keepAlive}), and is no proof past the last one.
  */
 export class SubscriptionProof {
   private live = false;
@@ -35,7 +45,7 @@ export class SubscriptionProof {
   /** Connections broken or moved so far: an echo proves only the subscription it was sent on. */
   private disturbances = 0;
   /** The echo of the last read that reached the head, still to come. */
-  private awaited: { readonly token: string; readonly disturbances: number; timer?: NodeJS.Timeout } | null = null;
+  private awaited: Awaited | null = null;
   private lastEcho: string | null = null;
   private closed = false;
 
@@ -43,6 +53,15 @@ export class SubscriptionProof {
 
   get isLive(): boolean {
     return this.live;
+  }
+
+  /**
+   * performance.now() when the subscription last delivered something in order (a nudge applied, an
+   * echo): the moment up to which it is known to have carried everything. A socket that died
+   * silently (no RST: a NAT or conntrack entry lost) delivers nothing after it, and says nothing.
+   */
+  get lastHeard(): number {
+    return this.heardAt;
   }
 
   /** For a read about to be sent. */
@@ -74,11 +93,36 @@ export class SubscriptionProof {
     this.options.changed(false, since);
   }
 
+  /**
+   * A keep-alive: `ticket`'s token is published on this reader's echo channel alone (one PUBLISH,
+   * no read). Heard back within `waitMs`, the subscription was up when it was published; not heard,
+   * or the publish failed ({@link echoFailed}), it is no proof of anything since {@link lastHeard}.
+   * False (nothing sent for it) while a read's echo is still to come: that one proves as much.
+   */
+  keepAlive(ticket: ProofTicket, waitMs: number, settled: (proven: boolean) => void): boolean {
+    if (this.awaited || !this.live || this.closed || ticket.disturbances !== this.disturbances) return false;
+    const awaited: Awaited = { token: ticket.token, disturbances: ticket.disturbances, settled };
+    this.awaited = awaited;
+    awaited.timer = setTimeout(() => this.echoFailed(ticket.token), waitMs);
+    awaited.timer.unref();
+    return true;
+  }
+
+  /** A keep-alive's echo did not come in time, or its publish failed: the subscription carried everything up to the last thing it delivered. */
+  echoFailed(token: string): void {
+    const awaited = this.awaited;
+    if (awaited?.token !== token || !awaited.settled) return;
+    clearTimeout(awaited.timer);
+    this.awaited = null;
+    this.lost(this.heardAt);
+    awaited.settled?.(false);
+  }
+
   /** A read sent with `ticket` reached the head: its echo, heard (before or after), proves the subscription. */
   readReachedHead(ticket: ProofTicket): void {
     this.forget();
     if (ticket.disturbances !== this.disturbances) return;
-    const awaited: { token: string; disturbances: number; timer?: NodeJS.Timeout } = { token: ticket.token, disturbances: ticket.disturbances };
+    const awaited: Awaited = { token: ticket.token, disturbances: ticket.disturbances };
     if (this.lastEcho === ticket.token) return this.proven(awaited);
     this.awaited = awaited;
     awaited.timer = setTimeout(() => {
@@ -105,11 +149,12 @@ export class SubscriptionProof {
     this.awaited = null;
   }
 
-  private proven(awaited: { readonly disturbances: number; timer?: NodeJS.Timeout }): void {
+  private proven(awaited: Awaited): void {
     clearTimeout(awaited.timer);
     if (this.awaited === awaited) this.awaited = null;
     if (awaited.disturbances !== this.disturbances || this.closed) return;
     this.heardAt = performance.now();
+    awaited.settled?.(true);
     if (this.live) return;
     this.live = true;
     this.options.changed(true, this.heardAt);

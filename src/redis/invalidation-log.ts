@@ -39,6 +39,11 @@ const APPEND_PLACE_SEQS = 2;
 export const INVALIDATION_ENTRY_MAX_BYTES = 16_384;
 /** The first element of a nudge that carries its entry (a bare stream id is a nudge of an older version). */
 const NUDGE_VERSION = 'e1';
+/**
+ * A nudge with no entry: an entry was written whose own nudge was not published (its replication
+ * did not complete in time). Readers of an older version take it, like any message, as "read the log".
+ */
+export const BARE_NUDGE = '["r"]';
 
 /**
  * A reader's position: the stream id it read last and that entry's rank among all entries ever
@@ -70,6 +75,7 @@ export function nudgeMessage(place: ChainedPlace, origin: string, revocation: Re
 
 /** A nudge as published, unchecked; `entry` null for anything that is not one of {@link nudgeMessage}'s. */
 export function parseNudge(message: string): InvalidationNudge {
+  if (message === BARE_NUDGE) return { entry: null, bare: true };
   if (message.length > INVALIDATION_ENTRY_MAX_BYTES || !message.startsWith(`["${NUDGE_VERSION}"`)) return { entry: null };
   let fields: unknown;
   try {
@@ -136,7 +142,8 @@ export class RedisInvalidationLog implements InvalidationLog {
    * where it lands (when every place was taken first, new ones are sealed for, at most
    * {@link APPEND_TRIES} times); then, once it is written (and replicated, with `--redis-wait-replicas`: a reader that
    * applies it unread then holds nothing a failover can take back), publishes the nudge: the entry
-   * and the id the append found last before it, sealed by `seal.chain`.
+   * and the id the append found last before it, sealed by `seal.chain`. When the replicas did not
+   * acknowledge it in time, a bare nudge ({@link BARE_NUDGE}): every reader reads the log.
    */
   append(origin: string, revocation: Revocation, seal: EntrySealer, after: string | null): Promise<AppendedPlace> {
     const user = revocation.scope === 'user' ? revocation.userReference : '';
@@ -164,7 +171,15 @@ export class RedisInvalidationLog implements InvalidationLog {
           throw new RedisError('ERR_REDIS_REPLY', `the invalidation log took no entry in ${APPEND_TRIES} tries (its places taken first)`);
         }
       }
-      await waitForReplicas(c, this.options);
+      try {
+        await waitForReplicas(c, this.options);
+      } catch (err) {
+        // The entry is in the log, not (known to be) on the replicas: no reader may apply it unread
+        // (a failover could take it back), but every one must read it now, not at its quiet poll
+        // (the append is answered 503 and retried; meanwhile others may be answered 200 for later ones).
+        await c.sendCommand(['PUBLISH', this.channel, BARE_NUDGE]).catch(() => undefined);
+        throw err;
+      }
       await c.sendCommand(['PUBLISH', this.channel, nudgeMessage(placed, origin, revocation, seal.chain(placed))]);
       return placed;
     });
@@ -224,6 +239,10 @@ export class RedisInvalidationLog implements InvalidationLog {
     };
   }
 
+  compareIds(a: string, b: string): number {
+    return compareStreamIds(a, b);
+  }
+
   step(position: string, entry: { readonly id: string; readonly previous: string }): Step {
     const at = decode(position);
     if (!isStreamId(entry.id) || compareStreamIds(entry.id, at.id) <= 0) return 'stale';
@@ -244,6 +263,10 @@ export class RedisInvalidationLog implements InvalidationLog {
 
   onEcho(listener: (token: string) => void): void {
     this.echoListeners.push(listener);
+  }
+
+  async echo(token: string): Promise<void> {
+    await this.connection.call('invalidate_echo', (c) => c.sendCommand(['PUBLISH', this.echoChannel, token]));
   }
 
   onRestored(hook: () => void): void {

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { RedisTargetSpec } from '../../src/redis/index.js';
 import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
-import { count, invalidationReplica, redisWithUser, single } from './room.js';
+import { count, holdingPublishes, invalidationReplica, redisWithUser, single } from './room.js';
 
 /**
  * Whoever can write to Redis must not keep a revoked ALLOW alive: every entry removed after a
@@ -112,7 +112,40 @@ describe('every entry removed after a replica position makes it purge (counted a
 
     await vi.waitFor(() => expect(b.rec.calls).toContain('all'), { timeout: 10_000 });
     expect(await count(b.metrics.purges, { cause: 'deleted' })).toBe(1);
-    expect(b.rec.calls).not.toContain('user:erin');
+    // Its nudge verified: erin's revocation was applied when heard, reads failing (before: held,
+    // dropped, and covered only by the purge once b could read again).
+    expect(b.rec.calls).toStrictEqual(['user:seen', 'user:erin', 'all']);
+  });
+
+  it("two nudges showing a gap, the newer heard first, the newer's entry deleted without trace: the read must find the newest announced (not the last heard), so the replica purges", async () => {
+    const prefix = fx.redis.prefix();
+    const publishes = holdingPublishes();
+    const a = await invalidationReplica(single(fx.redis.url), { prefix, opened, maxSilenceMs: 60_000, through: publishes.through });
+    const b = await replica(prefix, single(fx.redis.url), { quietPollIntervalMs: 600_000 });
+    const seen = a.fleet.publish({ scope: 'user', userReference: 'seen' });
+    await vi.waitFor(() => expect(publishes.held).toHaveLength(1), { timeout: 10_000 });
+    publishes.held[0]!.send();
+    await seen;
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:seen']), { timeout: 10_000 });
+
+    // Three appends, each nudge held: the first never published (its appender answered 503).
+    const appended: Promise<unknown>[] = [];
+    let before: Record<string, unknown> = {};
+    for (const [i, user] of ['missed', 'older', 'newest'].entries()) {
+      if (user === 'newest') before = await info(fx.admin, a.stream);
+      appended.push(a.fleet.publish({ scope: 'user', userReference: user }).catch(() => undefined));
+      await vi.waitFor(() => expect(publishes.held).toHaveLength(i + 2), { timeout: 10_000 });
+    }
+    publishes.held[1]!.drop();
+    await deleteNewestWithoutTrace(fx.admin, a.stream, before);
+    // The newest announced first, then the older one: both show b a gap.
+    // (One connection: Redis runs them, and b hears them, in the order they are sent.)
+    publishes.held[3]!.send();
+    publishes.held[2]!.send();
+    await Promise.all(appended);
+    await vi.waitFor(() => expect(b.rec.calls).toContain('all'), { timeout: 10_000 });
+    expect(await count(b.metrics.purges, { cause: 'deleted' })).toBe(1);
+    expect(await count(b.metrics.nudges, { outcome: 'gap' })).toBe(2);
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { spawnRedisServer, useTestRedis } from '../helpers/redis.js';
-import { count, holdingPublishes, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
+import { callsOf, count, holdingPublishes, invalidationReplica, redisWithUser, single, type InvalidationReplicaOptions } from './room.js';
 
 /**
  * The nudge carries the revocation, sealed with the id of the entry before it: a replica whose
@@ -97,6 +97,34 @@ describe('a nudge carries the revocation', () => {
   });
 });
 
+describe('an entry the Redis replicas did not acknowledge in time (--redis-wait-replicas)', () => {
+  it('is announced with a bare nudge: a replica whose subscription is proven up reads it at once, not at its quiet poll', async () => {
+    const { adminOn } = await import('../helpers/redis.js');
+    const primary = await spawnRedisServer();
+    opened.push({ close: () => primary.stop() });
+    const lagging = await spawnRedisServer({ args: ['--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port)] });
+    opened.push({ close: async () => (lagging.thaw(), lagging.stop()) });
+    const admin = await adminOn(primary.url);
+    opened.push({ close: async () => admin.destroy() });
+    await vi.waitFor(async () => expect(String(await admin.sendCommand(['INFO', 'replication']))).toMatch(/state=online/), { timeout: 20_000 });
+    const prefix = fx.redis.prefix();
+    const a = await replica(prefix, { url: primary.url, waitReplicas: 1, waitTimeoutMs: 300 });
+    const b = await replica(prefix, { url: primary.url, quietPollIntervalMs: 600_000 });
+    await vi.waitFor(() => expect(count(b.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    await a.fleet.publish({ scope: 'user', userReference: 'replicated' });
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:replicated']), { timeout: 10_000 });
+    const reads = await b.reads();
+
+    // The replica freezes: still in sync by its last acknowledgement (lag <= 2 s), WAIT times out.
+    lagging.freeze();
+    await expect(a.fleet.publish({ scope: 'user', userReference: 'unreplicated' })).rejects.toThrow(/acknowledged/);
+    await vi.waitFor(() => expect(b.rec.calls).toStrictEqual(['user:replicated', 'user:unreplicated']), { timeout: 10_000 });
+    expect(await count(b.metrics.nudges, { outcome: 'bare' })).toBe(1);
+    expect(await b.reads()).toBeGreaterThan(reads);
+    expect(await count(b.metrics.purges)).toBe(0);
+  });
+});
+
 describe('appends sealed for the same millisecond', () => {
   // A bulk revocation reaches many replicas at once, and each seals its entry for the store's
   // millisecond as it sees it. Before, an append offered one id: of those reaching Redis together
@@ -146,11 +174,13 @@ describe('the subscription up and the log unreadable are different states', () =
     expect(await count(b.metrics.bypassed)).toBe(1);
     expect(await count(b.metrics.subscribed)).toBe(0);
     expect(await count(b.metrics.readFailures, { kind: 'refused' })).toBeGreaterThanOrEqual(1);
-    expect(b.rec.calls).toStrictEqual([]);
+    // The nudge that showed the gap verified: its revocation was applied once the read failed (before: held 250 ms, then dropped).
+    expect(b.rec.calls).toStrictEqual(['user:next']);
 
     await admin.sendCommand(['ACL', 'SETUSER', 'b', '+xinfo']);
     await vi.waitFor(() => expect(b.trust.trusted).toBe(true), { timeout: 10_000 });
-    expect(b.rec.calls).toStrictEqual(['user:unannounced', 'user:next']);
+    // The read applies what it missed, and not again what the nudge applied.
+    expect(b.rec.calls).toStrictEqual(['user:next', 'user:unannounced']);
     expect(await count(b.metrics.bypassed)).toBe(0);
     await vi.waitFor(() => expect(count(b.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
   });
@@ -188,5 +218,38 @@ describe('an idle replica', () => {
     const perPoll = total / reads;
     expect(perPoll).toBeLessThanOrEqual(5.5);
     expect(perPoll / (INVALIDATION_QUIET_POLL_INTERVAL_MS / 1000)).toBeLessThanOrEqual(0.2);
+  });
+
+  it('keeps its proof between quiet polls with a keep-alive echo: one PUBLISH each time nothing was heard for 4/5 of --fleet-invalidation-max-silence-ms less the echo wait (3 s at the default 5 s): 0.5 commands a second in all at the defaults', async () => {
+    const { INVALIDATION_QUIET_POLL_INTERVAL_MS, keepAliveTimings } = await import('../../src/decision/index.js');
+    const { adminOn } = await import('../helpers/redis.js');
+    const own = await spawnRedisServer();
+    opened.push({ close: () => own.stop() });
+    const admin = await adminOn(own.url);
+    opened.push({ close: async () => admin.destroy() });
+    // The quiet poll out of the way, the connection's own checks as the sidecar wires them.
+    const maxSilenceMs = 1000;
+    const r = await replica(fx.redis.prefix(), { url: own.url, maxSilenceMs, quietPollIntervalMs: 600_000, quietHealthIntervalMs: 1_200_000, healthIntervalMs: 1000 });
+    await vi.waitFor(() => expect(count(r.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
+    const stats = async (): Promise<Record<string, number>> => {
+      const text = String(await admin.sendCommand(['INFO', 'commandstats']));
+      return Object.fromEntries([...text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].filter((m) => !['info', 'config', 'client', 'hello'].includes(m[1]!)).map((m) => [m[1]!, Number(m[2])]));
+    };
+    const echoes = () => callsOf(r.redisMetrics, 'invalidate_echo');
+    const [s0, e0, reads0] = [await stats(), await echoes(), await r.reads()];
+    const t0 = performance.now();
+    await vi.waitFor(async () => expect((await echoes()) - e0).toBeGreaterThanOrEqual(6), { timeout: 60_000 });
+    const [s1, sent, elapsed] = [await stats(), (await echoes()) - e0, performance.now() - t0];
+    expect(await r.reads()).toBe(reads0);
+    expect(await count(r.metrics.subscribed)).toBe(1);
+    const delta = Object.fromEntries(Object.entries(s1).map(([k, v]) => [k, v - (s0[k] ?? 0)]).filter(([, v]) => (v as number) > 0)) as Record<string, number>;
+    // An echo is a PUBLISH and nothing else; and no more often than the timings say.
+    expect(Object.keys(delta)).toStrictEqual(['publish']);
+    expect(Math.abs(delta.publish! - sent)).toBeLessThanOrEqual(1);
+    expect(elapsed / (sent - 1)).toBeGreaterThanOrEqual(keepAliveTimings(maxSilenceMs).everyMs * 0.9);
+    // At the defaults: a read of five commands every 30 s, and an echo every 3 s.
+    const { everyMs } = keepAliveTimings(5000);
+    expect(everyMs).toBe(3000);
+    expect(5 / (INVALIDATION_QUIET_POLL_INTERVAL_MS / 1000) + 1 / (everyMs / 1000)).toBeLessThanOrEqual(0.5);
   });
 });

@@ -175,6 +175,11 @@ export interface InvalidationReplicaOptions {
   /** Its connection's health check (see {@link connectionTo}). */
   readonly healthIntervalMs?: number;
   readonly quietHealthIntervalMs?: number;
+  /** The keep-alive of its proven subscription (default: from `maxSilenceMs`). */
+  readonly keepAliveMs?: number;
+  /** `--redis-wait-replicas` for its appends (and WAIT's timeout, ms). */
+  readonly waitReplicas?: number;
+  readonly waitTimeoutMs?: number;
 }
 
 /**
@@ -200,7 +205,10 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
   const trust = new CacheTrust();
   const secrets = o.secrets ?? [INVALIDATION_TEST_SECRET];
   const fleet = new FleetInvalidation({
-    log: new RedisInvalidationLog(o.through ? o.through(c.conn) : c.conn, c.keyspace, o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
+    log: new RedisInvalidationLog(o.through ? o.through(c.conn) : c.conn, c.keyspace, {
+      ...(o.maxEntries !== undefined ? { maxEntries: o.maxEntries } : {}),
+      ...(o.waitReplicas !== undefined ? { waitReplicas: o.waitReplicas, waitTimeoutMs: o.waitTimeoutMs ?? 300 } : {}),
+    }),
     local: hook,
     macs: invalidationMacs(() => secrets),
     metrics,
@@ -211,6 +219,7 @@ export async function invalidationReplica(target: RedisTargetSpec | (() => Redis
     ...(o.quietPollIntervalMs !== undefined ? { quietPollIntervalMs: o.quietPollIntervalMs } : {}),
     ...(o.clockSlackMs !== undefined ? { clockSlackMs: o.clockSlackMs } : {}),
     ...(o.replicaId !== undefined ? { replicaId: o.replicaId } : {}),
+    ...(o.keepAliveMs !== undefined ? { keepAliveMs: o.keepAliveMs } : {}),
   });
   await fleet.start();
   o.opened.push({ close: async () => fleet.close() });

@@ -99,6 +99,7 @@ export class StandInInvalidationLog {
           const since = this.kept.filter((k) => k.at >= sinceMs);
           return this.page(since.slice(0, max), this.trimmedAt !== null && this.trimmedAt >= sinceMs, false);
         }),
+      compareIds: (a, b) => Number(a) - Number(b),
       step: (position, entry) => {
         const at = Number(position);
         if (Number(entry.id) <= at) return 'stale';
@@ -106,6 +107,7 @@ export class StandInInvalidationLog {
       },
       onAppended: (listener) => link.subscribe(APPENDED, (nudge: InvalidationNudge) => listener(nudge)),
       onEcho: (listener) => void link.subscribe(echoChannel(link), (token: string) => listener(token)),
+      echo: (token) => link.call('echo', () => echo(token)),
       onRestored: (hook) => link.onRestored(hook),
       onDisturbed: (hook) => link.onDisturbed(hook),
       answeredSince: (since) => performance.now() - link.silentForMs() >= since,
