@@ -29,6 +29,8 @@ export interface ListenerMetrics {
   readonly grpcClosed: Counter<'reason'>;
   /** Bytes of gRPC request messages not yet arrived whole, held now. */
   readonly grpcUnfinishedBytes: Gauge;
+  /** gRPC streams (calls) open now, across all connections. */
+  readonly grpcStreams: Gauge;
   /** Each bounded server, for the open-connections gauge read on scrape. */
   readonly servers: Map<ListenerName, NetServer>;
   /** Each listener's share, for the largest-peer gauge read on scrape. */
@@ -66,6 +68,11 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
     help: 'Bytes of gRPC request messages that have not arrived whole, held now, across all streams (--grpc-max-unfinished-bytes).',
     registers: [registry],
   });
+  const grpcStreams = new Gauge({
+    name: `${METRIC_PREFIX}grpc_streams`,
+    help: 'gRPC streams (calls) open now, across all connections (--grpc-max-streams).',
+    registers: [registry],
+  });
   new Gauge({
     name: `${METRIC_PREFIX}connections`,
     help: 'Connections open now, by listener.',
@@ -87,7 +94,7 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
       for (const [name, share] of shares) this.labels(name).set(share.largestPeer());
     },
   });
-  return { refused, evicted, grpcClosed, grpcUnfinishedBytes, servers, shares };
+  return { refused, evicted, grpcClosed, grpcUnfinishedBytes, grpcStreams, servers, shares };
 }
 
 /**

@@ -60,7 +60,7 @@ export class HealthService {
       if (name === null || !HEALTH_SERVICE_NAMES.includes(name)) call.fail(STATUS.NOT_FOUND, 'unknown service');
       else call.send(this.current());
     },
-    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
+    refused: (why, call) => call.fail(why.problem === 'overload' ? STATUS.UNAVAILABLE : STATUS.INVALID_ARGUMENT, why.detail),
   };
 
   readonly watch: UnaryMethod = {
@@ -74,7 +74,7 @@ export class HealthService {
       call.open();
       call.write(known ? this.current() : SERVICE_UNKNOWN);
     },
-    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
+    refused: (why, call) => call.fail(why.problem === 'overload' ? STATUS.UNAVAILABLE : STATUS.INVALID_ARGUMENT, why.detail),
   };
 
   /** Ends every Watch (status OK, after the last status written), so a drain does not wait for them. */

@@ -20,6 +20,10 @@ export const HEALTH_WATCH_METHOD = '/grpc.health.v1.Health/Watch';
 
 const identity = (b: Buffer): Buffer => b;
 
+/** Health Watches open at once on the listener, and per peer address (each never ends by itself). */
+export const MAX_WATCHES = 64;
+export const MAX_WATCHES_PER_PEER = 16;
+
 /**
  * `Authorization/Check` as a grpc-js client describes it, its messages as raw bytes (read and
  * written by src/grpc/wire.ts): for a client of ours (`check --grpc`). The listener itself does
@@ -87,6 +91,11 @@ export class GrpcListener {
   private readonly deadlines = new DeadlineQueue();
   private readonly connections = new Set<Connection>();
   private readonly bySession = new WeakMap<ServerHttp2Session, Connection>();
+  /** Open streams, across all connections. */
+  private readonly streams = new Set<ServerHttp2Stream>();
+  /** Open Watches by peer, and their sum. */
+  private readonly watchesByPeer = new Map<string, number>();
+  private watches = 0;
   /** The connection being handed to the HTTP/2 server (its 'session' comes synchronously). */
   private handing: Connection | undefined;
   private readonly sweep: NodeJS.Timeout;
@@ -164,16 +173,23 @@ export class GrpcListener {
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
+    this.streams.add(stream);
+    this.o.metrics.grpcStreams.set(this.streams.size);
+    stream.once('close', () => {
+      this.streams.delete(stream);
+      this.o.metrics.grpcStreams.set(this.streams.size);
+    });
     try {
-      this.route(stream, headers);
+      this.route(stream, headers, this.streams.size > this.o.bounds.maxStreams);
     } catch {
       // Nothing of ours throws here by design; a throw must not leave the stream open or end the process.
       if (!stream.destroyed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
     }
   }
 
-  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, overCap: boolean): void {
     const conn = this.bySession.get(stream.session as ServerHttp2Session);
+    const path = headers[':path'] ?? '';
     if (conn !== undefined) {
       const { held } = conn;
       this.gate.share.begin(held);
@@ -185,14 +201,32 @@ export class GrpcListener {
       drainThenCut(stream);
       return;
     }
-    const path = headers[':path'] ?? '';
     const method = this.methods.get(path);
     if (method === undefined) {
       respondStatus(stream, STATUS.UNIMPLEMENTED, `${path.slice(0, 128)} is not served`);
       drainThenCut(stream);
       return;
     }
-    new GrpcCall(stream, headers, method, this.limits, conn?.held.peer ?? peerOf(undefined));
+    const peer = conn?.held.peer ?? peerOf(undefined);
+    if (path === HEALTH_WATCH_METHOD && !overCap) {
+      const mine = this.watchesByPeer.get(peer) ?? 0;
+      if (this.watches >= MAX_WATCHES || mine >= MAX_WATCHES_PER_PEER) {
+        respondStatus(stream, STATUS.UNAVAILABLE, 'the listener holds its most health Watches');
+        drainThenCut(stream);
+        return;
+      }
+      this.watches++;
+      this.watchesByPeer.set(peer, mine + 1);
+      stream.once('close', () => {
+        this.watches--;
+        const n = (this.watchesByPeer.get(peer) ?? 1) - 1;
+        if (n === 0) this.watchesByPeer.delete(peer);
+        else this.watchesByPeer.set(peer, n);
+      });
+    }
+    const call = new GrpcCall(stream, headers, method, this.limits, peer);
+    // Past the cap of open calls: answered at once (a Check a 503 overload denial), never reset.
+    if (overCap) call.shed();
   }
 
   /**
