@@ -15,8 +15,8 @@ const CAP_FLAG: Readonly<Record<ListenerName, string>> = {
 };
 
 /** Why the gRPC listener closed a connection of its own accord (a bounded label). */
-export type GrpcCloseReason = 'preface_timeout' | 'idle_timeout';
-const GRPC_CLOSE_REASONS: readonly GrpcCloseReason[] = ['preface_timeout', 'idle_timeout'];
+export type GrpcCloseReason = 'preface_timeout' | 'idle_timeout' | 'write_timeout';
+const GRPC_CLOSE_REASONS: readonly GrpcCloseReason[] = ['preface_timeout', 'idle_timeout', 'write_timeout'];
 
 /** At most one `connections_refused` (or `connections_evicted`) line per listener per this interval (ms); the rest are counted. */
 const REFUSED_LOG_INTERVAL_MS = 10_000;
@@ -58,7 +58,7 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
   }
   const grpcClosed = new Counter({
     name: `${METRIC_PREFIX}grpc_connections_closed_total`,
-    help: 'gRPC connections closed by the listener: no HTTP/2 preface in time (preface_timeout), no call for too long (idle_timeout).',
+    help: 'gRPC connections closed by the listener: no HTTP/2 preface in time (preface_timeout), no call for too long (idle_timeout), an answer not read in time (write_timeout).',
     labelNames: ['reason'],
     registers: [registry],
   });

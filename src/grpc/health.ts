@@ -77,6 +77,18 @@ export class HealthService {
     refused: (why, call) => call.fail(why.problem === 'overload' ? STATUS.UNAVAILABLE : STATUS.INVALID_ARGUMENT, why.detail),
   };
 
+  /**
+   * Ends the Watches on one connection (status OK), so a connection let go (GOAWAY) closes now
+   * rather than when its Watches would: a Watch never makes a connection busy.
+   */
+  endWatchesOn(session: unknown): void {
+    for (const call of this.watches.keys()) {
+      if (call.stream.session !== session) continue;
+      this.watches.delete(call);
+      call.end();
+    }
+  }
+
   /** Ends every Watch (status OK, after the last status written), so a drain does not wait for them. */
   endWatches(): void {
     this.unsubscribe();

@@ -20,6 +20,13 @@ export const HEALTH_WATCH_METHOD = '/grpc.health.v1.Health/Watch';
 
 const identity = (b: Buffer): Buffer => b;
 
+/**
+ * Time a stream has, once its answer is written whole (its end queued), to be closed: the client
+ * reading it and ending its side. A client that does not read (a zero flow-control window) would
+ * keep the stream, and its connection, open for ever; past this, the stream is reset (CANCEL) and
+ * its connection let go (GOAWAY), counted as `write_timeout`.
+ */
+export const WRITE_DEADLINE_MS = 5000;
 /** Health Watches open at once on the listener, and per peer address (each never ends by itself). */
 export const MAX_WATCHES = 64;
 export const MAX_WATCHES_PER_PEER = 16;
@@ -91,8 +98,8 @@ export class GrpcListener {
   private readonly deadlines = new DeadlineQueue();
   private readonly connections = new Set<Connection>();
   private readonly bySession = new WeakMap<ServerHttp2Session, Connection>();
-  /** Open streams, across all connections. */
-  private readonly streams = new Set<ServerHttp2Stream>();
+  /** Open streams, across all connections: each with when its answer was seen written whole (0: not yet). */
+  private readonly streams = new Map<ServerHttp2Stream, number>();
   /** Open Watches by peer, and their sum. */
   private readonly watchesByPeer = new Map<string, number>();
   private watches = 0;
@@ -173,7 +180,7 @@ export class GrpcListener {
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
-    this.streams.add(stream);
+    this.streams.set(stream, 0);
     this.o.metrics.grpcStreams.set(this.streams.size);
     stream.once('close', () => {
       this.streams.delete(stream);
@@ -190,7 +197,9 @@ export class GrpcListener {
   private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, overCap: boolean): void {
     const conn = this.bySession.get(stream.session as ServerHttp2Session);
     const path = headers[':path'] ?? '';
-    if (conn !== undefined) {
+    // A Watch never makes its connection busy: one holding only Watches may be let go (they end).
+    if (conn !== undefined && path === HEALTH_WATCH_METHOD) conn.held.served = true;
+    else if (conn !== undefined) {
       const { held } = conn;
       this.gate.share.begin(held);
       stream.once('close', () => this.gate.share.end(held));
@@ -244,11 +253,37 @@ export class GrpcListener {
     }
     conn.cutAt = performance.now() + this.closeGraceMs;
     session.close();
+    // Its Watches end now (status OK); with no call open, the GOAWAY is flushed, then the socket freed.
+    this.health.endWatchesOn(session);
+  }
+
+  /**
+   * Streams whose answer was written whole but which have not closed within
+   * {@link WRITE_DEADLINE_MS} (a client not reading): reset, and their connection let go.
+   */
+  private sweepStreams(now: number): void {
+    for (const [stream, answeredAt] of this.streams) {
+      if (answeredAt === 0) {
+        if (stream.writableEnded) this.streams.set(stream, now);
+        continue;
+      }
+      if (now - answeredAt < WRITE_DEADLINE_MS) continue;
+      this.streams.delete(stream);
+      const conn = this.bySession.get(stream.session as ServerHttp2Session);
+      if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+      if (conn !== undefined && conn.cutAt === Infinity) {
+        this.o.metrics.grpcClosed.labels('write_timeout').inc();
+        this.gate.share.release(conn.held);
+        this.letGo(conn);
+      }
+    }
+    this.o.metrics.grpcStreams.set(this.streams.size);
   }
 
   private sweepConnections(): void {
     const now = performance.now();
     const b = this.o.bounds;
+    this.sweepStreams(now);
     for (const conn of this.connections) {
       if (now >= conn.cutAt) conn.socket.destroy();
       else if (conn.cutAt !== Infinity) continue;

@@ -121,4 +121,46 @@ describe('gRPC listener streams', () => {
     await new Promise<void>((resolve) => theirs.once('data', () => resolve()));
     expect(await s.metric('consent_sidecar_grpc_streams')).toBe(17);
   });
+
+  it('a connection with only a Watch open is idle: let go at the cap for a newcomer of the same address, its Watch ended OK', async () => {
+    const { s, target } = await start({ 'grpc-max-connections': '4' });
+    // Four connections, each with one Watch open and nothing else: the listener full, all from 127.0.0.1.
+    const held: Promise<string>[] = [];
+    for (let i = 0; i < 4; i++) {
+      const h = await connectTo(target);
+      const w = rawCall(h, { path: WATCH, chunks: [EMPTY], end: true }).stream;
+      held.push(statusOf(w));
+      await new Promise<void>((resolve) => w.once('response', () => resolve()));
+    }
+    await vi.waitFor(async () => expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBe(4), PATIENTLY);
+    // A newcomer of the same address (Envoy beside a process in the pod): one Watch's connection makes room.
+    expect((await newCallerDecision(target, 'bob')).status?.code ?? 0).toBe(0);
+    expect(await Promise.race(held)).toBe('grpc-status 0');
+    expect(await s.metric('consent_sidecar_connections_evicted_total', { listener: 'grpc', state: 'idle' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a Check whose client never reads its answer (a zero window): the stream reset and its connection let go after the write deadline, counted; a newcomer then answered at the cap', async () => {
+    const { s, target } = await start({ 'grpc-max-connections': '2' });
+    const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+    const req = grpcFrame(checkRequestBytes(checkRequest({ 'x-user-reference': 'carol' }, { configKey: KEY })));
+    const closed: Promise<void>[] = [];
+    for (let i = 0; i < 2; i++) {
+      const h = h2connect(`http://${host}:${port}`, { settings: { initialWindowSize: 0 } });
+      h.on('error', () => undefined);
+      sessions.push(h);
+      closed.push(new Promise((resolve) => h.once('close', () => resolve())));
+      const st = h.request({ ':method': 'POST', ':path': CHECK, 'content-type': 'application/grpc', te: 'trailers' });
+      st.on('error', () => undefined);
+      st.pause();
+      st.end(req);
+      // Answered (headers come: they are not flow-controlled), never read.
+      await new Promise<void>((resolve) => st.once('response', () => resolve()));
+    }
+    // Both connections busy with an answer nobody reads: nothing to make room for a newcomer of their address.
+    expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBe(2);
+    // Past the write deadline: both streams reset, both connections let go (GOAWAY) and closed.
+    await vi.waitFor(async () => expect(await s.metric('consent_sidecar_grpc_connections_closed_total', { reason: 'write_timeout' })).toBe(2), PATIENTLY);
+    await Promise.all(closed);
+    expect((await newCallerDecision(target, 'dave')).status?.code ?? 0).toBe(0);
+  });
 });
