@@ -150,6 +150,9 @@ export class GrpcListener {
   private onConnection(socket: Socket): void {
     // A connection reset before the HTTP/2 server reads it must not be an unhandled 'error'.
     socket.on('error', () => undefined);
+    // Once our side has ended (a GOAWAY sent, then FIN) nothing more can be said on it: the
+    // descriptor is freed at once, not when a peer that keeps its half open would close it.
+    socket.once('finish', () => socket.destroy());
     const held = this.gate.admit(socket, (state) => this.letGo(conn, state));
     if (held === null) return;
     const conn: Connection = { socket, held, acceptedAt: performance.now(), session: undefined, prefaced: false, cutAt: Infinity };

@@ -163,4 +163,30 @@ describe('gRPC listener streams', () => {
     await Promise.all(closed);
     expect((await newCallerDecision(target, 'dave')).status?.code ?? 0).toBe(0);
   });
+
+  it('a peer that fills the cap with prefaced connections it never closes (half-open after the GOAWAY): newcomers from another address are answered, one after another', async () => {
+    const CAP = 8;
+    const { s, port } = await start({ 'grpc-max-connections': String(CAP) });
+    const preface = Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]);
+    const ended: number[] = [];
+    for (let i = 0; i < CAP; i++) {
+      const sock = connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+      sock.on('error', () => undefined);
+      // The server's end (after its GOAWAY) is noted; this side stays open.
+      sock.on('end', () => ended.push(i));
+      sock.resume();
+      sock.write(preface);
+      sockets.push(sock);
+    }
+    await vi.waitFor(async () => expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBe(CAP), PATIENTLY);
+    // Each newcomer keeps its connection; each needs a place the holder gives up (a GOAWAY, its half left open).
+    for (let n = 1; n <= 3; n++) {
+      // The one let go for the newcomer before has had its GOAWAY and the server's end (FIN).
+      await vi.waitFor(() => expect(ended.length).toBeGreaterThanOrEqual(n - 1), PATIENTLY);
+      const h = await connectTo(`127.0.0.1:${port}`, '127.0.0.2');
+      const status = statusOf(rawCall(h, { path: HEALTH_CHECK, chunks: [EMPTY] }).stream);
+      expect(await status, `newcomer ${n}`).toBe('grpc-status 0');
+    }
+    expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBeLessThanOrEqual(CAP);
+  });
 });
