@@ -96,20 +96,23 @@ export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckRep
     request(message, reply) {
       const t0 = performance.now();
       let asked: CheckRequest | undefined;
+      let pending: PendingCheck | undefined;
       try {
         const parsed = parseCheckRequestMessage(message, o.userHeader, o.maxMessageBytes);
         if ('field' in parsed) return answers.answer(reply, rejectedAnswer(parsed), t0, undefined, null);
         asked = parsed;
         const hit = service.cached(asked);
         if (hit) return answers.answer(reply, hit, t0, asked, null);
-        const pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0);
-        deadlines.add(pending);
+        const p = (pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0));
+        deadlines.add(p);
         service.decide(asked, { cacheMissed: true }).then(
-          (a) => pending.answer(a),
-          (err: unknown) => pending.fail(err),
+          (a) => p.answer(a),
+          (err: unknown) => p.fail(err),
         );
       } catch (err) {
-        answers.fail(reply, err, t0, asked, null);
+        // A throw after the deadline was set (decide() itself) is answered by it, once, and its deadline removed.
+        if (pending !== undefined) pending.fail(err);
+        else answers.fail(reply, err, t0, asked, null);
       }
     },
     refused(why: CallRefusal, reply) {
