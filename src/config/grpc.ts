@@ -8,8 +8,10 @@ import type { Reader } from './reader.js';
 export const DEFAULT_GRPC_MAX_MESSAGE_BYTES = 65_536;
 /** The most `--grpc-max-message-bytes` may be (bytes): Envoy's largest request-header budget (`max_request_headers_kb` 8192). */
 export const GRPC_MAX_MESSAGE_BYTES_LIMIT = 8 * 1024 * 1024;
-/** Streams (calls) one gRPC connection may have open at once. */
-export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1000;
+/** Streams (calls) one gRPC connection may have open at once (Envoy opens another connection beyond). */
+export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
+/** Streams (calls) open at once across all gRPC connections; beyond, a Check is denied 503 `overload` at once. */
+export const DEFAULT_GRPC_MAX_STREAMS = 4096;
 /** Connections the gRPC listener holds at once (a proxy keeps a few, one per worker). */
 export const DEFAULT_GRPC_MAX_CONNECTIONS = 256;
 /** Time a new connection has to send the HTTP/2 preface and its SETTINGS (ms). */
@@ -38,6 +40,12 @@ export const GRPC_OPTIONS: readonly OptionSpec[] = [
     arg: '<n>',
     description: 'calls one gRPC connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)',
     defaultText: String(DEFAULT_GRPC_MAX_CONCURRENT_STREAMS),
+  },
+  {
+    name: 'grpc-max-streams',
+    arg: '<n>',
+    description: 'calls open at once across all gRPC connections; beyond, a Check is answered denied at once (503 overload)',
+    defaultText: String(DEFAULT_GRPC_MAX_STREAMS),
   },
   {
     name: 'grpc-max-connections',
@@ -74,6 +82,8 @@ export const GRPC_OPTIONS: readonly OptionSpec[] = [
 /** The gRPC listener's bounds: connections, their timeouts, the requests' deadline and bytes. */
 export interface GrpcBounds {
   readonly maxConnections: number;
+  /** Streams (calls) open at once across all connections. */
+  readonly maxStreams: number;
   /** Time a connection has to send the HTTP/2 preface (ms). */
   readonly prefaceTimeoutMs: number;
   /** A connection with no call this long is closed (ms). */
@@ -98,6 +108,7 @@ export interface GrpcConfig {
 export function readGrpc(r: Reader): GrpcConfig | null {
   const maxMessageBytes = r.int('grpc-max-message-bytes', DEFAULT_GRPC_MAX_MESSAGE_BYTES, 1024, GRPC_MAX_MESSAGE_BYTES_LIMIT);
   const maxConcurrentStreams = r.int('grpc-max-concurrent-streams', DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, 1, 100_000);
+  const maxStreams = r.int('grpc-max-streams', DEFAULT_GRPC_MAX_STREAMS, 1, 1_000_000);
   const maxConnections = r.int('grpc-max-connections', DEFAULT_GRPC_MAX_CONNECTIONS, 1, 1_000_000);
   const prefaceTimeoutMs = r.int('grpc-preface-timeout-ms', DEFAULT_GRPC_PREFACE_TIMEOUT_MS, 1, 600_000);
   const idleTimeoutMs = r.int('grpc-idle-timeout-ms', DEFAULT_GRPC_IDLE_TIMEOUT_MS, 1, 86_400_000);
@@ -109,6 +120,6 @@ export function readGrpc(r: Reader): GrpcConfig | null {
   }
   if (!r.raw('grpc-listen')) return null;
   const listen = r.listen('grpc-listen', '', true);
-  const bounds = Object.freeze({ maxConnections, prefaceTimeoutMs, idleTimeoutMs, requestTimeoutMs, maxUnfinishedBytes });
+  const bounds = Object.freeze({ maxConnections, maxStreams, prefaceTimeoutMs, idleTimeoutMs, requestTimeoutMs, maxUnfinishedBytes });
   return Object.freeze({ listen, maxMessageBytes, maxConcurrentStreams, bounds });
 }

@@ -15,8 +15,8 @@ const CAP_FLAG: Readonly<Record<ListenerName, string>> = {
 };
 
 /** Why the gRPC listener closed a connection of its own accord (a bounded label). */
-export type GrpcCloseReason = 'preface_timeout' | 'idle_timeout';
-const GRPC_CLOSE_REASONS: readonly GrpcCloseReason[] = ['preface_timeout', 'idle_timeout'];
+export type GrpcCloseReason = 'preface_timeout' | 'idle_timeout' | 'write_timeout';
+const GRPC_CLOSE_REASONS: readonly GrpcCloseReason[] = ['preface_timeout', 'idle_timeout', 'write_timeout'];
 
 /** At most one `connections_refused` (or `connections_evicted`) line per listener per this interval (ms); the rest are counted. */
 const REFUSED_LOG_INTERVAL_MS = 10_000;
@@ -29,6 +29,8 @@ export interface ListenerMetrics {
   readonly grpcClosed: Counter<'reason'>;
   /** Bytes of gRPC request messages not yet arrived whole, held now. */
   readonly grpcUnfinishedBytes: Gauge;
+  /** gRPC streams (calls) open now, across all connections. */
+  readonly grpcStreams: Gauge;
   /** Each bounded server, for the open-connections gauge read on scrape. */
   readonly servers: Map<ListenerName, NetServer>;
   /** Each listener's share, for the largest-peer gauge read on scrape. */
@@ -56,7 +58,7 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
   }
   const grpcClosed = new Counter({
     name: `${METRIC_PREFIX}grpc_connections_closed_total`,
-    help: 'gRPC connections closed by the listener: no HTTP/2 preface in time (preface_timeout), no call for too long (idle_timeout).',
+    help: 'gRPC connections closed by the listener: no HTTP/2 preface in time (preface_timeout), no call for too long (idle_timeout), an answer not read in time (write_timeout).',
     labelNames: ['reason'],
     registers: [registry],
   });
@@ -64,6 +66,11 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
   const grpcUnfinishedBytes = new Gauge({
     name: `${METRIC_PREFIX}grpc_unfinished_bytes`,
     help: 'Bytes of gRPC request messages that have not arrived whole, held now, across all streams (--grpc-max-unfinished-bytes).',
+    registers: [registry],
+  });
+  const grpcStreams = new Gauge({
+    name: `${METRIC_PREFIX}grpc_streams`,
+    help: 'gRPC streams (calls) open now, across all connections (--grpc-max-streams).',
     registers: [registry],
   });
   new Gauge({
@@ -87,7 +94,7 @@ export function createListenerMetrics(registry: Registry): ListenerMetrics {
       for (const [name, share] of shares) this.labels(name).set(share.largestPeer());
     },
   });
-  return { refused, evicted, grpcClosed, grpcUnfinishedBytes, servers, shares };
+  return { refused, evicted, grpcClosed, grpcUnfinishedBytes, grpcStreams, servers, shares };
 }
 
 /**

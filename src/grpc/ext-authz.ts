@@ -4,7 +4,7 @@ import type { DecisionBoundary, RouteBoundary } from '../edge/decision-boundary.
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { parseCheckRequestMessage } from './check-request.js';
 import { checkResponseFor, LAST_RESORT_RESPONSE } from './check-response.js';
-import type { CallRefusal, UnaryMethod } from './server-call.js';
+import { STREAM_CAP_DETAIL, type CallRefusal, type UnaryMethod } from './server-call.js';
 
 /** One call's reply: a CheckResponse and status OK, written at most once, whatever asks to write it. */
 export interface CheckReply {
@@ -32,6 +32,8 @@ export function extAuthzBoundary(boundary: DecisionBoundary): RouteBoundary<Chec
 const CALL_DEADLINE = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'the call deadline passed before a decision was had');
 /** The listener could not take the request in (its byte budget): no decision, as a shed check. */
 const RECEIVE_OVERLOAD = new DecisionError('ERR_OVERLOADED', 'the gRPC listener holds its most of requests not arrived whole');
+/** The listener holds its most open calls (`--grpc-max-streams`): no decision, as a shed check. */
+const STREAM_OVERLOAD = new DecisionError('ERR_OVERLOADED', 'the gRPC listener holds its most open calls');
 
 /** A call waiting for its decision: answered by whichever comes first, the decision or its deadline. */
 class PendingCheck extends Deadline {
@@ -94,25 +96,28 @@ export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckRep
     request(message, reply) {
       const t0 = performance.now();
       let asked: CheckRequest | undefined;
+      let pending: PendingCheck | undefined;
       try {
         const parsed = parseCheckRequestMessage(message, o.userHeader, o.maxMessageBytes);
         if ('field' in parsed) return answers.answer(reply, rejectedAnswer(parsed), t0, undefined, null);
         asked = parsed;
         const hit = service.cached(asked);
         if (hit) return answers.answer(reply, hit, t0, asked, null);
-        const pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0);
-        deadlines.add(pending);
+        const p = (pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0));
+        deadlines.add(p);
         service.decide(asked, { cacheMissed: true }).then(
-          (a) => pending.answer(a),
-          (err: unknown) => pending.fail(err),
+          (a) => p.answer(a),
+          (err: unknown) => p.fail(err),
         );
       } catch (err) {
-        answers.fail(reply, err, t0, asked, null);
+        // A throw after the deadline was set (decide() itself) is answered by it, once, and its deadline removed.
+        if (pending !== undefined) pending.fail(err);
+        else answers.fail(reply, err, t0, asked, null);
       }
     },
     refused(why: CallRefusal, reply) {
       const t0 = performance.now();
-      if (why.problem === 'overload') answers.fail(reply, RECEIVE_OVERLOAD, t0, undefined, null);
+      if (why.problem === 'overload') answers.fail(reply, why.detail === STREAM_CAP_DETAIL ? STREAM_OVERLOAD : RECEIVE_OVERLOAD, t0, undefined, null);
       else answers.answer(reply, rejectedAnswer({ field: 'request', problem: why.problem, detail: why.detail }), t0, undefined, null);
     },
   };

@@ -60,7 +60,7 @@ export class HealthService {
       if (name === null || !HEALTH_SERVICE_NAMES.includes(name)) call.fail(STATUS.NOT_FOUND, 'unknown service');
       else call.send(this.current());
     },
-    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
+    refused: (why, call) => call.fail(why.problem === 'overload' ? STATUS.UNAVAILABLE : STATUS.INVALID_ARGUMENT, why.detail),
   };
 
   readonly watch: UnaryMethod = {
@@ -74,8 +74,20 @@ export class HealthService {
       call.open();
       call.write(known ? this.current() : SERVICE_UNKNOWN);
     },
-    refused: (why, call) => call.fail(STATUS.INVALID_ARGUMENT, why.detail),
+    refused: (why, call) => call.fail(why.problem === 'overload' ? STATUS.UNAVAILABLE : STATUS.INVALID_ARGUMENT, why.detail),
   };
+
+  /**
+   * Ends the Watches on one connection (status OK), so a connection let go (GOAWAY) closes now
+   * rather than when its Watches would: a Watch never makes a connection busy.
+   */
+  endWatchesOn(session: unknown): void {
+    for (const call of this.watches.keys()) {
+      if (call.stream.session !== session) continue;
+      this.watches.delete(call);
+      call.end();
+    }
+  }
 
   /** Ends every Watch (status OK, after the last status written), so a drain does not wait for them. */
   endWatches(): void {

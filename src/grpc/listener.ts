@@ -21,6 +21,17 @@ export const HEALTH_WATCH_METHOD = '/grpc.health.v1.Health/Watch';
 const identity = (b: Buffer): Buffer => b;
 
 /**
+ * Time a stream has, once its answer is written whole (its end queued), to be closed: the client
+ * reading it and ending its side. A client that does not read (a zero flow-control window) would
+ * keep the stream, and its connection, open for ever; past this, the stream is reset (CANCEL) and
+ * its connection let go (GOAWAY), counted as `write_timeout`.
+ */
+export const WRITE_DEADLINE_MS = 5000;
+/** Health Watches open at once on the listener, and per peer address (each never ends by itself). */
+export const MAX_WATCHES = 64;
+export const MAX_WATCHES_PER_PEER = 16;
+
+/**
  * `Authorization/Check` as a grpc-js client describes it, its messages as raw bytes (read and
  * written by src/grpc/wire.ts): for a client of ours (`check --grpc`). The listener itself does
  * not use grpc-js; the type is all that is imported.
@@ -87,6 +98,11 @@ export class GrpcListener {
   private readonly deadlines = new DeadlineQueue();
   private readonly connections = new Set<Connection>();
   private readonly bySession = new WeakMap<ServerHttp2Session, Connection>();
+  /** Open streams, across all connections: each with when its answer was seen written whole (0: not yet). */
+  private readonly streams = new Map<ServerHttp2Stream, number>();
+  /** Open Watches by peer, and their sum. */
+  private readonly watchesByPeer = new Map<string, number>();
+  private watches = 0;
   /** The connection being handed to the HTTP/2 server (its 'session' comes synchronously). */
   private handing: Connection | undefined;
   private readonly sweep: NodeJS.Timeout;
@@ -134,6 +150,9 @@ export class GrpcListener {
   private onConnection(socket: Socket): void {
     // A connection reset before the HTTP/2 server reads it must not be an unhandled 'error'.
     socket.on('error', () => undefined);
+    // Once our side has ended (a GOAWAY sent, then FIN) nothing more can be said on it: the
+    // descriptor is freed at once, not when a peer that keeps its half open would close it.
+    socket.once('finish', () => socket.destroy());
     const held = this.gate.admit(socket, (state) => this.letGo(conn, state));
     if (held === null) return;
     const conn: Connection = { socket, held, acceptedAt: performance.now(), session: undefined, prefaced: false, cutAt: Infinity };
@@ -164,17 +183,26 @@ export class GrpcListener {
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
+    this.streams.set(stream, 0);
+    this.o.metrics.grpcStreams.set(this.streams.size);
+    stream.once('close', () => {
+      this.streams.delete(stream);
+      this.o.metrics.grpcStreams.set(this.streams.size);
+    });
     try {
-      this.route(stream, headers);
+      this.route(stream, headers, this.streams.size > this.o.bounds.maxStreams);
     } catch {
       // Nothing of ours throws here by design; a throw must not leave the stream open or end the process.
       if (!stream.destroyed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
     }
   }
 
-  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  private route(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, overCap: boolean): void {
     const conn = this.bySession.get(stream.session as ServerHttp2Session);
-    if (conn !== undefined) {
+    const path = headers[':path'] ?? '';
+    // A Watch never makes its connection busy: one holding only Watches may be let go (they end).
+    if (conn !== undefined && path === HEALTH_WATCH_METHOD) conn.held.served = true;
+    else if (conn !== undefined) {
       const { held } = conn;
       this.gate.share.begin(held);
       stream.once('close', () => this.gate.share.end(held));
@@ -185,14 +213,32 @@ export class GrpcListener {
       drainThenCut(stream);
       return;
     }
-    const path = headers[':path'] ?? '';
     const method = this.methods.get(path);
     if (method === undefined) {
       respondStatus(stream, STATUS.UNIMPLEMENTED, `${path.slice(0, 128)} is not served`);
       drainThenCut(stream);
       return;
     }
-    new GrpcCall(stream, headers, method, this.limits, conn?.held.peer ?? peerOf(undefined));
+    const peer = conn?.held.peer ?? peerOf(undefined);
+    if (path === HEALTH_WATCH_METHOD && !overCap) {
+      const mine = this.watchesByPeer.get(peer) ?? 0;
+      if (this.watches >= MAX_WATCHES || mine >= MAX_WATCHES_PER_PEER) {
+        respondStatus(stream, STATUS.UNAVAILABLE, 'the listener holds its most health Watches');
+        drainThenCut(stream);
+        return;
+      }
+      this.watches++;
+      this.watchesByPeer.set(peer, mine + 1);
+      stream.once('close', () => {
+        this.watches--;
+        const n = (this.watchesByPeer.get(peer) ?? 1) - 1;
+        if (n === 0) this.watchesByPeer.delete(peer);
+        else this.watchesByPeer.set(peer, n);
+      });
+    }
+    const call = new GrpcCall(stream, headers, method, this.limits, peer);
+    // Past the cap of open calls: answered at once (a Check a 503 overload denial), never reset.
+    if (overCap) call.shed();
   }
 
   /**
@@ -210,11 +256,37 @@ export class GrpcListener {
     }
     conn.cutAt = performance.now() + this.closeGraceMs;
     session.close();
+    // Its Watches end now (status OK); with no call open, the GOAWAY is flushed, then the socket freed.
+    this.health.endWatchesOn(session);
+  }
+
+  /**
+   * Streams whose answer was written whole but which have not closed within
+   * {@link WRITE_DEADLINE_MS} (a client not reading): reset, and their connection let go.
+   */
+  private sweepStreams(now: number): void {
+    for (const [stream, answeredAt] of this.streams) {
+      if (answeredAt === 0) {
+        if (stream.writableEnded) this.streams.set(stream, now);
+        continue;
+      }
+      if (now - answeredAt < WRITE_DEADLINE_MS) continue;
+      this.streams.delete(stream);
+      const conn = this.bySession.get(stream.session as ServerHttp2Session);
+      if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+      if (conn !== undefined && conn.cutAt === Infinity) {
+        this.o.metrics.grpcClosed.labels('write_timeout').inc();
+        this.gate.share.release(conn.held);
+        this.letGo(conn);
+      }
+    }
+    this.o.metrics.grpcStreams.set(this.streams.size);
   }
 
   private sweepConnections(): void {
     const now = performance.now();
     const b = this.o.bounds;
+    this.sweepStreams(now);
     for (const conn of this.connections) {
       if (now >= conn.cutAt) conn.socket.destroy();
       else if (conn.cutAt !== Infinity) continue;

@@ -32,7 +32,7 @@ export interface CallLimits {
 }
 
 /** google.rpc.Code values written as gRPC statuses (never for a Check: those are CheckResponses). */
-export const STATUS = { OK: 0, INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNIMPLEMENTED: 12 } as const;
+export const STATUS = { OK: 0, INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNIMPLEMENTED: 12, UNAVAILABLE: 14 } as const;
 
 /**
  * Time between an answer written before the request ended and the stream's reset (ms). The reset
@@ -42,6 +42,9 @@ export const STATUS = { OK: 0, INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNIMPLEMENTED:
  * connection's flow-control window from every other call on it): at loopback speed, a short grace.
  */
 const DRAIN_GRACE_MS = 100;
+
+/** Why a call is shed at the listener's cap of open calls. */
+export const STREAM_CAP_DETAIL = 'the listener holds its most open calls (--grpc-max-streams)';
 
 const RESPONSE_HEADERS = {
   [constants.HTTP2_HEADER_STATUS]: 200,
@@ -141,6 +144,14 @@ export class GrpcCall extends Deadline implements BudgetHolder {
   /** The request deadline passed before the request arrived whole. */
   timeout(): void {
     this.refuse({ problem: 'request_timeout', detail: `the request did not arrive whole within ${this.limits.requestTimeoutMs} ms (--grpc-request-timeout-ms)` });
+  }
+
+  /**
+   * The listener holds its most open calls (`--grpc-max-streams`): answered at once, before its
+   * request is read (a Check a 503 `overload` denial), its stream then let flow away and closed.
+   */
+  shed(): void {
+    this.refuse({ problem: 'overload', detail: STREAM_CAP_DETAIL });
   }
 
   /** The budget cuts this call to make room for a smaller one. */

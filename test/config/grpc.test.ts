@@ -3,6 +3,7 @@ import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, DEFAULT_GRPC_MAX_MESSAGE_BYTES, lo
 import {
   DEFAULT_GRPC_IDLE_TIMEOUT_MS,
   DEFAULT_GRPC_MAX_CONNECTIONS,
+  DEFAULT_GRPC_MAX_STREAMS,
   DEFAULT_GRPC_MAX_UNFINISHED_BYTES,
   DEFAULT_GRPC_PREFACE_TIMEOUT_MS,
   DEFAULT_GRPC_REQUEST_TIMEOUT_MS,
@@ -23,6 +24,7 @@ describe('--grpc-listen and its bounds', () => {
       maxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
       bounds: {
         maxConnections: DEFAULT_GRPC_MAX_CONNECTIONS,
+        maxStreams: DEFAULT_GRPC_MAX_STREAMS,
         prefaceTimeoutMs: DEFAULT_GRPC_PREFACE_TIMEOUT_MS,
         idleTimeoutMs: DEFAULT_GRPC_IDLE_TIMEOUT_MS,
         requestTimeoutMs: DEFAULT_GRPC_REQUEST_TIMEOUT_MS,
@@ -30,6 +32,8 @@ describe('--grpc-listen and its bounds', () => {
       },
     });
     expect([DEFAULT_GRPC_MAX_CONNECTIONS, DEFAULT_GRPC_PREFACE_TIMEOUT_MS, DEFAULT_GRPC_IDLE_TIMEOUT_MS, DEFAULT_GRPC_REQUEST_TIMEOUT_MS, DEFAULT_GRPC_MAX_UNFINISHED_BYTES]).toEqual([256, 10_000, 300_000, 10_000, 16_777_216]);
+    // Envoy opens another connection past a connection's streams; the listener as a whole holds at most 4,096.
+    expect([DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, DEFAULT_GRPC_MAX_STREAMS]).toEqual([100, 4096]);
     expect(loadServeConfig(base, { CONSENT_SIDECAR_GRPC_LISTEN: 'unix:/run/cs/grpc.sock' }).grpc?.listen).toEqual({ host: 'unix', port: 0, path: '/run/cs/grpc.sock' });
     const bounded = loadServeConfig(
       {
@@ -38,6 +42,7 @@ describe('--grpc-listen and its bounds', () => {
         'grpc-max-message-bytes': '4096',
         'grpc-max-concurrent-streams': '10',
         'grpc-max-connections': '8',
+        'grpc-max-streams': '50',
         'grpc-preface-timeout-ms': '100',
         'grpc-idle-timeout-ms': '200',
         'grpc-request-timeout-ms': '300',
@@ -49,7 +54,7 @@ describe('--grpc-listen and its bounds', () => {
       listen: { host: '::1', port: 0 },
       maxMessageBytes: 4096,
       maxConcurrentStreams: 10,
-      bounds: { maxConnections: 8, prefaceTimeoutMs: 100, idleTimeoutMs: 200, requestTimeoutMs: 300, maxUnfinishedBytes: 4101 },
+      bounds: { maxConnections: 8, maxStreams: 50, prefaceTimeoutMs: 100, idleTimeoutMs: 200, requestTimeoutMs: 300, maxUnfinishedBytes: 4101 },
     });
     expect(DEFAULT_GRPC_MAX_MESSAGE_BYTES).toBe(65_536);
   });
@@ -61,6 +66,7 @@ describe('--grpc-listen and its bounds', () => {
     ['the admin port on a wildcard', { ...base, 'grpc-listen': '127.0.0.1:7702' }, {}, '--grpc-listen: uses the same port as --admin-listen (7702)'],
     ['a message limit under 1 KiB', { ...base, 'grpc-max-message-bytes': '100' }, {}, '--grpc-max-message-bytes: must be an integer from 1024 to 8388608'],
     ['no streams', { ...base, 'grpc-max-concurrent-streams': '0' }, {}, '--grpc-max-concurrent-streams: must be an integer from 1'],
+    ['no streams across connections', { ...base, 'grpc-max-streams': '0' }, {}, '--grpc-max-streams: must be an integer from 1'],
     ['no connections', { ...base, 'grpc-max-connections': '0' }, {}, '--grpc-max-connections: must be an integer from 1'],
     ['no time for the preface', { ...base, 'grpc-preface-timeout-ms': '0' }, {}, '--grpc-preface-timeout-ms: must be an integer from 1'],
     ['an idle timeout that is not a number', { ...base, 'grpc-idle-timeout-ms': 'soon' }, {}, '--grpc-idle-timeout-ms: must be an integer'],

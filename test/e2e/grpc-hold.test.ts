@@ -4,7 +4,7 @@ import { rssOf } from '../bench/webhook-flood.js';
 import { checkRequest, GrpcClient } from '../helpers/grpc.js';
 import { ServeProcess } from '../helpers/serve-process.js';
 import { allow, startUpstream, type ScriptedUpstream } from '../helpers/upstream.js';
-import { until } from '../helpers/wait.js';
+import { PATIENTLY, until } from '../helpers/wait.js';
 
 /**
  * 48 gRPC streams each holding 6 MiB of a declared 8 MiB CheckRequest (--grpc-max-message-bytes
@@ -87,16 +87,19 @@ describe('unfinished CheckRequests on the gRPC listener', () => {
   it('4,000 streams that each declare 8 MiB and send only the prefix: nothing is allocated for a declared length', async () => {
     upstream = await startUpstream((r) => ({ body: allow((JSON.parse(r.body) as { configKey: string }).configKey, Date.now() + 600_000) }));
     serve = new ServeProcess(
-      { 'upstream-url': upstream.url, 'api-key': 'k', listen: '127.0.0.1:0', 'admin-listen': '127.0.0.1:0', 'grpc-listen': '127.0.0.1:0', 'redec-reconcile-interval-ms': '0', 'grpc-max-message-bytes': String(8 * MiB), 'grpc-request-timeout-ms': '600000' },
+      { 'upstream-url': upstream.url, 'api-key': 'k', listen: '127.0.0.1:0', 'admin-listen': '127.0.0.1:0', 'grpc-listen': '127.0.0.1:0', 'redec-reconcile-interval-ms': '0', 'grpc-max-message-bytes': String(8 * MiB), 'grpc-request-timeout-ms': '600000', 'grpc-max-concurrent-streams': '1000' },
       {},
       [],
       ['--max-old-space-size=160'],
     );
     await serve.start();
+    // 1,000 streams on each connection (the default is 100 per connection): all 4,000 held, under --grpc-max-streams (4,096).
     hold = startGrpcHold({ target: serve.urls.grpc!, connections: 4, streamsPerConnection: 1000, declared: 8 * MiB, push: 0 });
     const outcome = await hold.settled;
     // Every stream holds its 5 bytes: 32 GiB declared, none of it taken.
     expect(outcome).toEqual({ held: 4000, answered: 0, reset: 0 });
+    // Held by the server, not queued in the client behind SETTINGS_MAX_CONCURRENT_STREAMS.
+    await expect.poll(() => serve!.metric('consent_sidecar_grpc_streams'), PATIENTLY).toBe(4000);
     expect(serve.running).toBe(true);
     client = new GrpcClient(serve.urls.grpc!);
     const grpc = await client.check(checkRequest({ 'x-user-reference': 'carol' }, { configKey: 'marketing-email' }));

@@ -143,6 +143,38 @@ describe('the sidecar\'s own trouble', () => {
     expect(headersOf(res)['x-consent-decision-error']).toBe('internal_error');
   });
 
+  it('decide() throwing at once (not a rejection): answered once, counted once, its call deadline taken back', async () => {
+    // The deadlines the handler sets, watched: one left behind would answer (and count) the call again when it passed.
+    class Watched extends DeadlineQueue {
+      readonly live = new Set<unknown>();
+      override add(e: Parameters<DeadlineQueue['add']>[0]): void {
+        this.live.add(e);
+        super.add(e);
+      }
+      override remove(e: Parameters<DeadlineQueue['remove']>[0]): void {
+        this.live.delete(e);
+        super.remove(e);
+      }
+    }
+    const deadlines = new Watched();
+    const registry = new Registry();
+    const boundary = new DecisionBoundary({ metrics: new DecisionMetrics(registry, () => 0), logger: silentLogger(), decisionLog: null });
+    const service = {
+      cached: () => undefined,
+      decide: () => {
+        throw new Error('thrown before any promise');
+      },
+    };
+    const handle = createCheckHandler({ service: service as unknown as DecisionService, answers: extAuthzBoundary(boundary), userHeader: 'x-user-reference', maxMessageBytes: 65536, timeoutMs: 1000, deadlines });
+    const reply = recorder();
+    handle.request(request(), reply);
+    expect(reply.replies).toHaveLength(1);
+    expect(headersOf(decode(reply.replies[0]!))['x-consent-decision-error']).toBe('internal_error');
+    expect(deadlines.live.size).toBe(0);
+    const counted = (await registry.getSingleMetric('consent_sidecar_decisions_total')!.get()).values.reduce((n, v) => n + v.value, 0);
+    expect(counted).toBe(1);
+  });
+
   it('an answer whose rendering fails is UNAVAILABLE with a denied 503 internal_error, answered once and never an error', async () => {
     // An answer whose body is not the JSON the renderer reads: rendering it throws, and the boundary
     // writes the error's fail-closed answer instead.

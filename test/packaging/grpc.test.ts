@@ -32,7 +32,7 @@ describe('chart: grpc', () => {
     const on = await render({ valuesFiles: [scenario('grpc-values.yaml')] });
     const off = await render({ valuesFiles: [scenario('grpc-values.yaml')], set: ['grpc.enabled=false'] });
     const c = sidecarOf(on);
-    expect(envOf(c)).toMatchObject({ CONSENT_SIDECAR_GRPC_LISTEN: '127.0.0.1:7703', CONSENT_SIDECAR_GRPC_MAX_MESSAGE_BYTES: '131072', CONSENT_SIDECAR_GRPC_MAX_CONCURRENT_STREAMS: '500' });
+    expect(envOf(c)).toMatchObject({ CONSENT_SIDECAR_GRPC_LISTEN: '127.0.0.1:7703', CONSENT_SIDECAR_GRPC_MAX_MESSAGE_BYTES: '131072', CONSENT_SIDECAR_GRPC_MAX_CONCURRENT_STREAMS: '500', CONSENT_SIDECAR_GRPC_MAX_STREAMS: '2000' });
     expect(c.ports).toContainEqual({ name: 'consent-grpc', containerPort: 7703, protocol: 'TCP' });
     const d = sidecarOf(off);
     for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe'] as const) expect(c[probe]).toEqual(d[probe]);
