@@ -17,7 +17,8 @@ export interface CheckTransport {
   /**
    * `traceHeaders`: W3C trace context name/value pairs to send with the call. Rejects with
    * `ERR_OVERLOADED` when the check was never sent (it could not be in time), which the breaker
-   * does not count.
+   * does not count, nor an `ERR_UPSTREAM_TIMEOUT` marked {@link DecisionError.sentLate} (sent with
+   * too little of its deadline left for the service to be blamed).
    */
   check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
 }
@@ -212,7 +213,12 @@ export class DecisionService {
       const code = err instanceof DecisionError ? err.code : 'ERR_UPSTREAM_NETWORK';
       this.o.metrics.upstreamCall(OUTCOME_BY_CODE[code], (performance.now() - started) / 1000);
       traced?.end(OUTCOME_BY_CODE[code]);
-      if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
+      if (err instanceof DecisionError && err.sentLate) {
+        // A timeout of a check sent late (it waited in the sidecar for a connection first): the
+        // service never had a fair budget, so, like an overload, it is neither a failure nor a sign
+        // of life, and a probe's turn goes to the next check. The app still gets `upstream_timeout`.
+        this.o.breaker.release(ticket);
+      } else if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
       else this.o.breaker.neutral(ticket);
       throw err;
     } finally {
