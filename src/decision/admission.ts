@@ -46,10 +46,10 @@ export interface AdmissionOptions {
  *
  * The model: with `L` the service's recent answer time (an exponentially weighted mean of the time
  * from writing a request to its whole answer; a request that timed out after it was written counts
- * with the time it waited when that raises the estimate) and `T` the deadline, one connection answers `⌊T/L⌋` checks in one
- * deadline. A check that finds every connection busy waits, in the worst case (every connection
- * just started a call), one round of `L` per `connections` checks ahead of it, and is sent only
- * with more than {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
+ * with the time it waited when that raises the estimate) and `T` the deadline, one connection
+ * answers `⌊T/L⌋` checks in one deadline. A check that finds every connection busy waits, in the
+ * worst case (every connection just started a call), one round of `L` per `connections` checks
+ * ahead of it, and is sent only with more than {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
  * `connections × (⌊T/L⌋ − 2)` checks; one more is refused at once (`overload`), and so is a waiting
  * check as soon as no more than two rounds of its deadline are left (the estimate grew, or calls ran
  * long), and the newest waiting checks beyond the bound when the estimate grows. Nothing here waits

@@ -16,9 +16,10 @@ const ORDINARY: { readonly probe: boolean } = Object.freeze({ probe: false });
 /**
  * A consecutive-failure circuit breaker, fed only with what the service did: its answers, failed
  * connections, and timeouts of requests it was sent with a fair budget, never the time a check
- * waited inside the sidecar ({@link release}: an overload, or a timeout of a check sent late). While open, checks fail closed at once instead of
- * waiting out the whole deadline against a dead service. After the cooldown one probe at a time
- * is let through (half-open); its success closes the breaker, its failure opens it again.
+ * waited inside the sidecar ({@link release}: an overload, or a timeout of a check sent late).
+ * While open, checks fail closed at once instead of waiting out the whole deadline against a dead
+ * service. After the cooldown one probe at a time is let through (half-open); its success closes
+ * the breaker, its failure opens it again.
  */
 export class CircuitBreaker {
   private current: BreakerState = 'closed';
