@@ -20,8 +20,8 @@ export const LATENCY_WEIGHT = 1 / 8;
 /**
  * A check is sent only with more than this many service times (the latency estimate) of its
  * deadline left: one for its own call and one of headroom for a service slower than its mean. Sent
- * with less, it would likely time out at the service, and a timeout of a request the service
- * received counts against the service in the circuit breaker.
+ * with less, it would likely time out at the service (a timeout the circuit breaker counts when
+ * the check still had half of its deadline when sent).
  */
 export const SEND_HEADROOM_ROUNDS = 2;
 /** The estimate never goes below this (ms): the bound stays a number however fast the service. */
@@ -46,10 +46,10 @@ export interface AdmissionOptions {
  *
  * The model: with `L` the service's recent answer time (an exponentially weighted mean of the time
  * from writing a request to its whole answer; a request that timed out after it was written counts
- * with the time it waited) and `T` the deadline, one connection answers `⌊T/L⌋` checks in one
- * deadline. A check that finds every connection busy waits, in the worst case (every connection
- * just started a call), one round of `L` per `connections` checks ahead of it, and is sent only
- * with more than {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
+ * with the time it waited when that raises the estimate) and `T` the deadline, one connection
+ * answers `⌊T/L⌋` checks in one deadline. A check that finds every connection busy waits, in the
+ * worst case (every connection just started a call), one round of `L` per `connections` checks
+ * ahead of it, and is sent only with more than {@link SEND_HEADROOM_ROUNDS} rounds left. So the queue holds at most
  * `connections × (⌊T/L⌋ − 2)` checks; one more is refused at once (`overload`), and so is a waiting
  * check as soon as no more than two rounds of its deadline are left (the estimate grew, or calls ran
  * long), and the newest waiting checks beyond the bound when the estimate grows. Nothing here waits
@@ -138,6 +138,16 @@ export class Admission {
       }
     }
     if (this.head !== null) this.armFor(this.head);
+  }
+
+  /**
+   * A lower bound of one service time (ms): a check that timed out after it was written waited this
+   * long and had no answer yet. Taken only when it raises the estimate: a check sent late times out
+   * after a short wait, and taking that as its answer time would lower the estimate and send later
+   * checks later still, with less of their deadline left.
+   */
+  observeAtLeast(ms: number): void {
+    if (ms > this.latency) this.observe(ms);
   }
 
   /** Every waiting check, taken out and handed to `end` (shutdown). */

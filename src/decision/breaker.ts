@@ -15,10 +15,11 @@ const ORDINARY: { readonly probe: boolean } = Object.freeze({ probe: false });
 
 /**
  * A consecutive-failure circuit breaker, fed only with what the service did: its answers, failed
- * connections, and timeouts of requests it was sent, never the time a check waited inside the
- * sidecar ({@link release}). While open, checks fail closed at once instead of
- * waiting out the whole deadline against a dead service. After the cooldown one probe at a time
- * is let through (half-open); its success closes the breaker, its failure opens it again.
+ * connections, and timeouts of requests it was sent with a fair budget, never the time a check
+ * waited inside the sidecar ({@link release}: an overload, or a timeout of a check sent late).
+ * While open, checks fail closed at once instead of waiting out the whole deadline against a dead
+ * service. After the cooldown one probe at a time is let through (half-open); its success closes
+ * the breaker, its failure opens it again.
  */
 export class CircuitBreaker {
   private current: BreakerState = 'closed';
@@ -64,8 +65,9 @@ export class CircuitBreaker {
   }
 
   /**
-   * A request that never reached the service (it could not be sent in time: `overload`): nothing
-   * was learned, nothing is counted, and a probe's turn goes to the next request.
+   * A request that never reached the service (it could not be sent in time: `overload`), or reached
+   * it too late to be judged (a timeout of a check sent with less than half its deadline left):
+   * nothing was learned, nothing is counted, and a probe's turn goes to the next request.
    */
   release(ticket: { readonly probe: boolean }): void {
     if (ticket.probe) this.probeInFlight = false;

@@ -17,15 +17,24 @@ export interface CheckTransport {
   /**
    * `traceHeaders`: W3C trace context name/value pairs to send with the call. Rejects with
    * `ERR_OVERLOADED` when the check was never sent (it could not be in time), which the breaker
-   * does not count.
+   * does not count, nor an `ERR_UPSTREAM_TIMEOUT` marked {@link DecisionError.sentLate} (sent with
+   * too little of its deadline left for the service to be blamed).
    */
   check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
 }
 
 /** How {@link DecisionService.decide} treats the cache, and the request's trace. */
 export interface DecideOptions {
-  /** Skip the cache (`Cache-Control: no-cache`): neither read nor joined, only refreshed. */
+  /**
+   * Skip the cache (`Cache-Control: no-cache`): not read, only refreshed, and only a call that
+   * started after the request arrived is joined (see {@link DecisionService.decide}).
+   */
   readonly noCache?: boolean;
+  /**
+   * When the request arrived (`performance.now()` ms; now when absent): a `noCache` request joins a
+   * call for its key that started at or after it.
+   */
+  readonly arrivedAt?: number;
   /** The caller just found no live entry: do not read the cache again. */
   readonly cacheMissed?: boolean;
   readonly trace?: RequestTrace | null;
@@ -74,6 +83,20 @@ interface Flight {
 /** The flight's call holder when the request is not traced: read by joiners (null), never written. */
 const UNTRACED_CALL: { readonly current: UpstreamCallTrace | null } = Object.freeze({ current: null });
 
+/**
+ * The newest `no-cache` call of one key: when it started, and the call that starts when it ends,
+ * shared by every `no-cache` request for the key that arrived while it ran (it started before them).
+ */
+interface FreshFlight {
+  readonly startedAt: number;
+  readonly generation: number;
+  readonly promise: Promise<Answer>;
+  readonly call: { readonly current: UpstreamCallTrace | null };
+  next: Promise<Answer> | null;
+}
+
+const ignore = (): void => undefined;
+
 /** Calls in flight for one key, and the newest call sequence a fresh denial has overruled. */
 interface KeyCalls {
   inFlight: number;
@@ -88,6 +111,8 @@ interface KeyCalls {
  */
 export class DecisionService {
   private readonly flights = new Map<string, Flight>();
+  /** Keys with a `no-cache` call in flight or about to start, so it stays as small as the concurrency. */
+  private readonly freshFlights = new Map<string, FreshFlight>();
   /** Only keys with a call in flight, so it stays as small as the concurrency. */
   private readonly calls = new Map<string, KeyCalls>();
   private callSeq = 0;
@@ -142,14 +167,17 @@ export class DecisionService {
   }
 
   /**
-   * A decision for `req`. Options: `noCache`, the cache is neither read nor joined, only
-   * refreshed; `cacheMissed`, the caller has just read the cache ({@link cached}) and found
+   * A decision for `req`. Options: `noCache`, the cache is not read, only refreshed, and the answer
+   * comes from a call that started after the request arrived (`arrivedAt`): the key's `no-cache`
+   * call if it did, else the one call that starts when that one ends, shared by every `no-cache`
+   * request for the key that arrived meanwhile (so one key's burst is at most one call at a time,
+   * not one per request); `cacheMissed`, the caller has just read the cache ({@link cached}) and found
    * nothing, so it is not read again (a flight in progress is still joined); `trace`, the
    * request's trace, when it has one (its call to the service carries it).
    * @throws DecisionError when no decision could be had.
    */
   decide(req: CheckRequest, options: DecideOptions = {}): Promise<Answer> {
-    const { noCache = false, cacheMissed = false, trace = null } = options;
+    const { noCache = false, cacheMissed = false, trace = null, arrivedAt } = options;
     const key = cacheKey(req);
     if (!noCache && !cacheMissed && this.trust.trusted) {
       const hit = this.o.cache.lookup(key);
@@ -159,7 +187,7 @@ export class DecisionService {
       }
     }
     const generation = this.o.cache.generation;
-    if (noCache) return this.ask(req, key, generation, trace, trace === null ? UNTRACED_CALL : { current: null });
+    if (noCache) return this.decideFresh(req, key, arrivedAt ?? performance.now(), trace);
 
     const flight = this.flights.get(key);
     // A flight that started before a purge may carry a revoked ALLOW: never join it.
@@ -175,6 +203,42 @@ export class DecisionService {
     this.flights.set(key, mine);
     const forget = (): void => {
       if (this.flights.get(key) === mine) this.flights.delete(key);
+    };
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  /** A `no-cache` decision: only from a call that started at or after `arrivedAt`. */
+  private decideFresh(req: CheckRequest, key: string, arrivedAt: number, trace: RequestTrace | null): Promise<Answer> {
+    const flight = this.freshFlights.get(key);
+    if (flight === undefined) return this.startFresh(req, key, trace);
+    if (flight.startedAt >= arrivedAt && flight.generation === this.o.cache.generation) {
+      this.o.metrics.coalesced.inc();
+      if (trace !== null && flight.call.current !== null) trace.joined(flight.call.current);
+      return flight.promise;
+    }
+    if (flight.next !== null) {
+      this.o.metrics.coalesced.inc();
+      return flight.next;
+    }
+    // The call under way started before this request (or before a purge): the next one, started
+    // when it ends, is fresh for this request and for every one that arrives until then.
+    const next = flight.promise.then(ignore, ignore).then(() => this.startFresh(req, key, trace));
+    flight.next = next;
+    return next;
+  }
+
+  private startFresh(req: CheckRequest, key: string, trace: RequestTrace | null): Promise<Answer> {
+    const generation = this.o.cache.generation;
+    // Taken before the call is sent: a request that arrived by then is answered by what the service says after.
+    const startedAt = performance.now();
+    const call = trace === null ? UNTRACED_CALL : { current: null };
+    const promise = this.ask(req, key, generation, trace, call);
+    const mine: FreshFlight = { startedAt, generation, promise, call, next: null };
+    this.freshFlights.set(key, mine);
+    // Kept while a call is to follow it: that one takes its place when it starts.
+    const forget = (): void => {
+      if (this.freshFlights.get(key) === mine && mine.next === null) this.freshFlights.delete(key);
     };
     promise.then(forget, forget);
     return promise;
@@ -212,7 +276,12 @@ export class DecisionService {
       const code = err instanceof DecisionError ? err.code : 'ERR_UPSTREAM_NETWORK';
       this.o.metrics.upstreamCall(OUTCOME_BY_CODE[code], (performance.now() - started) / 1000);
       traced?.end(OUTCOME_BY_CODE[code]);
-      if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
+      if (err instanceof DecisionError && err.sentLate) {
+        // A timeout of a check sent late (it waited in the sidecar for a connection first): the
+        // service never had a fair budget, so, like an overload, it is neither a failure nor a sign
+        // of life, and a probe's turn goes to the next check. The app still gets `upstream_timeout`.
+        this.o.breaker.release(ticket);
+      } else if (isServiceFailure(err) || !(err instanceof DecisionError)) this.o.breaker.failure(ticket);
       else this.o.breaker.neutral(ticket);
       throw err;
     } finally {

@@ -2,7 +2,7 @@ import { Pool, errors as undiciErrors, type Dispatcher } from '../lib/undici.js'
 import type { UpstreamConfig } from '../config/index.js';
 import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
 import { Admission, type Waiter } from './admission.js';
-import { DecisionError } from './errors.js';
+import { DecisionError, FAIR_BUDGET_FRACTION } from './errors.js';
 import type { UpstreamResponse } from './parse-response.js';
 
 /** Largest upstream body read for a check; a bigger answer is malformed by definition. */
@@ -41,6 +41,10 @@ type Fail = (err: unknown) => void;
  * Where it is decides what its deadline means: waiting for a connection (the {@link Admission}'s
  * queue) is the sidecar's own wait, `ERR_OVERLOADED`, never the service's failure; in the pool, its
  * request written (or its connection being opened) is the service's time, `ERR_UPSTREAM_TIMEOUT`.
+ * That timeout is the service's failure only when the service had a fair budget: at least
+ * {@link FAIR_BUDGET_FRACTION} of the deadline from when the check was handed to the pool. One sent
+ * later (it waited here first) is `sentLate`: the app still gets `upstream_timeout`, the circuit
+ * breaker does not count it.
  */
 class CheckCall extends Deadline implements Waiter {
   settled = false;
@@ -48,6 +52,8 @@ class CheckCall extends Deadline implements Waiter {
   controller: Dispatcher.DispatchController | null = null;
   /** When the current attempt's request was written to a connection (monotonic ms), or -1. */
   writtenAt = -1;
+  /** When the check was first handed to the pool (monotonic ms), or -1: from then on its time is the service's. */
+  sentAt = -1;
   /** Holds one of the pool's connections: handed to undici and not yet let go by it. */
   pooled = false;
   prevWait: Waiter | null = null;
@@ -82,14 +88,21 @@ class CheckCall extends Deadline implements Waiter {
       this.reject(new DecisionError('ERR_OVERLOADED', `not sent: no connection to the service came free within ${client.timeoutMs} ms`));
       return;
     }
+    // The service's share of the deadline: from when the check was handed to the pool. Less than a
+    // fair budget (it waited here for a connection first) and its timeout is not the service failing.
+    const now = performance.now();
+    const budget = this.sentAt >= 0 ? this.deadline - this.sentAt : 0;
+    const sentLate = budget < client.timeoutMs * FAIR_BUDGET_FRACTION;
+    const late = sentLate ? `, sent with ${Math.round(budget)} ms of it left after waiting for a connection` : '';
     if (this.writtenAt >= 0) {
-      // How long the service has kept it: a lower bound of its answer time, which the estimate takes.
-      client.admission.observe(performance.now() - this.writtenAt);
+      // How long the service has kept it: a lower bound of its answer time, so it may raise the
+      // estimate, never lower it (a late-sent check's short wait says nothing of a slow answer).
+      client.admission.observeAtLeast(now - this.writtenAt);
       this.controller?.abort(new undiciErrors.RequestAbortedError());
-      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within ${client.timeoutMs} ms`));
+      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within the ${client.timeoutMs} ms deadline${late}`, { sentLate }));
     } else {
       // Not written while it held a connection of its own: the service's side did not take it in time.
-      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no connection to the service within ${client.timeoutMs} ms`));
+      this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no connection to the service within the ${client.timeoutMs} ms deadline${late}`, { sentLate }));
     }
   }
 
@@ -262,6 +275,7 @@ export class UpstreamClient {
   /** @internal Attempt `n` of `call`, on the connection it holds. */
   dispatch(call: CheckCall, n: number): void {
     call.pooled = true;
+    if (n === 1) call.sentAt = performance.now();
     call.writtenAt = -1;
     call.controller = null;
     const handler = new CheckAttempt(call, n);

@@ -72,7 +72,7 @@ export function createCheckRoute(o: CheckRouteOptions): (req: IncomingMessage, r
         if (hit) return answers.answer(res, hit, t0, req, trace);
       }
       // Without no-cache the cache was just read above: the service does not read it again.
-      answers.settle(res, service.decide(req, { noCache, cacheMissed: !noCache, trace }), t0, req, trace);
+      answers.settle(res, service.decide(req, { noCache, cacheMissed: !noCache, trace, arrivedAt: t0 }), t0, req, trace);
     } catch (err) {
       answers.fail(res, err, t0, undefined, trace);
     }

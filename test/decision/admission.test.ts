@@ -80,6 +80,17 @@ describe('Admission: the bound', () => {
     expect(admission.latencyMs).toBe(500);
   });
 
+  it('a timeout is a lower bound of an answer time: it may raise the estimate, never lower it (a late-sent check times out after a short wait)', () => {
+    const { admission } = setup(4, 2000);
+    admission.observe(300);
+    admission.observeAtLeast(100); // a check sent with little time left: its short wait says nothing of the service's speed
+    expect(admission.latencyMs).toBe(300);
+    admission.observeAtLeast(300);
+    expect(admission.latencyMs).toBe(300);
+    admission.observeAtLeast(1100); // waited longer than the estimate with no answer: the service is slower
+    expect(admission.latencyMs).toBe(300 + (1100 - 300) / 8);
+  });
+
   it('rejects nonsense options at construction', () => {
     expect(() => new Admission({ connections: 0, timeoutMs: 1 })).toThrow(RangeError);
     expect(() => new Admission({ connections: 1, timeoutMs: 0 })).toThrow(RangeError);

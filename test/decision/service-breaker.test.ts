@@ -32,6 +32,8 @@ class ScriptedTransport implements CheckTransport {
 
 const OVERLOADED = new DecisionError('ERR_OVERLOADED', 'not sent: waited for a connection');
 const TIMED_OUT = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'no answer within 2000 ms');
+/** A timeout of a check sent with too little of its deadline left (it waited in the sidecar first). */
+const TIMED_OUT_SENT_LATE = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'no answer within the 2000 ms deadline, sent with 650 ms of it left', { sentLate: true });
 const allowFor = (configKey: string): UpstreamResponse => ({ status: 200, date: undefined, body: JSON.stringify({ decision: 'ALLOW', configKey, validUntil: T0 + 600_000 }) });
 
 function setup(next: (n: number) => UpstreamResponse | DecisionError) {
@@ -98,6 +100,29 @@ describe('DecisionService and its circuit breaker', () => {
     for (let i = 0; i < THRESHOLD; i++) await ask(i);
     advance(1000);
     expect(await ask(10)).toBe('ERR_OVERLOADED');
+    expect(breaker.state).toBe('half_open');
+    expect(await ask(11)).toBe('allow');
+    expect(transport.calls).toBe(5);
+    expect(states).toEqual(['open', 'half_open', 'closed']);
+  });
+
+  it('timeouts of checks sent late are the app\'s upstream_timeout and calls to the service, but neither add to nor reset the count', async () => {
+    const script = [TIMED_OUT, TIMED_OUT, ...Array<DecisionError>(10).fill(TIMED_OUT_SENT_LATE), TIMED_OUT];
+    const { breaker, states, ask, upstreamCalls } = setup((n) => script[n]!);
+    for (let i = 0; i < script.length - 1; i++) expect(await ask(i)).toBe('ERR_UPSTREAM_TIMEOUT');
+    expect(breaker.state).toBe('closed');
+    expect(states).toEqual([]);
+    expect(await upstreamCalls()).toBe(script.length - 1);
+    await ask(script.length - 1);
+    expect(breaker.state).toBe('open');
+  });
+
+  it('a half-open probe sent late that times out neither closes nor reopens the breaker: the next check is the probe', async () => {
+    const script = [TIMED_OUT, TIMED_OUT, TIMED_OUT, TIMED_OUT_SENT_LATE];
+    const { breaker, states, ask, advance, transport } = setup((n) => script[n] ?? allowFor('k'));
+    for (let i = 0; i < THRESHOLD; i++) await ask(i);
+    advance(1000);
+    expect(await ask(10)).toBe('ERR_UPSTREAM_TIMEOUT');
     expect(breaker.state).toBe('half_open');
     expect(await ask(11)).toBe('allow');
     expect(transport.calls).toBe(5);

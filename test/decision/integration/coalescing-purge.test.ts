@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestSidecar, type TestSidecar } from '../../helpers/sidecar.js';
 import { allow, deny, startUpstream, type ReceivedRequest, type Reply, type ScriptedUpstream } from '../../helpers/upstream.js';
@@ -183,6 +184,73 @@ describe('Cache-Control: no-cache', () => {
     expect((await refresh).json?.decision).toBe('ALLOW');
     expect(await s.metric('consent_sidecar_cache_entries')).toBe(0);
     expect((await s.check(req)).source).toBe('upstream');
+  });
+
+  it("one key's no-cache burst is one call at a time, not one per request: it leaves the connections to other keys, and each request is answered by a call that started after it arrived", async () => {
+    const g = gate();
+    const A = { userReference: 'user-nc-burst', configKey: KEY };
+    const B = { userReference: 'user-other', configKey: KEY };
+    let callsForA = 0;
+    // A's first call is held; the next one (started when it ends) says DENY: a newer answer than the first.
+    const { u, s } = await setup(
+      (r) => {
+        const { userReference } = JSON.parse(r.body) as { userReference: string };
+        if (userReference !== A.userReference) return { body: allow(KEY, Date.now() + 60_000) };
+        return ++callsForA === 1 ? { hold: g.held, body: allow(KEY, Date.now() + 60_000) } : { body: deny(KEY) };
+      },
+      // Two connections: with a call per no-cache request, A's burst would take both and fill the queue.
+      { 'upstream-connections': '2' },
+    );
+    const first = s.check(A, { 'cache-control': 'no-cache' });
+    await u.waitForCount(1);
+    // Arriving while A's first call is under way (it started before them): they share the next call,
+    // which the first of them sets up and the other 29 join.
+    const burst = Array.from({ length: 30 }, () => s.check(A, { 'cache-control': 'no-cache' }));
+    await untilJoined(s, 29);
+    expect(u.checks).toBe(1);
+    // Another key still finds a connection: sent at once and answered by the service, not `overload`.
+    const other = await s.check(B);
+    expect(other.status).toBe(200);
+    expect(other.source).toBe('upstream');
+    expect(u.checks).toBe(2);
+    g.release();
+    expect((await first).json?.decision).toBe('ALLOW');
+    // The burst never gets the answer of the call that started before it arrived: the one that followed.
+    const answers = await Promise.all(burst);
+    expect(answers.map((a) => a.json)).toEqual(Array(30).fill({ decision: 'DENY', configKey: KEY }));
+    expect(answers.map((a) => a.source)).toEqual(Array(30).fill('upstream'));
+    expect(callsForA).toBe(2);
+    expect(await s.metric('consent_sidecar_fail_closed_total')).toBe(0);
+  });
+
+  it('a no-cache request joins the call for its key that started after it arrived (its headers came first, its body later)', async () => {
+    const g = gate();
+    const { u, s } = await setup(allowAsked({ hold: g.held }));
+    const req = { userReference: 'user-nc-arrived', configKey: KEY };
+    const body = JSON.stringify(req);
+    // X's headers arrive now; its body only once the other request's call is under way.
+    const x = request(`${s.handle.urls.decision}/v1/authorization/check`, {
+      method: 'POST',
+      headers: { 'cache-control': 'no-cache', 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    });
+    const xAnswer = new Promise<{ status: number; source: unknown; body: string }>((resolve, reject) => {
+      x.on('error', reject).on('response', (res) => {
+        let b = '';
+        res.setEncoding('utf8').on('data', (c: string) => (b += c)).on('end', () => resolve({ status: res.statusCode!, source: res.headers['x-consent-decision-source'], body: b }));
+      });
+    });
+    x.flushHeaders();
+    // A round trip on another connection opened after them: the sidecar has read X's headers by then.
+    await s.send('GET', '/not-a-route');
+    const y = s.check(req, { 'cache-control': 'no-cache' });
+    await u.waitForCount(1);
+    x.end(body);
+    await untilJoined(s, 1);
+    g.release();
+    expect((await y).json?.decision).toBe('ALLOW');
+    const xa = await xAnswer;
+    expect([xa.status, xa.source, (JSON.parse(xa.body) as { decision: string }).decision]).toEqual([200, 'upstream', 'ALLOW']);
+    expect(u.checks).toBe(1);
   });
 
   it('skips a live entry (the service is asked) and refreshes it', async () => {
