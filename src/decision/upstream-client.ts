@@ -101,7 +101,11 @@ class CheckCall extends Deadline implements Waiter {
       this.controller?.abort(new undiciErrors.RequestAbortedError());
       this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no answer within the ${client.timeoutMs} ms deadline${late}`, { sentLate }));
     } else {
-      // Not written while it held a connection of its own: the service's side did not take it in time.
+      // Not written while it held a connection of its own: the service's side did not take it in
+      // time. That wait is a lower bound of its answer time too: raised by it, the estimate sends
+      // the next checks with a fair budget, whose timeouts then count, so a service whose address
+      // no longer answers still opens the breaker under load (every send late, none counted, else).
+      if (this.sentAt >= 0) client.admission.observeAtLeast(now - this.sentAt);
       this.reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no connection to the service within the ${client.timeoutMs} ms deadline${late}`, { sentLate }));
     }
   }
