@@ -21,6 +21,8 @@ export interface CheckTransport {
    * too little of its deadline left for the service to be blamed).
    */
   check(body: string, traceHeaders?: readonly string[]): Promise<UpstreamResponse>;
+  /** The whole deadline of one check (ms), when it has one: a request never waits longer than it for its answer. */
+  readonly timeoutMs?: number;
 }
 
 /** How {@link DecisionService.decide} treats the cache, and the request's trace. */
@@ -219,13 +221,39 @@ export class DecisionService {
     }
     if (flight.next !== null) {
       this.o.metrics.coalesced.inc();
-      return flight.next;
+      return this.byDeadline(flight.next, arrivedAt);
     }
     // The call under way started before this request (or before a purge): the next one, started
     // when it ends, is fresh for this request and for every one that arrives until then.
     const next = flight.promise.then(ignore, ignore).then(() => this.startFresh(req, key, trace));
     flight.next = next;
-    return next;
+    return this.byDeadline(next, arrivedAt);
+  }
+
+  /**
+   * `answer`, or `upstream_timeout` once the request's own deadline (the transport's, from
+   * `arrivedAt`) has passed: a request that waits for the call under way and then the one after it
+   * would otherwise wait up to two deadlines, past what the app and Envoy were told a check takes.
+   */
+  private byDeadline(answer: Promise<Answer>, arrivedAt: number): Promise<Answer> {
+    const timeoutMs = this.o.transport.timeoutMs;
+    if (timeoutMs === undefined) return answer;
+    return new Promise<Answer>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new DecisionError('ERR_UPSTREAM_TIMEOUT', `no fresh answer within the ${timeoutMs} ms deadline: it waited for the call under way when it arrived, then for the one after it`)),
+        Math.max(0, arrivedAt + timeoutMs - performance.now()),
+      );
+      answer.then(
+        (a) => {
+          clearTimeout(timer);
+          resolve(a);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   private startFresh(req: CheckRequest, key: string, trace: RequestTrace | null): Promise<Answer> {

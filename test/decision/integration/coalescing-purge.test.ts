@@ -223,6 +223,29 @@ describe('Cache-Control: no-cache', () => {
     expect(await s.metric('consent_sidecar_fail_closed_total')).toBe(0);
   });
 
+  it('a no-cache request that waits for the call under way and then the one after it is answered by its own deadline, not two: upstream_timeout while that next call is still out', async () => {
+    const g = gate();
+    const A = { userReference: 'user-nc-deadline', configKey: KEY };
+    // Every call for A is held until the test ends: each ends by its deadline.
+    const { u, s } = await setup(() => ({ hold: g.held, body: allow(KEY, Date.now() + 60_000) }), { 'upstream-timeout-ms': '1500' });
+    const timedOut = (): Promise<number> => s.metric('consent_sidecar_upstream_request_duration_seconds_count', { outcome: 'timeout' });
+    try {
+      const first = s.check(A, { 'cache-control': 'no-cache' });
+      await u.waitForCount(1);
+      // Arrives while the first call is under way: it waits for that one, then for the one after it.
+      const second = s.check(A, { 'cache-control': 'no-cache' });
+      expect((await first).json).toMatchObject({ decision: 'DENY', error: 'upstream_timeout' });
+      await u.waitForCount(2);
+      const answer = await second;
+      expect(answer.status).toBe(503);
+      expect(answer.json).toMatchObject({ decision: 'DENY', error: 'upstream_timeout' });
+      // Answered at its own deadline: the call after the first had not ended yet (one timeout so far, the first call's).
+      expect(await timedOut()).toBe(1);
+    } finally {
+      g.release();
+    }
+  });
+
   it('a no-cache request joins the call for its key that started after it arrived (its headers came first, its body later)', async () => {
     const g = gate();
     const { u, s } = await setup(allowAsked({ hold: g.held }));
