@@ -122,20 +122,20 @@ return 1
 /**
  * The route tables filed. KEYS: routes. ARGV: at most (tables), max bytes of one (its consumer's
  * name and its table), max bytes in all. A larger table is skipped, never returned; the listing
- * stops at either bound. A key of another type (a Redis writer's) holds no table: none is listed,
- * and ADVERTISE replaces it. Returns {consumer, json, consumer, json, …}.
+ * stops at either bound, and then says it is not whole. A key of another type (a Redis writer's)
+ * holds no table: none is listed, and ADVERTISE replaces it. Returns {whole (1 or 0), consumer,
+ * json, consumer, json, …}.
  */
 export const ROUTERS = new RedisScript(`
-local out = {}
+local out = {1}
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return out end
 local max, one, all = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local total = 0
 local fields = redis.call('HKEYS', KEYS[1])
 for _, f in ipairs(fields) do
-  if #out >= 2 * max then break end
   local size = #f + redis.call('HSTRLEN', KEYS[1], f)
   if size <= one then
-    if total + size > all then break end
+    if #out > 2 * max or total + size > all then out[1] = 0 break end
     local v = redis.call('HGET', KEYS[1], f)
     if v then out[#out + 1] = f out[#out + 1] = v total = total + size end
   end

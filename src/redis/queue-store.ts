@@ -1,6 +1,6 @@
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/index.js';
-import type { AcceptedMarks, AdvertBounds, Enqueued, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from '../webhooks/index.js';
+import type { AcceptedMarks, AdvertBounds, Enqueued, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert, RouterListing } from '../webhooks/index.js';
 import { DEDUP_KEY_OWNER } from './claim-store.js';
 import { acceptedValue, DEDUP_VALUE_MAX_BYTES } from './dedup-scripts.js';
 import type { RedisConnection } from './connection.js';
@@ -176,16 +176,17 @@ export class RedisQueueStore implements QueueStore {
     await this.connection.call('queue_routes', (c) => c.sendCommand(['HDEL', this.keys.routes, consumer]));
   }
 
-  async routers(bounds: AdvertBounds): Promise<RouterAdvert[]> {
+  async routers(bounds: AdvertBounds): Promise<RouterListing> {
     const reply = await this.connection.call('queue_routers', (c) => ROUTERS.run(c, [this.keys.routes], [String(bounds.max), String(bounds.entryBytes), String(bounds.totalBytes)]));
-    if (!Array.isArray(reply) || reply.length % 2 !== 0) throw malformed('routers');
-    const out: RouterAdvert[] = [];
-    for (let i = 0; i < reply.length; i += 2) {
+    if (!Array.isArray(reply) || reply.length % 2 !== 1 || (reply[0] !== 0 && reply[0] !== 1)) throw malformed('routers');
+    const tables: RouterAdvert[] = [];
+    for (let i = 1; i < reply.length; i += 2) {
       const [consumer, json] = [reply[i], reply[i + 1]];
-      if (typeof consumer === 'string' && typeof json === 'string') out.push({ consumer, json });
+      if (typeof consumer === 'string' && typeof json === 'string') tables.push({ consumer, json });
     }
-    return out;
+    return { tables, whole: reply[0] === 1 };
   }
+
 
   async promoteDue(now: number, max: number): Promise<number> {
     const r = await this.connection.call('queue_promote', (c) => PROMOTE.run(c, [this.keys.delayed, this.keys.events], [String(now), String(max), this.keys.wake]));

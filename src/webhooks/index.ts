@@ -43,7 +43,7 @@ export {
   type Reverified,
   type StoredDelivery,
 } from './stored-delivery.js';
-export type { AcceptedMarks, AdvertBounds, Enqueued, EnqueueOutcome, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert } from './queue-store.js';
+export type { AcceptedMarks, AdvertBounds, Enqueued, EnqueueOutcome, ForwardClaim, QueueBatch, QueueEntry, QueueStats, QueueStore, ReadBounds, RouterAdvert, RouterListing } from './queue-store.js';
 export { backoffMs, QUEUE_BACKOFF_MAX_MS, QUEUE_BACKOFF_MIN_MS } from './queue-delivery.js';
 export { RouterDirectory, ROUTES_ADVERTISE_INTERVAL_MS, ROUTES_TTL_MS } from './queue-routers.js';
 export { QUEUE_CONCURRENCY, QUEUE_READ_BATCH_BYTES, QUEUE_STALE_CONSUMER_MS, QueueWorker, type QueueWorkerOptions } from './queue-worker.js';

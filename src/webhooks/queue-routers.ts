@@ -12,7 +12,7 @@ const DIRECTORY_REFRESH_MS = 1000;
  * Route tables read at most, the largest one read, and the most read in all (bytes): a fleet is
  * tens of replicas, a table a few globs. What a Redis writer files cannot make a listing larger.
  */
-const MAX_ROUTERS = 1024;
+const MAX_ROUTERS = 4096;
 export const MAX_ADVERT_BYTES = 16_384;
 const MAX_LISTING_BYTES = 1_048_576;
 /** A table is believed no longer than its life and this much clock skew between replicas (ms). */
@@ -39,9 +39,9 @@ const isGlobList = (v: unknown): v is string[] => Array.isArray(v) && v.every((g
  * nothing: an entry no table takes waits in the queue, where any replica, theirs included, reads it.
  */
 export class RouterDirectory {
-  private cache: { readonly at: number; readonly adverts: readonly Advert[] } | null = null;
+  private cache: { readonly at: number; readonly adverts: readonly Advert[]; readonly whole: boolean } | null = null;
   /** The listing being read, shared by every entry that asks meanwhile. */
-  private reading: Promise<readonly Advert[]> | null = null;
+  private reading: Promise<{ readonly adverts: readonly Advert[]; readonly whole: boolean }> | null = null;
   private withdrawn = false;
 
   constructor(
@@ -82,24 +82,29 @@ export class RouterDirectory {
 
   /**
    * A live consumer other than this one whose routes forward `type` (one at random among them), or
-   * null. Rejects when the tables cannot be read (a Redis error or timeout: not known, never "none").
+   * null. Rejects when that cannot be known: the tables cannot be read (a Redis error or timeout),
+   * or none of those listed takes it and the listing was cut at its bounds (a writer's junk can
+   * fill it): "none" is said only of every table.
    */
   async forwarderOf(type: string): Promise<string | null> {
     const now = this.o.now();
-    if (this.cache === null || now - this.cache.at >= DIRECTORY_REFRESH_MS) this.cache = { at: now, adverts: await this.listing(now) };
+    if (this.cache === null || now - this.cache.at >= DIRECTORY_REFRESH_MS) this.cache = { at: now, ...(await this.listing(now)) };
     const takers = this.cache.adverts.filter((a) => a.consumer !== this.o.consumer && a.until > now && globsForward(a, type));
-    return takers.length === 0 ? null : takers[Math.floor(Math.random() * takers.length)]!.consumer;
+    if (takers.length > 0) return takers[Math.floor(Math.random() * takers.length)]!.consumer;
+    if (!this.cache.whole) throw new Error(`the route tables' listing was cut at its bounds (${MAX_ROUTERS} tables, ${MAX_LISTING_BYTES} bytes) and none of those read routes ${type}`);
+    return null;
   }
 
-  private listing(now: number): Promise<readonly Advert[]> {
+  private listing(now: number): Promise<{ readonly adverts: readonly Advert[]; readonly whole: boolean }> {
     this.reading ??= this.read(now).finally(() => (this.reading = null));
     return this.reading;
   }
 
   /** The tables filed that verify and are alive; those long dead are removed. */
-  private async read(now: number): Promise<Advert[]> {
+  private async read(now: number): Promise<{ adverts: Advert[]; whole: boolean }> {
     const out: Advert[] = [];
-    for (const { consumer, json } of await this.o.store.routers({ max: MAX_ROUTERS, entryBytes: MAX_ADVERT_BYTES, totalBytes: MAX_LISTING_BYTES })) {
+    const listing = await this.o.store.routers({ max: MAX_ROUTERS, entryBytes: MAX_ADVERT_BYTES, totalBytes: MAX_LISTING_BYTES });
+    for (const { consumer, json } of listing.tables) {
       const advert = this.parse(consumer, json);
       if (advert === null) continue;
       // One filed further ahead than its life and the skew allows comes from a clock that is wrong, or from no replica of ours.
@@ -107,7 +112,7 @@ export class RouterDirectory {
       if (advert.until > now) out.push(advert);
       else if (now - advert.until > FORGET_AFTER_MS) await this.o.store.forgetRoutes(consumer).catch(() => undefined); // tidying: the next reader tries again
     }
-    return out;
+    return { adverts: out, whole: listing.whole };
   }
 
   /** A filed table whose MAC verifies and that is filed under its own consumer, in this deployment's key, else null (counted when the MAC fails). */

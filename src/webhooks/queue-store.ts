@@ -68,6 +68,12 @@ export interface RouterAdvert {
 }
 
 /** How much a listing of route tables may bring into the process. */
+/** The route tables listed; `whole` false when a bound stopped the listing before the last one. */
+export interface RouterListing {
+  readonly tables: readonly RouterAdvert[];
+  readonly whole: boolean;
+}
+
 export interface AdvertBounds {
   /** Tables read at most. */
   readonly max: number;
@@ -150,7 +156,7 @@ export interface QueueStore {
   /** Removes what `consumer` filed with {@link advertiseRoutes}. */
   forgetRoutes(consumer: string): Promise<void>;
   /** The route tables filed, within `bounds` (the caller checks each one: shape, MAC, age). */
-  routers(bounds: AdvertBounds): Promise<RouterAdvert[]>;
+  routers(bounds: AdvertBounds): Promise<RouterListing>;
   /** Moves parked entries due by `now` back to the queue; how many. */
   promoteDue(now: number, max: number): Promise<number>;
   stats(): Promise<QueueStats>;

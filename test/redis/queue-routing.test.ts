@@ -74,28 +74,35 @@ describe('the store: hand-over and route tables', () => {
     await store.advertiseRoutes('a', '{"t":1}');
     await store.advertiseRoutes('b', 'x'.repeat(5000));
     await store.advertiseRoutes('c', '{"t":3}');
-    expect((await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).sort((x, y) => x.consumer.localeCompare(y.consumer))).toEqual([
+    const all = await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 });
+    // The oversized one is skipped, not a cut: the listing is whole.
+    expect(all.whole).toBe(true);
+    expect([...all.tables].sort((x, y) => x.consumer.localeCompare(y.consumer))).toEqual([
       { consumer: 'a', json: '{"t":1}' },
       { consumer: 'c', json: '{"t":3}' },
     ]);
-    expect(await store.routers({ max: 1, entryBytes: 1000, totalBytes: 100_000 })).toHaveLength(1);
+    const one = await store.routers({ max: 1, entryBytes: 1000, totalBytes: 100_000 });
+    expect(one.tables).toHaveLength(1);
+    expect(one.whole).toBe(false);
+    expect(await store.routers({ max: 2, entryBytes: 1000, totalBytes: 100_000 })).toMatchObject({ whole: true });
     await store.forgetRoutes('a');
-    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([{ consumer: 'c', json: '{"t":3}' }]);
-    // The listing stops before it would pass its byte bound in all (each table counted with its consumer's name).
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual({ tables: [{ consumer: 'c', json: '{"t":3}' }], whole: true });
+    // The listing stops before it would pass its byte bound in all (each table counted with its consumer's name), and says so.
     await store.advertiseRoutes('d', 'y'.repeat(600));
     await store.advertiseRoutes('e', 'z'.repeat(600));
     const listed = await store.routers({ max: 10, entryBytes: 1000, totalBytes: 1000 });
-    expect(listed.reduce((n, r) => n + r.consumer.length + r.json.length, 0)).toBeLessThanOrEqual(1000);
-    expect(listed.filter((r) => r.json.length === 600)).toHaveLength(1);
+    expect(listed.tables.reduce((n, r) => n + r.consumer.length + r.json.length, 0)).toBeLessThanOrEqual(1000);
+    expect(listed.tables.filter((r) => r.json.length === 600)).toHaveLength(1);
+    expect(listed.whole).toBe(false);
   });
 
   it('a key of another type where the tables go (a Redis writer\'s) lists no table and refuses none: the next table filed replaces it', async () => {
     const c = await up(connectionTo(single(fx.redis.url), { prefix: prefix(), opened }));
     const store = new RedisQueueStore(c.conn, c.keyspace);
     await fx.admin.set(store.keys.routes, 'x');
-    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([]);
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual({ tables: [], whole: true });
     await store.advertiseRoutes('a', '{"t":1}');
-    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual([{ consumer: 'a', json: '{"t":1}' }]);
+    expect(await store.routers({ max: 10, entryBytes: 1000, totalBytes: 100_000 })).toEqual({ tables: [{ consumer: 'a', json: '{"t":1}' }], whole: true });
   });
 });
 
@@ -185,6 +192,18 @@ describe('replicas that route differently', () => {
     const updated = await replica(p, a.url, true, { visibilityMs: 1500 });
     await vi.waitFor(() => expect(ids(a)).toEqual(['evt_i1', 'evt_i2', 'evt_i3']), { timeout: 15_000 });
     await vi.waitFor(() => expect(forwards(updated.registry, 'delivered')).resolves.toBe(3), { timeout: 10_000 });
+  });
+
+  it('route tables a writer\'s junk pushed out of the listing (cut at its bounds) are not "nobody routes it": an entry of a type this replica ignores waits, it is not removed', async () => {
+    const a = await app();
+    const p = prefix();
+    const ignoring = await replica(p, a.url, false, { ignore: ['newtype.*'] });
+    // Over 1 MiB of junk fields, each within the bound of one table: the listing is cut before its end.
+    const junk = 'j'.repeat(16_000);
+    for (let i = 0; i < 80; i++) await fx.admin.sendCommand(['HSET', ignoring.keys.routes, `junk-${i}`, junk]);
+    await ignoring.q.enqueue(signed('evt_hidden'));
+    await vi.waitFor(() => expect(forwards(ignoring.registry, 'awaiting_route')).resolves.toBeGreaterThanOrEqual(1), { timeout: 10_000 });
+    expect(await forwards(ignoring.registry, 'ignored')).toBe(0);
   });
 
   it('a route table whose MAC does not verify is no table: nothing is handed to it (counted), the entry waits for a route', async () => {

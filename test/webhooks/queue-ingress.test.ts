@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/index.js';
 import { createRegistry } from '../../src/observability/registry.js';
-import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type ForwardClaim, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore } from '../../src/webhooks/index.js';
+import { appHeaders, buildWebhooks, decodeStored, type Enqueued, type ForwardClaim, type QueueBatch, type QueuedEvent, type QueueEntry, type QueueStats, type QueueStore, type RouterListing } from '../../src/webhooks/index.js';
 import { deliveryHeaders, envelope, metricValue, nowS, post, RecordingRevocations, SECRET_A, startApp, startWebhookListener, webhookConfig, type FakeApp } from '../helpers/webhooks.js';
 
 /**
@@ -39,7 +39,7 @@ class RecordingQueue implements QueueStore {
   handOver = async (): Promise<boolean> => true;
   advertiseRoutes = async (): Promise<void> => undefined;
   forgetRoutes = async (): Promise<void> => undefined;
-  routers = async (): Promise<[]> => [];
+  routers = async (): Promise<RouterListing> => ({ tables: [], whole: true });
   promoteDue = async (): Promise<number> => 0;
   stats = async (): Promise<QueueStats> => ({ depth: this.events.length, oldestAcceptedAt: null, deadLetters: 0 });
   sweepConsumers = async (): Promise<void> => undefined;

@@ -105,17 +105,16 @@ export class StandInQueueStore {
       forgetRoutes: (consumer) => op('forgetRoutes', () => void this.adverts.delete(consumer)),
       routers: (bounds) =>
         op('routers', () => {
-          const out: { consumer: string; json: string }[] = [];
+          const tables: { consumer: string; json: string }[] = [];
           let total = 0;
           for (const [consumer, json] of this.adverts) {
-            if (out.length >= bounds.max) break;
             const size = consumer.length + json.length;
             if (size > bounds.entryBytes) continue;
-            if (total + size > bounds.totalBytes) break;
+            if (tables.length >= bounds.max || total + size > bounds.totalBytes) return { tables, whole: false };
             total += size;
-            out.push({ consumer, json });
+            tables.push({ consumer, json });
           }
-          return out;
+          return { tables, whole: true };
         }),
       promoteDue: (now, max) => op('promoteDue', () => this.promote(now, max)),
       stats: () => op('stats', () => this.stats()),
