@@ -78,6 +78,19 @@ class PendingCheck extends Deadline {
   }
 }
 
+/**
+ * A caller's time left (ms) as the timeout of one of a few deadline queues, never longer: whole ms
+ * below 256 ms, above it rounded down to 128 steps an octave (less than 1/128 of it lost: under 8
+ * ms below 2 s). So a caller sending varied `grpc-timeout`s makes at most about 1,700 queues at
+ * the most `--upstream-timeout-ms` (600 s), about 630 at its default.
+ */
+export function callerQueueTimeout(leftMs: number): number {
+  const whole = Math.floor(leftMs);
+  if (whole < 256) return whole;
+  const step = 2 ** (31 - Math.clz32(whole) - 7);
+  return whole - (whole % step);
+}
+
 export interface CheckHandlerOptions {
   readonly service: DecisionService;
   readonly answers: RouteBoundary<CheckReply>;
@@ -88,7 +101,7 @@ export interface CheckHandlerOptions {
   /** Each call's deadline (ms): `--upstream-timeout-ms`, as a check's. */
   readonly timeoutMs: number;
   readonly deadlines: DeadlineQueue;
-  /** Deadlines set sooner by a caller's `grpc-timeout`, one queue per whole ms left (below `timeoutMs`). */
+  /** Deadlines set sooner by a caller's `grpc-timeout`, a queue per {@link callerQueueTimeout} (below `timeoutMs`). */
   readonly callerDeadlines?: DeadlineQueues;
 }
 
@@ -127,8 +140,8 @@ export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckRep
         let deadline = t0 + o.timeoutMs;
         const answerBy = reply.answerBy;
         if (answerBy !== undefined && answerBy < deadline) {
-          // Whole ms, so each queue holds one fixed timeout (its deadlines in order), and no later than answerBy.
-          const left = Math.floor(answerBy - t0);
+          // One of a few fixed timeouts (each queue's deadlines in order), never past answerBy.
+          const left = callerQueueTimeout(answerBy - t0);
           if (left <= 0) return answers.fail(reply, CALL_DEADLINE, t0, asked, null);
           queue = callerDeadlines.for(left);
           deadline = t0 + left;

@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DecisionMetrics, type Answer, type DecisionService } from '../../src/decision/index.js';
 import { DecisionBoundary } from '../../src/edge/decision-boundary.js';
-import { createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
+import { callerQueueTimeout, createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
 import { answerByFor, answerMarginMs, parseGrpcTimeout } from '../../src/grpc/grpc-timeout.js';
 import { DeadlineQueue, DeadlineQueues } from '../../src/lib/deadline-queue.js';
 import { silentLogger } from '../../src/observability/index.js';
@@ -43,6 +43,20 @@ describe('parseGrpcTimeout', () => {
     expect(answerMarginMs(20)).toBe(5);
     expect(answerByFor('200m', 1000)).toBe(1150);
     expect(answerByFor('20m', 1000)).toBe(1015);
+  });
+});
+
+describe('callerQueueTimeout', () => {
+  it('whole ms below 256, then 128 steps an octave; never longer than the time left', () => {
+    expect([0.4, 1, 1.9, 150.7, 255.9].map(callerQueueTimeout)).toEqual([0, 1, 1, 150, 255]);
+    expect([256, 1000, 1001, 1999].map(callerQueueTimeout)).toEqual([256, 1000, 1000, 1992]);
+    const timeouts = new Set<number>();
+    for (let ms = 1; ms < 600_000; ms += 0.5) {
+      const t = callerQueueTimeout(ms);
+      if (!(t <= ms && t > ms - Math.max(1, ms / 128))) expect({ ms, t }).toBeUndefined();
+      timeouts.add(t);
+    }
+    expect(timeouts.size).toBeLessThan(1700);
   });
 });
 
