@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { DecisionError, rejectedAnswer, type Answer, type CheckRequest, type DecisionService } from '../decision/index.js';
 import type { DecisionBoundary, RouteBoundary } from '../edge/decision-boundary.js';
-import { Deadline, DeadlineQueue } from '../lib/deadline-queue.js';
+import { Deadline, DeadlineQueue, DeadlineQueues } from '../lib/deadline-queue.js';
 import { parseCheckRequestMessage } from './check-request.js';
 import { checkResponseFor, LAST_RESORT_RESPONSE } from './check-response.js';
 import { STREAM_CAP_DETAIL, type CallRefusal, type UnaryMethod } from './server-call.js';
@@ -10,6 +10,12 @@ import { STREAM_CAP_DETAIL, type CallRefusal, type UnaryMethod } from './server-
 export interface CheckReply {
   /** An answer went out, or there is nobody left to answer. */
   readonly sent: boolean;
+  /**
+   * When the caller stops waiting, less the room its answer needs to reach it (monotonic ms, from
+   * its `grpc-timeout`; see src/grpc/grpc-timeout.ts). Absent or Infinity: no such header, or one
+   * not well-formed, and the sidecar's own deadline applies.
+   */
+  readonly answerBy?: number;
   send(message: Buffer): void;
 }
 
@@ -28,7 +34,10 @@ export function extAuthzBoundary(boundary: DecisionBoundary): RouteBoundary<Chec
   return boundary.route('ext_authz_grpc', writeCheckResponse, lastResort);
 }
 
-/** The call's deadline passed before the decision came: no decision, as a check's own timeout. */
+/**
+ * The call's deadline passed before the decision came (`--upstream-timeout-ms`, or sooner the
+ * caller's `grpc-timeout` less its margin): no decision, as a check's own timeout.
+ */
 const CALL_DEADLINE = new DecisionError('ERR_UPSTREAM_TIMEOUT', 'the call deadline passed before a decision was had');
 /** The listener could not take the request in (its byte budget): no decision, as a shed check. */
 const RECEIVE_OVERLOAD = new DecisionError('ERR_OVERLOADED', 'the gRPC listener holds its most of requests not arrived whole');
@@ -69,6 +78,19 @@ class PendingCheck extends Deadline {
   }
 }
 
+/**
+ * A caller's time left (ms) as the timeout of one of a few deadline queues, never longer: whole ms
+ * below 256 ms, above it rounded down to 128 steps an octave (less than 1/128 of it lost: under 8
+ * ms below 2 s). So a caller sending varied `grpc-timeout`s makes at most about 1,700 queues at
+ * the most `--upstream-timeout-ms` (600 s), about 630 at its default.
+ */
+export function callerQueueTimeout(leftMs: number): number {
+  const whole = Math.floor(leftMs);
+  if (whole < 256) return whole;
+  const step = 2 ** (31 - Math.clz32(whole) - 7);
+  return whole - (whole % step);
+}
+
 export interface CheckHandlerOptions {
   readonly service: DecisionService;
   readonly answers: RouteBoundary<CheckReply>;
@@ -79,6 +101,8 @@ export interface CheckHandlerOptions {
   /** Each call's deadline (ms): `--upstream-timeout-ms`, as a check's. */
   readonly timeoutMs: number;
   readonly deadlines: DeadlineQueue;
+  /** Deadlines set sooner by a caller's `grpc-timeout`, a queue per {@link callerQueueTimeout} (below `timeoutMs`). */
+  readonly callerDeadlines?: DeadlineQueues;
 }
 
 /**
@@ -88,9 +112,18 @@ export interface CheckHandlerOptions {
  * request that cannot be read (none, two, cut short, too large, compressed unreadably, too slow)
  * is a 400 denial, one the listener had no room for a 503 `overload`. A client that leaves
  * mid-call is still answered (into nothing) and counted once.
+ *
+ * A miss's deadline is `--upstream-timeout-ms`, or sooner the caller's `grpc-timeout` less a
+ * margin ({@link CheckReply.answerBy}): past it, the same 503 `upstream_timeout` denial, never
+ * the caller's own timeout (which Envoy's `failure_mode_allow` would turn into an ALLOW). One with
+ * no time left (under a whole ms) is denied at once, no decision asked for: its caller has given
+ * up, or will before any answer reaches it. A cache hit is answered at once whatever the header
+ * says. The decision asked for is not cut short by the call's deadline: it goes on under its own
+ * (`--upstream-timeout-ms`) and is cached for the calls after.
  */
 export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckReply> {
   const { service, answers, deadlines } = o;
+  const callerDeadlines = o.callerDeadlines ?? new DeadlineQueues();
   return {
     maxBytes: o.maxMessageBytes,
     request(message, reply) {
@@ -103,8 +136,18 @@ export function createCheckHandler(o: CheckHandlerOptions): UnaryMethod<CheckRep
         asked = parsed;
         const hit = service.cached(asked);
         if (hit) return answers.answer(reply, hit, t0, asked, null);
-        const p = (pending = new PendingCheck(t0 + o.timeoutMs, deadlines, answers, reply, asked, t0));
-        deadlines.add(p);
+        let queue = deadlines;
+        let deadline = t0 + o.timeoutMs;
+        const answerBy = reply.answerBy;
+        if (answerBy !== undefined && answerBy < deadline) {
+          // One of a few fixed timeouts (each queue's deadlines in order), never past answerBy.
+          const left = callerQueueTimeout(answerBy - t0);
+          if (left <= 0) return answers.fail(reply, CALL_DEADLINE, t0, asked, null);
+          queue = callerDeadlines.for(left);
+          deadline = t0 + left;
+        }
+        const p = (pending = new PendingCheck(deadline, queue, answers, reply, asked, t0));
+        queue.add(p);
         service.decide(asked, { cacheMissed: true }).then(
           (a) => p.answer(a),
           (err: unknown) => p.fail(err),

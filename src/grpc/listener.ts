@@ -6,7 +6,7 @@ import type { DecisionService } from '../decision/index.js';
 import type { DecisionBoundary } from '../edge/decision-boundary.js';
 import { peerOf, type ConnectionState, type HeldConnection } from '../edge/listener-fairness.js';
 import { ListenerGate, type ListenerMetrics } from '../edge/listener-gate.js';
-import { DeadlineQueue } from '../lib/deadline-queue.js';
+import { DeadlineQueue, DeadlineQueues } from '../lib/deadline-queue.js';
 import type { Logger, Readiness } from '../observability/index.js';
 import { UnverifiedBudget } from '../webhooks/unverified-budget.js';
 import { createCheckHandler, extAuthzBoundary } from './ext-authz.js';
@@ -96,6 +96,8 @@ export class GrpcListener {
   private readonly methods: ReadonlyMap<string, UnaryMethod>;
   private readonly limits: CallLimits;
   private readonly deadlines = new DeadlineQueue();
+  /** Checks' deadlines set sooner by their caller's `grpc-timeout`. */
+  private readonly callerDeadlines = new DeadlineQueues();
   private readonly connections = new Set<Connection>();
   private readonly bySession = new WeakMap<ServerHttp2Session, Connection>();
   /** Open streams, across all connections: each with when its answer was seen written whole (0: not yet). */
@@ -127,6 +129,7 @@ export class GrpcListener {
       maxMessageBytes: o.maxMessageBytes,
       timeoutMs: o.timeoutMs,
       deadlines: this.deadlines,
+      callerDeadlines: this.callerDeadlines,
     });
     this.methods = new Map([
       [CHECK_METHOD, check],
@@ -316,6 +319,7 @@ export class GrpcListener {
         clearTimeout(force);
         clearInterval(this.sweep);
         this.deadlines.clear();
+        this.callerDeadlines.clear();
         this.limits.arrivals.clear();
         resolve();
       };

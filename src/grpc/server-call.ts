@@ -2,6 +2,7 @@ import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from 'nod
 import { performance } from 'node:perf_hooks';
 import { Deadline, type DeadlineQueue } from '../lib/deadline-queue.js';
 import type { BudgetHolder, UnverifiedBudget } from '../webhooks/unverified-budget.js';
+import { answerByFor } from './grpc-timeout.js';
 import { MESSAGE_PREFIX_BYTES, MessageReader, type RequestRefusal } from './message-reader.js';
 
 /**
@@ -93,6 +94,11 @@ export class GrpcCall extends Deadline implements BudgetHolder {
   sent = false;
   /** Called once when the stream closes, whoever closed it. */
   onClose: (() => void) | undefined;
+  /**
+   * When the caller's `grpc-timeout` (from the stream's start) leaves just room for an answer to
+   * reach it (monotonic ms; `answerByFor`); Infinity with no header, or one not well-formed.
+   */
+  readonly answerBy: number;
   private reader: MessageReader | null;
 
   constructor(
@@ -103,7 +109,11 @@ export class GrpcCall extends Deadline implements BudgetHolder {
     /** The peer the stream's connection is counted to. */
     readonly peer: string,
   ) {
-    super(performance.now() + limits.requestTimeoutMs);
+    const startedAt = performance.now();
+    super(startedAt + limits.requestTimeoutMs);
+    // Parsed only when sent (Envoy sends it for a call with a timeout, which is every call by default).
+    const timeout = headers['grpc-timeout'];
+    this.answerBy = typeof timeout === 'string' ? answerByFor(timeout, startedAt) : Infinity;
     const encoding = headers['grpc-encoding'];
     this.reader = new MessageReader(method.maxBytes, typeof encoding === 'string' ? encoding : undefined);
     limits.arrivals.add(this);

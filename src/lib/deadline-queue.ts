@@ -80,3 +80,24 @@ export class DeadlineQueue {
     this.timer = null;
   }
 }
+
+/**
+ * Deadlines of several fixed timeouts, whole ms: a {@link DeadlineQueue} for each timeout in use,
+ * made when first asked for and kept (callers bound the timeouts they ask for, so the queues are
+ * few: a queue holds a timer only while it has entries).
+ */
+export class DeadlineQueues {
+  private readonly queues = new Map<number, DeadlineQueue>();
+
+  /** The queue of deadlines `timeoutMs` (whole ms) after their work starts. */
+  for(timeoutMs: number): DeadlineQueue {
+    let q = this.queues.get(timeoutMs);
+    if (q === undefined) this.queues.set(timeoutMs, (q = new DeadlineQueue()));
+    return q;
+  }
+
+  /** Stops every queue's timer (shutdown). */
+  clear(): void {
+    for (const q of this.queues.values()) q.clear();
+  }
+}
