@@ -27,6 +27,8 @@ const identity = (b: Buffer): Buffer => b;
  * its connection let go (GOAWAY), counted as `write_timeout`.
  */
 export const WRITE_DEADLINE_MS = 5000;
+/** How long a connection whose side we ended waits for the peer to close its half before it is cut (ms). */
+const LINGER_MS = 1000;
 /** Health Watches open at once on the listener, and per peer address (each never ends by itself). */
 export const MAX_WATCHES = 64;
 export const MAX_WATCHES_PER_PEER = 16;
@@ -153,10 +155,19 @@ export class GrpcListener {
   private onConnection(socket: Socket): void {
     // A connection reset before the HTTP/2 server reads it must not be an unhandled 'error'.
     socket.on('error', () => undefined);
-    // Once our side has ended (a GOAWAY sent, then FIN) nothing more can be said on it: the
-    // descriptor is freed at once, not when a peer that keeps its half open would close it.
-    socket.once('finish', () => socket.destroy());
-    const held = this.gate.admit(socket, (state) => this.letGo(conn, state));
+    // Once our side has ended (a GOAWAY sent, then FIN) nothing more can be said on it. The
+    // descriptor is freed when the peer closes its half, or LINGER_MS after ours, not when a peer
+    // that keeps its half open would: not at once, since a socket destroyed while the peer still
+    // sends (a HEADERS sent before it read the GOAWAY, a WINDOW_UPDATE) answers with a reset, which
+    // can discard the last answers still unacknowledged. A connection let go at the cap for a
+    // newcomer is freed at once instead ({@link letGo}): it had no call open.
+    socket.once('finish', () => {
+      const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+      linger.unref();
+      socket.once('close', () => clearTimeout(linger));
+    });
+    socket.once('end', () => socket.destroy());
+    const held = this.gate.admit(socket, (state) => this.letGo(conn, state, true));
     if (held === null) return;
     const conn: Connection = { socket, held, acceptedAt: performance.now(), session: undefined, prefaced: false, cutAt: Infinity };
     this.connections.add(conn);
@@ -251,12 +262,14 @@ export class GrpcListener {
    * its preface, or a busy one (of an address above its share while another waits), is cut at once:
    * its descriptor is what the newcomer needs.
    */
-  private letGo(conn: Connection, state: ConnectionState = 'idle'): void {
+  private letGo(conn: Connection, state: ConnectionState = 'idle', forNewcomer = false): void {
     const session = conn.session;
     if (state === 'busy' || !conn.prefaced || session === undefined || session.closed || session.destroyed) {
       conn.socket.destroy();
       return;
     }
+    // At the cap, the newcomer needs its descriptor: freed as soon as the GOAWAY is written (no call was open on it).
+    if (forNewcomer) conn.socket.once('finish', () => conn.socket.destroy());
     conn.cutAt = performance.now() + this.closeGraceMs;
     session.close();
     // Its Watches end now (status OK); with no call open, the GOAWAY is flushed, then the socket freed.
@@ -274,7 +287,9 @@ export class GrpcListener {
         continue;
       }
       if (now - answeredAt < WRITE_DEADLINE_MS) continue;
-      this.streams.delete(stream);
+      // Still counted until it has closed (its 'close' removes it): a reset a peer that reads
+      // nothing cannot receive leaves the stream open, and it holds its memory until the cut.
+      this.streams.set(stream, Infinity);
       const conn = this.bySession.get(stream.session as ServerHttp2Session);
       if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
       if (conn !== undefined && conn.cutAt === Infinity) {
