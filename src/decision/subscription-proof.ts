@@ -86,10 +86,15 @@ export class SubscriptionProof {
     this.lost(this.heardAt);
   }
 
-  /** The replica cannot tell any more (a read failed): the subscription carried everything up to `since`. */
+  /**
+   * The replica cannot tell any more (a read failed, a nudge is missing): the subscription carried
+   * everything up to `since`. A keep-alive still to come is dropped: its echo says the subscription
+   * delivers now, not that nothing was missed, so only a read's echo proves it again.
+   */
   lost(since: number): void {
     if (!this.live) return;
     this.live = false;
+    if (this.awaited?.settled) this.forget();
     this.options.changed(false, since);
   }
 
@@ -153,6 +158,8 @@ export class SubscriptionProof {
     clearTimeout(awaited.timer);
     if (this.awaited === awaited) this.awaited = null;
     if (awaited.disturbances !== this.disturbances || this.closed) return;
+    // A keep-alive keeps a proof, never makes one (see lost): a read's echo must.
+    if (awaited.settled && !this.live) return;
     this.heardAt = performance.now();
     awaited.settled?.(true);
     if (this.live) return;

@@ -57,7 +57,9 @@ describe('gRPC listener connections', () => {
     expect(res.status?.code ?? 0).toBe(0);
     // Room was made by letting a request-less (preface-less) connection go, counted.
     expect(await s.metric('consent_sidecar_connections_evicted_total', { listener: 'grpc', state: 'request_less' })).toBeGreaterThanOrEqual(1);
-    expect(await s.metric('consent_sidecar_connections', { listener: 'grpc' })).toBeLessThanOrEqual(CAP);
+    // Back within the cap: the holder reconnects what was cut (50 ms later), and each newcomer is
+    // judged one over the cap before a connection is let go, so one reading may catch CAP + 1.
+    await until(async () => (await s.metric('consent_sidecar_connections', { listener: 'grpc' })) <= CAP, 'the gRPC listener back within its cap');
   });
 
   it('256 HTTP/2 connections idle after their preface, from 127.0.0.2: a new caller gets a decision, the one let go gets a GOAWAY', async () => {
