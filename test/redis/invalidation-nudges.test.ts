@@ -108,8 +108,8 @@ describe('an entry the Redis replicas did not acknowledge in time (--redis-wait-
     opened.push({ close: async () => admin.destroy() });
     await vi.waitFor(async () => expect(String(await admin.sendCommand(['INFO', 'replication']))).toMatch(/state=online/), { timeout: 20_000 });
     const prefix = fx.redis.prefix();
-    // A WAIT long enough for a healthy replica on a busy machine (300 ms timed out the first, replicated, publish once in CI); the frozen one never answers it.
-    const a = await replica(prefix, { url: primary.url, waitReplicas: 1, waitTimeoutMs: 3000 });
+    // A WAIT long enough for a healthy replica on a busy machine (300 ms timed out the first, replicated, publish once in CI), within the 2 s a command may take; the frozen one never answers it.
+    const a = await replica(prefix, { url: primary.url, waitReplicas: 1, waitTimeoutMs: 1500 });
     const b = await replica(prefix, { url: primary.url, quietPollIntervalMs: 600_000 });
     await vi.waitFor(() => expect(count(b.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
     await a.fleet.publish({ scope: 'user', userReference: 'replicated' });
