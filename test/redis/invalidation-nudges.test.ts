@@ -229,7 +229,8 @@ describe('an idle replica', () => {
     const admin = await adminOn(own.url);
     opened.push({ close: async () => admin.destroy() });
     // The quiet poll out of the way, the connection's own checks as the sidecar wires them.
-    const maxSilenceMs = 1000;
+    // 2.5 s: an echo every 1.5 s with 500 ms to come back (at 1 s, 200 ms: a busy machine can miss it, and then reads).
+    const maxSilenceMs = 2500;
     const r = await replica(fx.redis.prefix(), { url: own.url, maxSilenceMs, quietPollIntervalMs: 600_000, quietHealthIntervalMs: 1_200_000, healthIntervalMs: 1000 });
     await vi.waitFor(() => expect(count(r.metrics.subscribed)).resolves.toBe(1), { timeout: 10_000 });
     const stats = async (): Promise<Record<string, number>> => {
