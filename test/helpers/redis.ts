@@ -105,18 +105,46 @@ export function redisServerBinary(): string | null {
 export async function spawnRedisServer(options: SpawnOptions = {}): Promise<SpawnedRedis> {
   const binary = redisServerBinary();
   if (!binary) throw new Error(HOW_TO_GET_ONE);
-  const port = options.port ?? (await freePort());
-  const portArgs = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
+  let port = options.port ?? (await freePort());
   const extra = options.args ?? NO_PERSISTENCE;
   // Its own directory, so nothing it writes (a dump, an AOF) lands in the working tree.
   const dir = extra.includes('--dir') || options.configFile ? [] : ['--dir', mkdtempSync(join(tmpdir(), 'cs-redis-'))];
-  const args = [...(options.configFile ? [options.configFile] : []), ...portArgs, '--bind', '127.0.0.1', ...dir, ...extra];
+  const argsFor = (p: number): string[] => [
+    ...(options.configFile ? [options.configFile] : []),
+    ...(options.tls ? ['--port', '0', '--tls-port', String(p)] : ['--port', String(p)]),
+    '--bind',
+    '127.0.0.1',
+    ...dir,
+    ...extra,
+  ];
   const readyText = options.readyText ?? 'Ready to accept connections';
   let child: ChildProcess | undefined;
   let out = '';
+  let started = false;
 
+  /**
+   * Starts it; a port another process took meanwhile (a free port is free only when it was
+   * looked at: the suite's other processes, both Node lines at once, take ports too, and an
+   * outgoing connection may get a stopped server's port as its own) is not a failure of the test:
+   * the first start takes another free port, a restart (its clients know the port) waits for it.
+   */
   const start = async (): Promise<void> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await startOnce();
+        started = true;
+        return;
+      } catch (err) {
+        if (!/Address already in use/.test((err as Error).message) || attempt >= 50) throw err;
+        if (!started && options.port === undefined) port = await freePort();
+        else await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+
+  const startOnce = async (): Promise<void> => {
     if (child) return;
+    const args = argsFor(port);
     const c = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = c;
     const from = out.length;
