@@ -177,7 +177,12 @@ describe('Redis with Sentinel', () => {
     const dup = signedEvent('evt_sp_after', 101);
     await deliverUntilAccepted(p, dup);
     expect((await deliver(p[1]!, dup)).body.status).toBe('duplicate');
-    expect(passthrough.accepted('evt_sp_after')).toBe(1);
+    // One forward; unless a replica decided alone (Redis silent past the lease, which a failover on
+    // a busy machine can take: the documented fallback, counted), when each replica's copy may
+    // reach the app (docs/fleet.md). A duplicate with no fallback counted still fails here.
+    const fellBack = (await Promise.all(p.map((r) => r.metric('consent_sidecar_webhook_dedup_fallbacks_total')))).reduce((x, y) => x + y, 0);
+    if (fellBack === 0) expect(passthrough.accepted('evt_sp_after')).toBe(1);
+    else expect(passthrough.accepted('evt_sp_after')).toBeLessThanOrEqual(p.length);
 
     await expect.poll(() => acknowledged.filter((id) => queued.accepted(id) === 0).length, { timeout: 30_000 }).toBe(0);
   }, 180_000);
