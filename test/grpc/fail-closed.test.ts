@@ -4,6 +4,7 @@ import { DecisionMetrics, type DecisionService } from '../../src/decision/index.
 import { createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
 import { DecisionBoundary } from '../../src/edge/decision-boundary.js';
 import { DeadlineQueue } from '../../src/lib/deadline-queue.js';
+import { WatchedDeadlines } from '../helpers/watched-deadlines.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { checkRequest, CheckRequestType, CheckResponseType, GrpcClient, headersOf, type CheckResponse } from '../helpers/grpc.js';
 import { startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
@@ -145,18 +146,7 @@ describe('the sidecar\'s own trouble', () => {
 
   it('decide() throwing at once (not a rejection): answered once, counted once, its call deadline taken back', async () => {
     // The deadlines the handler sets, watched: one left behind would answer (and count) the call again when it passed.
-    class Watched extends DeadlineQueue {
-      readonly live = new Set<unknown>();
-      override add(e: Parameters<DeadlineQueue['add']>[0]): void {
-        this.live.add(e);
-        super.add(e);
-      }
-      override remove(e: Parameters<DeadlineQueue['remove']>[0]): void {
-        this.live.delete(e);
-        super.remove(e);
-      }
-    }
-    const deadlines = new Watched();
+    const deadlines = new WatchedDeadlines();
     const registry = new Registry();
     const boundary = new DecisionBoundary({ metrics: new DecisionMetrics(registry, () => 0), logger: silentLogger(), decisionLog: null });
     const service = {

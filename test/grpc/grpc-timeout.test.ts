@@ -5,6 +5,7 @@ import { DecisionBoundary } from '../../src/edge/decision-boundary.js';
 import { callerQueueTimeout, createCheckHandler, extAuthzBoundary, type CheckReply } from '../../src/grpc/ext-authz.js';
 import { answerByFor, answerMarginMs, parseGrpcTimeout } from '../../src/grpc/grpc-timeout.js';
 import { DeadlineQueue, DeadlineQueues } from '../../src/lib/deadline-queue.js';
+import { WatchedDeadlines } from '../helpers/watched-deadlines.js';
 import { silentLogger } from '../../src/observability/index.js';
 import { checkRequest, CheckRequestType, CheckResponseType, GrpcClient, headersOf, metadataOf, type CheckResponse } from '../helpers/grpc.js';
 import { checkRequestBytes, checkResponseOf, grpcFrame, h2Connect, rawCall, type RawAnswer } from '../helpers/h2-raw.js';
@@ -108,22 +109,11 @@ describe('the Check handler with an answerBy', () => {
   });
 
   it('a decision within answerBy is answered, and its deadline taken back', async () => {
-    class Watched extends DeadlineQueue {
-      readonly live = new Set<unknown>();
-      override add(e: Parameters<DeadlineQueue['add']>[0]): void {
-        this.live.add(e);
-        super.add(e);
-      }
-      override remove(e: Parameters<DeadlineQueue['remove']>[0]): void {
-        this.live.delete(e);
-        super.remove(e);
-      }
-    }
-    const queues = new Map<number, Watched>();
+    const queues = new Map<number, WatchedDeadlines>();
     class WatchedQueues extends DeadlineQueues {
       override for(ms: number): DeadlineQueue {
         let q = queues.get(ms);
-        if (q === undefined) queues.set(ms, (q = new Watched()));
+        if (q === undefined) queues.set(ms, (q = new WatchedDeadlines()));
         return q;
       }
     }

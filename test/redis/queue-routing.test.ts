@@ -41,6 +41,13 @@ const forwards = (registry: { getSingleMetric(name: string): unknown }, outcome:
   count(registry.getSingleMetric('consent_sidecar_webhook_queue_forwards_total') as never, { outcome });
 const ids = (a: FakeApp): string[] => a.received.map((r) => String(r.headers['x-service-event-id'])).sort();
 
+/** The route table of a replica that routes `newtype.*` but reads nothing (gone, or not reading yet), filed in `store`. */
+async function tableOf(store: ConstructorParameters<typeof RouterDirectory>[0]['store'], consumer: string): Promise<RouterDirectory> {
+  const table = new RouterDirectory({ store, consumer, globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
+  await table.advertise();
+  return table;
+}
+
 let n = 0;
 const prefix = (): string => `${fx.redis.prefix()}routes${++n}:`;
 
@@ -129,15 +136,7 @@ describe('replicas that route differently', () => {
     const p = prefix();
     const old = await replica(p, a.url, false);
     // A replica whose table is filed but which reads nothing (it died after filing it).
-    const gone = new RouterDirectory({
-      store: old.store,
-      consumer: 'gone-replica',
-      globs: { routes: ['newtype.*'], ignore: [], fallback: false },
-      macs: new MarkerMacs(() => [SECRET_A]),
-      mismatches: { inc: () => undefined },
-      now: Date.now,
-    });
-    await gone.advertise();
+    const gone = await tableOf(old.store, 'gone-replica');
     for (const id of ['evt_g1', 'evt_g2', 'evt_g3']) await old.q.enqueue(signed(id));
     await vi.waitFor(() => expect(forwards(old.registry, 'handed_over')).resolves.toBe(3), { timeout: 10_000 });
     const pending = (await fx.admin.sendCommand(['XPENDING', old.keys.events, 'workers', '-', '+', '10'])) as [string, string][];
@@ -156,8 +155,7 @@ describe('replicas that route differently', () => {
     const p = prefix();
     const old = await replica(p, a.url, false);
     const elsewhere = await replica(prefix(), a.url, false);
-    const theirs = new RouterDirectory({ store: elsewhere.store, consumer: 'theirs', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
-    await theirs.advertise();
+    await tableOf(elsewhere.store, 'theirs');
     const copied = (await fx.admin.sendCommand(['HGET', elsewhere.keys.routes, 'theirs'])) as string;
     await fx.admin.sendCommand(['HSET', old.keys.routes, 'theirs', copied]);
     await old.q.enqueue(signed('evt_copied'));
@@ -169,8 +167,7 @@ describe('replicas that route differently', () => {
     const a = await app();
     const p = prefix();
     const old = await replica(p, a.url, false, { horizonMs: 3000, visibilityMs: 1200, forwardTimeoutMs: 1000 });
-    const gone = new RouterDirectory({ store: old.store, consumer: 'gone-replica', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
-    await gone.advertise();
+    await tableOf(old.store, 'gone-replica');
     await old.q.enqueue(signed('evt_circling'));
     await vi.waitFor(async () => expect(await listDeadLetters(old.store, BOUNDS)).toHaveLength(1), { timeout: 20_000 });
     const [dead] = await listDeadLetters(old.store, BOUNDS);
@@ -183,8 +180,7 @@ describe('replicas that route differently', () => {
     const a = await app();
     const p = prefix();
     const ignoring = await replica(p, a.url, false, { ignore: ['newtype.*'], visibilityMs: 1500 });
-    const gone = new RouterDirectory({ store: ignoring.store, consumer: 'router-not-reading-yet', globs: { routes: ['newtype.*'], ignore: [], fallback: false }, macs: new MarkerMacs(() => [SECRET_A]), mismatches: { inc: () => undefined }, now: Date.now });
-    await gone.advertise();
+    const gone = await tableOf(ignoring.store, 'router-not-reading-yet');
     for (const id of ['evt_i1', 'evt_i2', 'evt_i3']) await ignoring.q.enqueue(signed(id));
     await vi.waitFor(() => expect(forwards(ignoring.registry, 'handed_over')).resolves.toBe(3), { timeout: 10_000 });
     expect(await forwards(ignoring.registry, 'ignored')).toBe(0);
