@@ -94,12 +94,15 @@ describe('DecisionService and its circuit breaker', () => {
     expect(breaker.state).toBe('open');
   });
 
-  it('a half-open probe that could not be sent does not close the breaker: the next check is the probe, and only the service closes it', async () => {
-    const script = [TIMED_OUT, TIMED_OUT, TIMED_OUT, OVERLOADED];
+  it.each([
+    ['could not be sent (overload): it does not close the breaker', OVERLOADED, 'ERR_OVERLOADED'],
+    ['was sent late and timed out: it neither closes nor reopens the breaker', TIMED_OUT_SENT_LATE, 'ERR_UPSTREAM_TIMEOUT'],
+  ] as const)('a half-open probe that %s; the next check is the probe, and only the service closes it', async (_what, probeError, code) => {
+    const script = [TIMED_OUT, TIMED_OUT, TIMED_OUT, probeError];
     const { breaker, states, ask, advance, transport } = setup((n) => script[n] ?? allowFor('k'));
     for (let i = 0; i < THRESHOLD; i++) await ask(i);
     advance(1000);
-    expect(await ask(10)).toBe('ERR_OVERLOADED');
+    expect(await ask(10)).toBe(code);
     expect(breaker.state).toBe('half_open');
     expect(await ask(11)).toBe('allow');
     expect(transport.calls).toBe(5);
@@ -115,17 +118,5 @@ describe('DecisionService and its circuit breaker', () => {
     expect(await upstreamCalls()).toBe(script.length - 1);
     await ask(script.length - 1);
     expect(breaker.state).toBe('open');
-  });
-
-  it('a half-open probe sent late that times out neither closes nor reopens the breaker: the next check is the probe', async () => {
-    const script = [TIMED_OUT, TIMED_OUT, TIMED_OUT, TIMED_OUT_SENT_LATE];
-    const { breaker, states, ask, advance, transport } = setup((n) => script[n] ?? allowFor('k'));
-    for (let i = 0; i < THRESHOLD; i++) await ask(i);
-    advance(1000);
-    expect(await ask(10)).toBe('ERR_UPSTREAM_TIMEOUT');
-    expect(breaker.state).toBe('half_open');
-    expect(await ask(11)).toBe('allow');
-    expect(transport.calls).toBe(5);
-    expect(states).toEqual(['open', 'half_open', 'closed']);
   });
 });
